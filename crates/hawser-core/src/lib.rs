@@ -1,0 +1,5 @@
+//! Pure logic of hawser, with no Kubernetes client and no I/O: Go-style durations, backoff and
+//! deadline arithmetic, and (as they are built) selection, ordering and the archive format.
+
+pub mod backoff;
+pub mod duration;
