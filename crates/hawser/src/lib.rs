@@ -1,1 +1,6 @@
-//! hawser
+//! hawser: a Kubernetes backup and restore server speaking Velero's `velero.io/v1` API.
+//!
+//! This library holds the server's parts; `main.rs` wires them together.
+
+pub mod metrics;
+pub mod status;

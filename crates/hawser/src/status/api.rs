@@ -1,0 +1,187 @@
+//! Raw requests to the API server for status writes.
+//!
+//! Requests are built with `kube::core::Request` and sent with [`kube::Client::send`], not through
+//! `kube::Api`: `kube::Error::Api` keeps only the parsed Status body, so the `Retry-After` header
+//! (which the API server sends for 429 and some 5xx, sometimes without `details.retryAfterSeconds`,
+//! e.g. the plain-text priority-and-fairness 429) would be lost. Here the header is read first and
+//! the Status body's `details.retryAfterSeconds` is the fallback.
+//!
+//! Every request runs under a timeout (the per-attempt timeout chosen by the deadline policy).
+
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{Request, Resource, Status};
+use serde_json::Value;
+
+use super::error::AttemptError;
+use super::kind::Kind;
+
+/// The API operations the status engine needs, over a client without hidden retries.
+#[derive(Clone)]
+pub(crate) struct StatusApi {
+    client: kube::Client,
+    field_manager: String,
+}
+
+impl StatusApi {
+    pub(crate) fn new(client: kube::Client, field_manager: impl Into<String>) -> Self {
+        Self {
+            client,
+            field_manager: field_manager.into(),
+        }
+    }
+
+    fn request(kind: Kind, namespace: Option<&str>) -> Request {
+        let ar: ApiResource = kind.api_resource();
+        Request::new(DynamicObject::url_path(&ar, namespace))
+    }
+
+    /// GET one object.
+    pub(crate) async fn get(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<Value, AttemptError> {
+        let req = Self::request(kind, Some(namespace))
+            .get(name, &kube::api::GetParams::default())
+            .map_err(AttemptError::Build)?;
+        self.send(req, timeout).await
+    }
+
+    /// JSON merge patch of the main resource, or of `/status` when `status_subresource`.
+    pub(crate) async fn merge_patch(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        status_subresource: bool,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<Value, AttemptError> {
+        let pp = PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        let patch = Patch::Merge(body);
+        let r = Self::request(kind, Some(namespace));
+        let req = if status_subresource {
+            r.patch_subresource("status", name, &pp, &patch)
+        } else {
+            r.patch(name, &pp, &patch)
+        }
+        .map_err(AttemptError::Build)?;
+        self.send(req, timeout).await
+    }
+
+    /// LIST every object of `kind` (in `namespace`, or all namespaces), following `continue`.
+    pub(crate) async fn list(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Vec<Value>, AttemptError> {
+        let mut items = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut lp = ListParams::default().limit(500);
+            if let Some(t) = token.take() {
+                lp = lp.continue_token(&t);
+            }
+            let req = Self::request(kind, namespace)
+                .list(&lp)
+                .map_err(AttemptError::Build)?;
+            let mut page = self.send(req, timeout).await?;
+            if let Some(Value::Array(list)) = page.get_mut("items").map(Value::take) {
+                items.extend(list);
+            }
+            match page.pointer("/metadata/continue").and_then(Value::as_str) {
+                Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+                _ => return Ok(items),
+            }
+        }
+    }
+
+    /// Whether discovery of the kind's group/version lists `<plural>/status`.
+    pub(crate) async fn has_status_subresource(
+        &self,
+        kind: Kind,
+        timeout: Duration,
+    ) -> Result<bool, AttemptError> {
+        let ar = kind.api_resource();
+        let path = format!("/apis/{}", ar.api_version);
+        let req = http::Request::get(path)
+            .body(Vec::new())
+            .map_err(|e| AttemptError::Build(kube::core::request::Error::BuildRequest(e)))?;
+        let doc = self.send(req, timeout).await?;
+        let wanted = format!("{}/status", ar.plural);
+        let listed = doc
+            .get("resources")
+            .and_then(Value::as_array)
+            .is_some_and(|rs| {
+                rs.iter()
+                    .any(|r| r.get("name").and_then(Value::as_str) == Some(wanted.as_str()))
+            });
+        Ok(listed)
+    }
+
+    async fn send(
+        &self,
+        req: http::Request<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<Value, AttemptError> {
+        match tokio::time::timeout(timeout, self.send_inner(req)).await {
+            Ok(r) => r,
+            Err(_elapsed) => Err(AttemptError::TimedOut(timeout)),
+        }
+    }
+
+    async fn send_inner(&self, req: http::Request<Vec<u8>>) -> Result<Value, AttemptError> {
+        let res = self
+            .client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .map_err(AttemptError::Transport)?;
+        let code = res.status();
+        let header_retry_after = res
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(AttemptError::Transport)?
+            .to_bytes();
+        if code.is_success() {
+            return serde_json::from_slice(&body).map_err(AttemptError::Decode);
+        }
+        let (reason, message, detail_retry_after) = match serde_json::from_slice::<Status>(&body) {
+            Ok(s) => {
+                let ra = s
+                    .details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|s| *s > 0)
+                    .map(|s| Duration::from_secs(u64::from(s)));
+                (s.reason, s.message, ra)
+            }
+            Err(_) => (
+                String::new(),
+                String::from_utf8_lossy(&body).trim().to_owned(),
+                None,
+            ),
+        };
+        Err(AttemptError::Api {
+            code: code.as_u16(),
+            reason,
+            message,
+            retry_after: header_retry_after.or(detail_retry_after),
+        })
+    }
+}

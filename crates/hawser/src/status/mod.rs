@@ -1,0 +1,48 @@
+//! The status truth engine: every Backup and Restore reaches its true final phase.
+//!
+//! Controllers hand their status changes to [`StatusEngine::write`]; the engine owns everything
+//! after that:
+//!
+//! 1. **Where**: discovery says per kind whether the `/status` subresource exists; the status is a
+//!    JSON merge patch of the status delta to `/status` or to the main resource (Velero's CRDs have
+//!    no subresource). The owner annotation that marks an object as this instance's work is written
+//!    in the same patch as `InProgress` (two patches when the subresource exists, see
+//!    [`writer`](self)).
+//! 2. **Monotonic**: each attempt checks the `hawser-api` transition table against the phase the
+//!    object has, and sends `metadata.resourceVersion` as a precondition; a 409 re-reads and
+//!    re-checks. A status that may no longer be applied is dropped.
+//! 3. **Deadline**: attempts are retried with capped exponential backoff and jitter
+//!    (`hawser_core::backoff`), honouring `Retry-After`, until `--resource-timeout` has passed;
+//!    every attempt has a timeout no longer than the time left. kube-rs's hidden retry layer is off
+//!    ([`client_without_retries`]).
+//! 4. **Classified errors**: transport errors, timeouts, 5xx and 429 are retried; 404 stops quietly;
+//!    400/403/422 stop with an error log and a Warning Event; 409 re-reads.
+//! 5. **Re-driver**: a final status not stored by the deadline is handed to a background task that
+//!    keeps trying once per (jittered) cap interval; the caller returns at once.
+//! 6. **Recovery**: at start-up and every `--status-resync-period`, started-but-unfinished objects
+//!    that no live worker here owns are resolved from the storage record, or marked `Failed` with a
+//!    reason saying the server restarted ([`StatusEngine::run_recovery`]).
+//! 7. **Observable**: attempt counters by kind and outcome, a landing-time histogram, a pending
+//!    gauge ([`crate::metrics::StatusMetrics`]), Events, structured logs with attempt counts.
+
+mod api;
+mod client;
+mod engine;
+mod error;
+pub mod events;
+mod kind;
+mod recovery;
+mod redriver;
+mod retry;
+mod update;
+mod writer;
+
+pub use client::client_without_retries;
+pub use engine::{Landing, StatusConfig, StatusEngine, WallClock, WorkerGuard, WriteOutcome};
+pub use error::{AttemptError, Class, RecoveryError, WriteError};
+pub use kind::{Kind, ObjectKey};
+pub use recovery::{
+    MemoryRecords, RecordError, RecordSource, RecordedOutcome, RecoveryReport,
+    restart_failure_reason,
+};
+pub use update::{Observed, StatusUpdate};

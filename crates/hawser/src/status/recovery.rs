@@ -1,0 +1,288 @@
+//! Recovery: objects whose work was started but that no live worker of this instance owns.
+//!
+//! At start-up and every `--status-resync-period`, list Backups and Restores → keep those whose
+//! phase says the work had started and is not finished (`InProgress`, `WaitingForPluginOperations*`,
+//! `Finalizing*`) → skip those owned here (a live worker, a write in progress, or a pending status
+//! in the re-driver, all behind the owner annotation naming this instance) → ask the
+//! [`RecordSource`] for the recorded outcome → write it, or `Failed` with a reason saying the
+//! server restarted during the work when there is no record. Writes go through
+//! [`StatusEngine::write`] (same deadline, re-driver, transition table).
+//!
+//! A record source that cannot be read (storage down) leaves the object alone until the next
+//! round: a backup whose artifacts were written must never be reported `Failed` for that.
+//! Ownership is by instance id; hawser assumes a single active server per namespace (leader
+//! election), so an object annotated by another instance id is an orphan.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Map, Value};
+
+use super::engine::StatusEngine;
+use super::error::{RecoveryError, WriteError};
+use super::events::reasons;
+use super::kind::{Kind, ObjectKey};
+use super::update::StatusUpdate;
+
+/// The outcome recorded in the storage location for one Backup/Restore: its final status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedOutcome {
+    /// The final phase.
+    pub phase: String,
+    /// Other status fields to restore (e.g. `completionTimestamp`, `progress`, `errors`).
+    pub status: Map<String, Value>,
+}
+
+impl RecordedOutcome {
+    /// A recorded outcome with only a phase.
+    #[must_use]
+    pub fn phase(phase: impl Into<String>) -> Self {
+        Self {
+            phase: phase.into(),
+            status: Map::new(),
+        }
+    }
+
+    /// Add a status field.
+    #[must_use]
+    pub fn with(mut self, field: &str, value: impl Into<Value>) -> Self {
+        self.status.insert(field.to_owned(), value.into());
+        self
+    }
+}
+
+/// Reading a record failed.
+#[derive(Debug, thiserror::Error)]
+#[error("could not read the outcome record of {key}")]
+pub struct RecordError {
+    /// Which object.
+    pub key: ObjectKey,
+    /// The cause.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl RecordError {
+    /// A stable short category.
+    #[must_use]
+    pub fn category(&self) -> &'static str {
+        "RecordUnreadable"
+    }
+}
+
+/// Where the outcome of finished work is recorded (the storage location; an in-memory one for
+/// tests and `hawser dev`).
+pub trait RecordSource: Send + Sync {
+    /// The recorded final outcome of the object, `None` when there is no record.
+    fn outcome(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<RecordedOutcome>, RecordError>> + Send;
+}
+
+/// An in-memory [`RecordSource`].
+#[derive(Debug, Default)]
+pub struct MemoryRecords {
+    records: Mutex<HashMap<ObjectKey, RecordedOutcome>>,
+}
+
+impl MemoryRecords {
+    /// Record `outcome` for `key`.
+    pub fn insert(&self, key: ObjectKey, outcome: RecordedOutcome) {
+        if let Ok(mut r) = self.records.lock() {
+            r.insert(key, outcome);
+        }
+    }
+}
+
+impl RecordSource for MemoryRecords {
+    async fn outcome(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<RecordedOutcome>, RecordError> {
+        let key = ObjectKey::new(kind, namespace, name);
+        Ok(self.records.lock().ok().and_then(|r| r.get(&key).cloned()))
+    }
+}
+
+/// What one recovery round did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Objects whose work had started and not finished.
+    pub in_flight: usize,
+    /// Of those, owned by this instance (left alone).
+    pub owned: usize,
+    /// Resolved to their recorded outcome.
+    pub from_record: usize,
+    /// Resolved to `Failed` for lack of a record.
+    pub failed_without_record: usize,
+    /// Not resolved this round (record unreadable, write handed over, dropped, refused).
+    pub unresolved: usize,
+}
+
+/// `failureReason` of an orphan with no record.
+#[must_use]
+pub fn restart_failure_reason(kind: Kind) -> String {
+    format!(
+        "hawser server restarted while the {kind} was in progress; no completion record was found in the storage location"
+    )
+}
+
+enum Resolution {
+    FromRecord,
+    WithoutRecord,
+    Unresolved,
+}
+
+impl StatusEngine {
+    /// One recovery round over both kinds.
+    ///
+    /// # Errors
+    ///
+    /// [`RecoveryError::List`] when a kind cannot be listed (the next round tries again).
+    pub async fn resolve_orphans<R: RecordSource + ?Sized>(
+        &self,
+        records: &R,
+    ) -> Result<RecoveryReport, RecoveryError> {
+        let mut report = RecoveryReport::default();
+        for kind in Kind::ALL {
+            let inner = &self.inner;
+            let items = inner
+                .writer
+                .api()
+                .list(
+                    kind,
+                    inner.config.namespace.as_deref(),
+                    inner.config.request_timeout,
+                )
+                .await
+                .map_err(|source| RecoveryError::List {
+                    kind: kind.label(),
+                    source,
+                })?;
+            let mut orphans = Vec::new();
+            for obj in items {
+                let s = |p: &str| {
+                    obj.pointer(p)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                };
+                let phase = s("/status/phase");
+                if !kind.is_in_flight(&phase) {
+                    continue;
+                }
+                report.in_flight += 1;
+                let key = ObjectKey::new(kind, s("/metadata/namespace"), s("/metadata/name"));
+                if self.owns(&key) {
+                    report.owned += 1;
+                    continue;
+                }
+                orphans.push((key, s("/metadata/resourceVersion"), phase));
+            }
+            let results: Vec<Resolution> = futures::stream::iter(orphans)
+                .map(|(key, rv, phase)| self.resolve_one(records, key, rv, phase))
+                .buffer_unordered(inner.config.redrive_concurrency.max(1))
+                .collect()
+                .await;
+            for r in results {
+                match r {
+                    Resolution::FromRecord => report.from_record += 1,
+                    Resolution::WithoutRecord => report.failed_without_record += 1,
+                    Resolution::Unresolved => report.unresolved += 1,
+                }
+            }
+        }
+        if report.in_flight > report.owned {
+            tracing::info!(?report, "recovery round");
+        }
+        Ok(report)
+    }
+
+    async fn resolve_one<R: RecordSource + ?Sized>(
+        &self,
+        records: &R,
+        key: ObjectKey,
+        rv: String,
+        phase: String,
+    ) -> Resolution {
+        let record = match records.outcome(key.kind, &key.namespace, &key.name).await {
+            Ok(r) => r.filter(|o| key.kind.is_final(&o.phase)),
+            Err(e) => {
+                tracing::warn!(object = %key, error = %e, "outcome record unreadable; object left for the next round");
+                return Resolution::Unresolved;
+            }
+        };
+        let from_record = record.is_some();
+        let update = match record {
+            Some(o) => StatusUpdate::new(key.clone(), o.phase).fields(o.status),
+            None => {
+                let now = (self.inner.wall)()
+                    .strftime("%Y-%m-%dT%H:%M:%SZ")
+                    .to_string();
+                StatusUpdate::new(key.clone(), key.kind.failed_phase())
+                    .field("failureReason", restart_failure_reason(key.kind))
+                    .field("completionTimestamp", now)
+            }
+        }
+        .observed(rv, phase.clone());
+        let wanted = update.phase().to_owned();
+        match self.write(update).await {
+            Ok(landing) => {
+                let note = if from_record {
+                    format!("resolved from {phase} to the recorded outcome {wanted}")
+                } else {
+                    format!(
+                        "resolved from {phase} to {wanted}: the server restarted during the work and no record was found"
+                    )
+                };
+                self.inner
+                    .events
+                    .publish(
+                        &key,
+                        Some(&landing.object),
+                        !from_record,
+                        reasons::RECOVERED,
+                        note,
+                    )
+                    .await;
+                if from_record {
+                    Resolution::FromRecord
+                } else {
+                    Resolution::WithoutRecord
+                }
+            }
+            Err(WriteError::Gone { .. }) => Resolution::Unresolved,
+            Err(e) => {
+                tracing::warn!(object = %key, category = e.category(), error = %e, "orphan not resolved this round");
+                Resolution::Unresolved
+            }
+        }
+    }
+
+    /// Run recovery at once and then every `--status-resync-period` until
+    /// [`shutdown`](Self::shutdown).
+    pub async fn run_recovery<R: RecordSource>(&self, records: R) {
+        let period = self
+            .inner
+            .config
+            .resync_period
+            .max(Duration::from_millis(100));
+        loop {
+            if let Err(e) = self.resolve_orphans(&records).await {
+                tracing::warn!(category = e.category(), error = %e, "recovery round failed; retrying at the next resync");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(period) => {}
+                () = self.inner.shutdown.cancelled() => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! The deadline retry loop every status write goes through, driven by
+//! [`hawser_core::backoff::DeadlinePolicy`]. Time is tokio's clock (`tokio::time::Instant`,
+//! `sleep`), so paused-time tests control it; randomness comes from the engine's seeded RNG.
+
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hawser_core::backoff::{DeadlinePolicy, Next};
+use rand::rngs::StdRng;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::error::{AttemptError, Class};
+
+/// How the loop ended.
+#[derive(Debug)]
+pub(crate) enum Finish<T> {
+    /// An attempt succeeded.
+    Done {
+        /// What the attempt returned.
+        value: T,
+        /// Attempts made, including the successful one.
+        attempts: u32,
+    },
+    /// A permanent answer (404, 400/403/422…): no more attempts.
+    Stopped { error: AttemptError, attempts: u32 },
+    /// The deadline left no room for another attempt.
+    Deadline { error: AttemptError, attempts: u32 },
+    /// Shutdown was signalled while waiting.
+    Cancelled,
+}
+
+/// Run `op` until it succeeds, fails permanently, or the policy's deadline (measured from
+/// `start`) passes. `op` gets the attempt number (1-based) and that attempt's timeout; it must
+/// not outlast the timeout (the status API enforces it on every request).
+pub(crate) async fn until_deadline<T, F, Fut>(
+    policy: &DeadlinePolicy,
+    rng: &Mutex<StdRng>,
+    shutdown: &CancellationToken,
+    start: Instant,
+    mut op: F,
+) -> Finish<T>
+where
+    F: FnMut(u32, Duration) -> Fut,
+    Fut: Future<Output = Result<T, AttemptError>>,
+{
+    let mut attempts = 0u32;
+    let mut failures = 0u32;
+    loop {
+        let Some(timeout) = policy.attempt_timeout(start.elapsed()) else {
+            // Only reachable after a failure: the first attempt always gets a timeout.
+            return Finish::Deadline {
+                error: AttemptError::TimedOut(Duration::ZERO),
+                attempts,
+            };
+        };
+        attempts += 1;
+        let error = match op(attempts, timeout).await {
+            Ok(value) => return Finish::Done { value, attempts },
+            Err(e) => e,
+        };
+        let retry_after = match error.class() {
+            Class::Gone | Class::Rejected => return Finish::Stopped { error, attempts },
+            Class::Conflict => None,
+            Class::Transient { retry_after } => retry_after,
+        };
+        failures += 1;
+        let next = match rng.lock() {
+            Ok(mut r) => policy.next(failures, start.elapsed(), retry_after, &mut *r),
+            // A poisoned lock only means another task panicked mid-draw; the RNG is still usable.
+            Err(p) => policy.next(failures, start.elapsed(), retry_after, &mut *p.into_inner()),
+        };
+        match next {
+            Next::RetryAfter(wait) => {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = shutdown.cancelled() => return Finish::Cancelled,
+                }
+            }
+            Next::Deadline => return Finish::Deadline { error, attempts },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hawser_core::backoff::Backoff;
+    use rand::SeedableRng;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn policy() -> DeadlinePolicy {
+        DeadlinePolicy {
+            backoff: Backoff::with_max(Duration::from_secs(5)),
+            timeout: Duration::from_secs(600),
+            request_timeout: Duration::from_secs(10),
+            min_request_timeout: Duration::from_millis(100),
+        }
+    }
+
+    fn unavailable(retry_after: Option<u64>) -> AttemptError {
+        AttemptError::Api {
+            code: 503,
+            reason: "ServiceUnavailable".into(),
+            message: String::new(),
+            retry_after: retry_after.map(Duration::from_secs),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_always_failing_write_returns_at_the_deadline() {
+        let rng = Mutex::new(StdRng::seed_from_u64(1));
+        let start = Instant::now();
+        let f: Finish<()> = until_deadline(
+            &policy(),
+            &rng,
+            &CancellationToken::new(),
+            start,
+            |_, _| async { Err(unavailable(None)) },
+        )
+        .await;
+        let took = start.elapsed();
+        match f {
+            Finish::Deadline { attempts, .. } => {
+                // 10 ms doubling to the 5 s cap takes ~10 attempts; then ≤ 1 per 4 s.
+                assert!((120..=165).contains(&attempts), "{attempts}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(took <= Duration::from_secs(600), "{took:?}");
+        assert!(took >= Duration::from_secs(595), "{took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_is_waited_for() {
+        let rng = Mutex::new(StdRng::seed_from_u64(1));
+        let start = Instant::now();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let f = until_deadline(
+            &policy(),
+            &rng,
+            &CancellationToken::new(),
+            start,
+            move |n, _| {
+                let s2 = s2.clone();
+                async move {
+                    s2.lock().map(|mut v| v.push(start.elapsed())).ok();
+                    if n < 3 {
+                        Err(unavailable(Some(7)))
+                    } else {
+                        Ok(n)
+                    }
+                }
+            },
+        )
+        .await;
+        assert!(
+            matches!(
+                f,
+                Finish::Done {
+                    value: 3,
+                    attempts: 3
+                }
+            ),
+            "{f:?}"
+        );
+        let seen = seen.lock().map(|v| v.clone()).unwrap_or_default();
+        assert!(
+            seen[1] >= Duration::from_secs(7) && seen[2] >= Duration::from_secs(14),
+            "{seen:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn permanent_answers_stop_after_one_attempt() {
+        for code in [400u16, 403, 404, 422] {
+            let rng = Mutex::new(StdRng::seed_from_u64(1));
+            let calls = AtomicU32::new(0);
+            let f: Finish<()> = until_deadline(
+                &policy(),
+                &rng,
+                &CancellationToken::new(),
+                Instant::now(),
+                |_, _| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        Err(AttemptError::Api {
+                            code,
+                            reason: String::new(),
+                            message: String::new(),
+                            retry_after: None,
+                        })
+                    }
+                },
+            )
+            .await;
+            assert!(
+                matches!(f, Finish::Stopped { attempts: 1, .. }),
+                "{code}: {f:?}"
+            );
+            assert_eq!(calls.load(Ordering::SeqCst), 1);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_ends_the_wait() {
+        let rng = Mutex::new(StdRng::seed_from_u64(1));
+        let token = CancellationToken::new();
+        let t2 = token.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            t2.cancel();
+        });
+        let start = Instant::now();
+        let f: Finish<()> = until_deadline(&policy(), &rng, &token, start, |_, _| async {
+            Err(unavailable(None))
+        })
+        .await;
+        assert!(matches!(f, Finish::Cancelled), "{f:?}");
+        assert!(start.elapsed() < Duration::from_secs(31));
+    }
+}

@@ -1,0 +1,203 @@
+//! [`StatusUpdate`]: what a worker (or recovery) wants stored on a Backup/Restore.
+
+use hawser_api::phase::{BackupPhase, LifecyclePhase, RestorePhase};
+use serde_json::{Map, Value};
+
+use super::kind::{Kind, ObjectKey};
+
+/// The object as the caller last saw it. With it the first attempt needs no GET: the write
+/// carries `metadata.resourceVersion` as a precondition, so a stale view yields 409 and a re-read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// `metadata.resourceVersion` of the object the caller read.
+    pub resource_version: String,
+    /// `status.phase` of that object (`""` when unset).
+    pub phase: String,
+}
+
+/// A status delta for one Backup/Restore: the target phase plus any other `status` fields, sent
+/// as a JSON merge patch (`null` removes a field). Built with the chainable methods.
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub struct StatusUpdate {
+    pub(crate) key: ObjectKey,
+    pub(crate) phase: String,
+    pub(crate) status: Map<String, Value>,
+    pub(crate) claim: bool,
+    pub(crate) observed: Option<Observed>,
+}
+
+impl StatusUpdate {
+    /// Move `key` to `phase` (an exact phase string).
+    pub fn new(key: ObjectKey, phase: impl Into<String>) -> Self {
+        let phase = phase.into();
+        let mut status = Map::new();
+        status.insert("phase".to_owned(), Value::String(phase.clone()));
+        Self {
+            key,
+            phase,
+            status,
+            claim: false,
+            observed: None,
+        }
+    }
+
+    /// Move a Backup to `phase`.
+    pub fn backup(
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        phase: BackupPhase,
+    ) -> Self {
+        Self::new(
+            ObjectKey::new(Kind::Backup, namespace, name),
+            LifecyclePhase::as_str(&phase),
+        )
+    }
+
+    /// Move a Restore to `phase`.
+    pub fn restore(
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        phase: RestorePhase,
+    ) -> Self {
+        Self::new(
+            ObjectKey::new(Kind::Restore, namespace, name),
+            LifecyclePhase::as_str(&phase),
+        )
+    }
+
+    /// Also set `status.<field>` (camelCase, as in the CRD).
+    pub fn field(mut self, field: &str, value: impl Into<Value>) -> Self {
+        if field != "phase" {
+            self.status.insert(field.to_owned(), value.into());
+        }
+        self
+    }
+
+    /// Also set every field of `fields` (a `phase` key is ignored: the phase is fixed at creation).
+    pub fn fields(mut self, fields: Map<String, Value>) -> Self {
+        for (k, v) in fields {
+            if k != "phase" {
+                self.status.insert(k, v);
+            }
+        }
+        self
+    }
+
+    /// Write hawser's owner annotation naming this server instance together with the status
+    /// (used when entering `InProgress`; see the module docs for how it is written).
+    pub fn claim(mut self) -> Self {
+        self.claim = true;
+        self
+    }
+
+    /// The caller's view of the object (skips the initial GET).
+    pub fn observed(
+        mut self,
+        resource_version: impl Into<String>,
+        phase: impl Into<String>,
+    ) -> Self {
+        self.observed = Some(Observed {
+            resource_version: resource_version.into(),
+            phase: phase.into(),
+        });
+        self
+    }
+
+    /// Which object.
+    #[must_use]
+    pub fn key(&self) -> &ObjectKey {
+        &self.key
+    }
+
+    /// The target phase.
+    #[must_use]
+    pub fn phase(&self) -> &str {
+        &self.phase
+    }
+
+    /// The status delta (including `phase`).
+    #[must_use]
+    pub fn status(&self) -> &Map<String, Value> {
+        &self.status
+    }
+
+    /// Whether the target phase is final (such a status is handed to the re-driver at the
+    /// deadline instead of being given up).
+    #[must_use]
+    pub fn is_final(&self) -> bool {
+        self.key.kind.is_final(&self.phase)
+    }
+}
+
+/// True when every field of `delta` already has that value in `status` (a `null` in the delta
+/// means "absent"). Used to recognise a write that landed although its answer was lost.
+pub(crate) fn status_contains(status: Option<&Value>, delta: &Map<String, Value>) -> bool {
+    let empty = Map::new();
+    let stored = status.and_then(Value::as_object).unwrap_or(&empty);
+    delta.iter().all(|(k, v)| match (stored.get(k), v) {
+        (None, Value::Null) => true,
+        (Some(s), v) => merged_equals(s, v),
+        (None, _) => false,
+    })
+}
+
+/// Whether merging `patch` into `stored` would leave `stored` unchanged.
+fn merged_equals(stored: &Value, patch: &Value) -> bool {
+    match (stored, patch) {
+        (Value::Object(s), Value::Object(p)) => p.iter().all(|(k, v)| match (s.get(k), v) {
+            (None, Value::Null) => true,
+            (Some(sv), pv) => merged_equals(sv, pv),
+            (None, _) => false,
+        }),
+        (s, p) => s == p,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn delta(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn a_landed_delta_is_recognised_and_a_missing_one_is_not() {
+        let stored = json!({"phase": "Failed", "failureReason": "x", "progress": {"totalItems": 3, "itemsBackedUp": 3}});
+        let table = [
+            (json!({"phase": "Failed"}), true),
+            (json!({"phase": "Failed", "failureReason": "x"}), true),
+            (json!({"phase": "Failed", "failureReason": "y"}), false),
+            (json!({"phase": "Completed"}), false),
+            (json!({"progress": {"totalItems": 3}}), true),
+            (json!({"progress": {"totalItems": 4}}), false),
+            (json!({"errors": null}), true),
+            (json!({"phase": null}), false),
+            (json!({"warnings": 1}), false),
+        ];
+        for (d, want) in table {
+            assert_eq!(
+                status_contains(Some(&stored), &delta(d.clone())),
+                want,
+                "{d}"
+            );
+        }
+        assert!(!status_contains(None, &delta(json!({"phase": "Failed"}))));
+    }
+
+    #[test]
+    fn builders_keep_the_phase_fixed() {
+        let u = StatusUpdate::backup("velero", "b1", BackupPhase::Completed)
+            .field("phase", "InProgress")
+            .field("completionTimestamp", "2026-01-01T00:00:00Z");
+        assert_eq!(u.phase(), "Completed");
+        assert_eq!(u.status().get("phase"), Some(&json!("Completed")));
+        assert!(u.is_final());
+        assert_eq!(u.key().kind, Kind::Backup);
+    }
+}
