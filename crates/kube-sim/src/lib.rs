@@ -1,7 +1,36 @@
 //! kube-sim: a loopback Kubernetes API server with fault injection.
+//!
+//! Start one in a test with [`KubeSim::start`], point kube-rs or kubectl at
+//! [`KubeSim::kubeconfig_yaml`], inject faults through [`KubeSim::faults`] (or the admin HTTP
+//! listener) and inspect what clients did with [`KubeSim::requests`]. `docs/kube-sim.md` lists
+//! what is served and what is not reproduced.
 
 pub mod openapi;
 pub mod patch;
 pub mod resource;
 pub mod selector;
 pub mod table;
+
+mod admin;
+mod api;
+mod catalog;
+mod config;
+mod controller;
+mod discovery;
+mod faults;
+mod http;
+mod meta;
+mod render;
+mod reqlog;
+mod server;
+mod sim;
+mod status;
+mod store;
+mod watch;
+mod write;
+
+pub use config::SimConfig;
+pub use faults::{ActiveFault, FaultSpec, Faults, LatencyFault, Matcher, Shape, StatusFault};
+pub use reqlog::RequestRecord;
+pub use sim::{KubeSim, SimError, SimStore, kubeconfig_yaml};
+pub use status::ApiError;

@@ -1,0 +1,39 @@
+//! Simulator configuration.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How to start a simulator. `SimConfig::default()` listens on an ephemeral loopback port and
+/// starts an admin listener on another.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// API listener address; port 0 picks a free port (kept across `refuse` faults).
+    pub listen: SocketAddr,
+    /// Admin (fault injection) listener; `None` = no admin listener (the handle still works).
+    pub admin_listen: Option<SocketAddr>,
+    /// How many change events are kept for watch resumption and continue tokens; older
+    /// resourceVersions get 410 Expired.
+    pub watch_history: usize,
+    /// Interval between BOOKMARK events on watches that allow them.
+    pub bookmark_interval: Duration,
+    /// Largest accepted request body (the real default is 3 MiB).
+    pub max_body_bytes: usize,
+    /// Request log capacity (oldest entries are dropped).
+    pub request_log_capacity: usize,
+    /// Create the namespaces a real cluster starts with.
+    pub default_namespaces: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            watch_history: 100_000,
+            bookmark_interval: Duration::from_secs(60),
+            max_body_bytes: 3 * 1024 * 1024,
+            request_log_capacity: 100_000,
+            default_namespaces: true,
+        }
+    }
+}

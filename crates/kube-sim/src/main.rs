@@ -1,0 +1,96 @@
+//! The `kube-sim` binary: a loopback Kubernetes API server with an admin (fault) listener.
+//!
+//! Prints `api: http://HOST:PORT` and `admin: http://HOST:PORT` as its first two lines.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use kube_sim::{KubeSim, SimConfig};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kube-sim",
+    about = "A loopback Kubernetes API server with fault injection"
+)]
+struct Args {
+    /// API listen address (port 0 picks a free port).
+    #[arg(long, env = "KUBE_SIM_LISTEN", default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Admin (fault injection and request log) listen address.
+    #[arg(long, env = "KUBE_SIM_ADMIN_LISTEN", default_value = "127.0.0.1:0")]
+    admin_listen: SocketAddr,
+    /// Write a kubeconfig pointing at the API listener here.
+    #[arg(long, env = "KUBE_SIM_KUBECONFIG_OUT")]
+    kubeconfig_out: Option<PathBuf>,
+    /// Multi-document YAML files of objects to load at start (CRDs first).
+    #[arg(long)]
+    load: Vec<PathBuf>,
+    /// Change events kept for watch resumption.
+    #[arg(long, env = "KUBE_SIM_WATCH_HISTORY", default_value_t = 100_000)]
+    watch_history: usize,
+    /// Seconds between watch BOOKMARK events.
+    #[arg(long, env = "KUBE_SIM_BOOKMARK_INTERVAL", default_value_t = 60.0)]
+    bookmark_interval: f64,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let config = SimConfig {
+        listen: args.listen,
+        admin_listen: Some(args.admin_listen),
+        watch_history: args.watch_history,
+        bookmark_interval: Duration::from_secs_f64(args.bookmark_interval.max(0.01)),
+        ..SimConfig::default()
+    };
+    let sim = match KubeSim::start(config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kube-sim: cannot start: {}", error_chain(&e));
+            return ExitCode::from(1);
+        }
+    };
+    for path in &args.load {
+        if let Err(e) = sim.store().load_file(path) {
+            eprintln!("kube-sim: loading {}: {}", path.display(), error_chain(&e));
+            return ExitCode::from(1);
+        }
+    }
+    if let Some(p) = &args.kubeconfig_out
+        && let Err(e) = sim.write_kubeconfig(p)
+    {
+        eprintln!("kube-sim: {}", error_chain(&e));
+        return ExitCode::from(1);
+    }
+    let mut out = std::io::stdout().lock();
+    let admin = sim.admin_url().unwrap_or_default();
+    if writeln!(out, "api: {}\nadmin: {admin}", sim.api_url())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return ExitCode::from(1);
+    }
+    drop(out);
+    let _ = tokio::signal::ctrl_c().await;
+    sim.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

@@ -1,0 +1,304 @@
+//! Object metadata helpers: timestamps, names, validation of names, labels and annotations.
+
+use rand::Rng;
+use serde_json::{Map, Value};
+
+use crate::catalog::NameRule;
+use crate::status::Cause;
+
+/// Now as a `metav1.Time` (RFC 3339, UTC, whole seconds).
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Now with milliseconds (request log).
+pub fn now_millis() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata").and_then(Value::as_object)
+}
+
+/// `metadata` as a mutable map, created if absent or not an object.
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = Value::Object(Map::new());
+    }
+    let Value::Object(root) = obj else {
+        unreachable!("made an object above")
+    };
+    let m = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !m.is_object() {
+        *m = Value::Object(Map::new());
+    }
+    match m {
+        Value::Object(map) => map,
+        _ => unreachable!("made an object above"),
+    }
+}
+
+pub fn meta_str<'a>(obj: &'a Value, key: &str) -> &'a str {
+    meta(obj)
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+pub fn name(obj: &Value) -> &str {
+    meta_str(obj, "name")
+}
+
+pub fn namespace(obj: &Value) -> &str {
+    meta_str(obj, "namespace")
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    meta(obj)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn is_deleting(obj: &Value) -> bool {
+    meta(obj).is_some_and(|m| m.get("deletionTimestamp").is_some_and(|v| !v.is_null()))
+}
+
+/// `generateName` suffix alphabet of the real server.
+const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+pub fn generate_name(prefix: &str) -> String {
+    let mut p: String = prefix.chars().take(58).collect();
+    let mut rng = rand::rng();
+    for _ in 0..5 {
+        let i = rng.random_range(0..ALPHABET.len());
+        p.push(char::from(ALPHABET[i]));
+    }
+    p
+}
+
+fn is_dns_label(s: &str, max: usize, first_alpha: bool) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= max
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && (b[0].is_ascii_lowercase() || (!first_alpha && b[0].is_ascii_digit()))
+        && b[b.len() - 1] != b'-'
+}
+
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && !s.is_empty() && s.split('.').all(|l| is_dns_label(l, 63, false))
+}
+
+/// Validates `metadata.name` per kind; returns the cause message on failure.
+pub fn validate_name(rule: NameRule, name: &str) -> Option<String> {
+    let q = format!("Invalid value: {}: ", Value::String(name.to_string()));
+    match rule {
+        NameRule::Subdomain if !is_dns_subdomain(name) => Some(format!(
+            "{q}a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        )),
+        NameRule::Label if !is_dns_label(name, 63, false) => Some(format!(
+            "{q}a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+        )),
+        NameRule::Label1035 if !is_dns_label(name, 63, true) => Some(format!(
+            "{q}a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+        )),
+        NameRule::PathSegment if name == "." || name == ".." => {
+            Some(format!("{q}may not be '{name}'"))
+        }
+        NameRule::PathSegment if name.contains('/') || name.contains('%') => {
+            Some(format!("{q}may not contain '/' or '%'"))
+        }
+        _ => None,
+    }
+}
+
+fn is_qualified_name(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if prefix.is_some_and(|p| !is_dns_subdomain(p)) {
+        return false;
+    }
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+fn is_label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.is_empty()
+        || (b.len() <= 63
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric())
+}
+
+/// Validates labels, annotations and finalizer names; returns causes for a 422.
+pub fn validate_meta(obj: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let Some(m) = meta(obj) else {
+        return causes;
+    };
+    let key_msg = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
+    for which in ["labels", "annotations"] {
+        match m.get(which) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                for (k, v) in map {
+                    if !is_qualified_name(k) {
+                        causes.push(Cause {
+                            reason: "FieldValueInvalid",
+                            message: format!(
+                                "Invalid value: {}: {key_msg}",
+                                Value::String(k.clone())
+                            ),
+                            field: format!("metadata.{which}"),
+                        });
+                    }
+                    match v {
+                        Value::String(s) if which == "labels" && !is_label_value(s) => {
+                            causes.push(Cause {
+                                reason: "FieldValueInvalid",
+                                message: format!("Invalid value: {}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')", v),
+                                field: format!("metadata.labels"),
+                            });
+                        }
+                        Value::String(_) => {}
+                        _ => causes.push(Cause {
+                            reason: "FieldValueInvalid",
+                            message: format!("Invalid value: {v}: must be a string"),
+                            field: format!("metadata.{which}.{k}"),
+                        }),
+                    }
+                }
+            }
+            Some(other) => causes.push(Cause {
+                reason: "FieldValueInvalid",
+                message: format!("Invalid value: {other}: must be an object"),
+                field: format!("metadata.{which}"),
+            }),
+        }
+    }
+    if let Some(Value::Array(fs)) = m.get("finalizers") {
+        for f in fs {
+            match f.as_str() {
+                Some(s) if is_qualified_name(s) => {}
+                _ => causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    message: format!("Invalid value: {f}: name part must consist of alphanumeric characters, '-', '_' or '.'"),
+                    field: "metadata.finalizers".to_string(),
+                }),
+            }
+        }
+    }
+    causes
+}
+
+/// The `fieldsV1` tree describing every field of `v` (maps per key, lists and scalars as leaves).
+pub fn fields_v1(v: &Value) -> Value {
+    fn walk(v: &Value) -> Value {
+        let mut out = Map::new();
+        if let Value::Object(m) = v {
+            for (k, x) in m {
+                let inner = match x {
+                    Value::Object(_) => walk(x),
+                    _ => Value::Object(Map::new()),
+                };
+                out.insert(format!("f:{k}"), inner);
+            }
+        }
+        Value::Object(out)
+    }
+    let mut top = Map::new();
+    if let Value::Object(m) = v {
+        for (k, x) in m {
+            match k.as_str() {
+                "apiVersion" | "kind" | "status" => {}
+                "metadata" => {
+                    let mut mm = Map::new();
+                    if let Value::Object(md) = x {
+                        for key in ["labels", "annotations", "ownerReferences", "finalizers"] {
+                            if let Some(val) = md.get(key) {
+                                let inner = match val {
+                                    Value::Object(_) => walk(val),
+                                    _ => Value::Object(Map::new()),
+                                };
+                                mm.insert(format!("f:{key}"), inner);
+                            }
+                        }
+                    }
+                    if !mm.is_empty() {
+                        top.insert("f:metadata".into(), Value::Object(mm));
+                    }
+                }
+                _ => {
+                    let inner = match x {
+                        Value::Object(_) => walk(x),
+                        _ => Value::Object(Map::new()),
+                    };
+                    top.insert(format!("f:{k}"), inner);
+                }
+            }
+        }
+    }
+    Value::Object(top)
+}
+
+/// The status part's field tree (for `/status` writes).
+pub fn status_fields_v1(v: &Value) -> Value {
+    let mut top = Map::new();
+    if let Some(s) = v.get("status") {
+        let wrapped = serde_json::json!({ "x": s });
+        if let Some(Value::Object(inner)) = fields_v1(&wrapped).get("f:x").cloned() {
+            top.insert("f:status".into(), Value::Object(inner));
+        } else {
+            top.insert("f:status".into(), Value::Object(Map::new()));
+        }
+    }
+    Value::Object(top)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(validate_name(NameRule::Subdomain, "a.b-c").is_none());
+        assert!(validate_name(NameRule::Subdomain, "A").is_some());
+        assert!(validate_name(NameRule::Label, "a.b").is_some());
+        assert!(validate_name(NameRule::Label1035, "1a").is_some());
+        assert!(validate_name(NameRule::PathSegment, "system:x").is_none());
+        let g = generate_name("web-");
+        assert_eq!(g.len(), 9);
+        assert!(g.starts_with("web-"));
+    }
+
+    #[test]
+    fn labels_validated() {
+        let ok = serde_json::json!({"metadata": {"labels": {"app.kubernetes.io/name": "x"}}});
+        assert!(validate_meta(&ok).is_empty());
+        let bad = serde_json::json!({"metadata": {"labels": {"-x": "y"}}});
+        assert_eq!(validate_meta(&bad).len(), 1);
+    }
+}

@@ -1,0 +1,434 @@
+//! Shared server state, routing of API paths, and the per-request pipeline (faults, logging).
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use http::{HeaderValue, Method, Request, header};
+use hyper::body::Incoming;
+
+use crate::catalog::{self, Served};
+use crate::config::SimConfig;
+use crate::faults::{Faults, RequestKey, Shape, StatusFault, default_reason};
+use crate::http::{self as h, Query, Resp};
+use crate::reqlog::{RequestLog, RequestRecord};
+use crate::status::ApiError;
+use crate::store::{State, Store};
+use crate::{api, controller, discovery, meta};
+
+/// The served resources.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    entries: Vec<Arc<Served>>,
+    builtin_count: usize,
+}
+
+impl Catalog {
+    pub fn new() -> Catalog {
+        let entries: Vec<Arc<Served>> = catalog::builtins().into_iter().map(Arc::new).collect();
+        let builtin_count = entries.len();
+        Catalog {
+            entries,
+            builtin_count,
+        }
+    }
+
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Served>> {
+        self.entries
+            .iter()
+            .find(|s| s.info.group == group && s.info.version == version && s.info.plural == plural)
+            .cloned()
+    }
+
+    /// The entry for an object's `apiVersion` and `kind`.
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<Served>> {
+        let (group, version) = split_api_version(api_version);
+        self.entries
+            .iter()
+            .find(|s| s.info.group == group && s.info.version == version && s.info.kind == kind)
+            .cloned()
+    }
+
+    pub fn entries(&self) -> &[Arc<Served>] {
+        &self.entries
+    }
+
+    /// Whether any resource is served under this group/version.
+    pub fn serves_gv(&self, group: &str, version: &str) -> bool {
+        self.entries
+            .iter()
+            .any(|s| s.info.group == group && s.info.version == version)
+    }
+
+    /// Groups (without core) in discovery order, each with its versions most-preferred first.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for s in &self.entries {
+            if s.info.group.is_empty() {
+                continue;
+            }
+            match out.iter_mut().find(|(g, _)| *g == s.info.group) {
+                Some((_, vs)) => {
+                    if !vs.contains(&s.info.version) {
+                        vs.push(s.info.version.clone());
+                    }
+                }
+                None => out.push((s.info.group.clone(), vec![s.info.version.clone()])),
+            }
+        }
+        for (_, vs) in &mut out {
+            vs.sort_by(|a, b| catalog::compare_versions(a, b));
+        }
+        out
+    }
+
+    /// Recomputes the custom-resource entries from the stored CRDs.
+    pub fn rebuild_custom(&mut self, state: &State) {
+        self.entries.truncate(self.builtin_count);
+        let mut custom: Vec<Served> = state
+            .objects("apiextensions.k8s.io/customresourcedefinitions")
+            .values()
+            .flat_map(|crd| catalog::from_crd(crd))
+            .collect();
+        custom.sort_by(|a, b| {
+            a.info
+                .group
+                .cmp(&b.info.group)
+                .then(a.info.plural.cmp(&b.info.plural))
+        });
+        self.entries.extend(custom.into_iter().map(Arc::new));
+    }
+}
+
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}
+
+/// State shared by the listeners, the background controller and the handle.
+#[derive(Debug)]
+pub struct Shared {
+    pub config: SimConfig,
+    pub store: Store,
+    pub catalog: RwLock<Catalog>,
+    pub faults: Faults,
+    pub log: RequestLog,
+    pub work: controller::WorkQueue,
+}
+
+impl Shared {
+    pub fn new(config: SimConfig) -> Shared {
+        let store = Store::new(config.watch_history, 0);
+        let log = RequestLog::new(config.request_log_capacity);
+        Shared {
+            config,
+            store,
+            catalog: RwLock::new(Catalog::new()),
+            faults: Faults::new(),
+            log,
+            work: controller::WorkQueue::default(),
+        }
+    }
+
+    pub fn catalog(&self) -> std::sync::RwLockReadGuard<'_, Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn rebuild_catalog(&self, state: &State) {
+        self.catalog
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .rebuild_custom(state);
+    }
+}
+
+/// A request against a resource.
+#[derive(Debug, Clone)]
+pub struct ResourceRequest {
+    pub served: Arc<Served>,
+    pub verb: &'static str,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+/// Where a path leads.
+#[derive(Debug)]
+pub enum Route {
+    Resource(ResourceRequest),
+    CoreVersions,
+    GroupList,
+    Group(String),
+    ResourceList(String, String),
+    Version,
+    Health(String),
+    OpenApiIndex,
+    OpenApiDoc(String),
+    NotFound,
+    MethodNotAllowed,
+}
+
+/// Subresources of a namespace that are not namespaced collections.
+const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
+
+pub fn route(catalog: &Catalog, method: &Method, path: &str, query: &Query) -> Route {
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let segs: Vec<&str> = match segs.split_last() {
+        Some((last, rest)) if last.is_empty() && !rest.is_empty() => rest.to_vec(),
+        _ => segs,
+    };
+    let is_get = method == Method::GET;
+    match segs.as_slice() {
+        ["api"] if is_get => Route::CoreVersions,
+        ["apis"] if is_get => Route::GroupList,
+        ["apis", g] if is_get && catalog.groups().iter().any(|(x, _)| x == g) => {
+            Route::Group((*g).to_string())
+        }
+        ["api", "v1"] if is_get => Route::ResourceList(String::new(), "v1".into()),
+        ["apis", g, v] if is_get && catalog.serves_gv(g, v) => {
+            Route::ResourceList((*g).to_string(), (*v).to_string())
+        }
+        ["version"] if is_get => Route::Version,
+        [h @ ("healthz" | "livez" | "readyz"), ..] if is_get => Route::Health((*h).to_string()),
+        ["openapi", "v3"] if is_get => Route::OpenApiIndex,
+        ["openapi", "v3", rest @ ..] if is_get && !rest.is_empty() => {
+            Route::OpenApiDoc(rest.join("/"))
+        }
+        ["api", "v1", rest @ ..] if !rest.is_empty() => {
+            resource_route(catalog, "", "v1", rest, method, query)
+        }
+        ["apis", g, v, rest @ ..] if !rest.is_empty() && catalog.serves_gv(g, v) => {
+            resource_route(catalog, g, v, rest, method, query)
+        }
+        _ => Route::NotFound,
+    }
+}
+
+fn resource_route(
+    catalog: &Catalog,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    method: &Method,
+    query: &Query,
+) -> Route {
+    let mut namespace = None;
+    let mut rest = rest;
+    if rest[0] == "namespaces"
+        && rest.len() > 2
+        && !(rest.len() == 3 && NAMESPACE_SUBRESOURCES.contains(&rest[2]))
+    {
+        namespace = Some(rest[1].to_string());
+        rest = &rest[2..];
+    }
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some((*n).to_string()), None),
+        [p, n, s] => (*p, Some((*n).to_string()), Some((*s).to_string())),
+        _ => return Route::NotFound,
+    };
+    let Some(served) = catalog.find(group, version, plural) else {
+        return Route::NotFound;
+    };
+    if served.info.namespaced != namespace.is_some() {
+        // Cluster-scoped kinds have no namespaced paths; namespaced items need a namespace.
+        if !served.info.namespaced || name.is_some() {
+            return Route::NotFound;
+        }
+    }
+    if let Some(s) = &sub {
+        let ok = (s == "status" && served.info.status_subresource)
+            || served.extra_subresources.contains(&s.as_str());
+        if !ok || name.as_deref().is_some_and(str::is_empty) {
+            return Route::NotFound;
+        }
+    }
+    if name.as_deref() == Some("") {
+        return Route::NotFound;
+    }
+    let all_namespaces = served.info.namespaced && namespace.is_none();
+    let verb: &'static str = match (method.as_str(), name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if query.flag("watch") => "watch",
+        ("GET", false) => "list",
+        ("POST", false) if !all_namespaces => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) if !all_namespaces => "deletecollection",
+        ("POST" | "DELETE", false) => return Route::NotFound,
+        _ => return Route::MethodNotAllowed,
+    };
+    if sub.is_some() && !matches!(verb, "get" | "update" | "patch") {
+        return Route::MethodNotAllowed;
+    }
+    if sub.as_deref() == Some("finalize") && verb != "update" {
+        return Route::MethodNotAllowed;
+    }
+    let verb_listed = served.info.verbs.iter().any(|v| v == verb);
+    if sub.is_none() && !verb_listed {
+        return Route::MethodNotAllowed;
+    }
+    Route::Resource(ResourceRequest {
+        served,
+        verb,
+        namespace,
+        name,
+        subresource: sub,
+    })
+}
+
+/// The full pipeline for one API request.
+pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let query = Query::parse(uri.query());
+    let route = route(&shared.catalog(), &method, uri.path(), &query);
+
+    let (verb, group, resource, sub, ns, name) = match &route {
+        Route::Resource(r) => (
+            r.verb,
+            r.served.info.group.clone(),
+            r.served.info.plural.clone(),
+            r.subresource.clone().unwrap_or_default(),
+            r.namespace.clone().unwrap_or_default(),
+            r.name.clone().unwrap_or_default(),
+        ),
+        _ => (
+            method_verb(&method),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+        ),
+    };
+    let key = RequestKey {
+        verb,
+        resource: &resource,
+        name: &name,
+        subresource: &sub,
+        namespace: &ns,
+    };
+    let decision = shared.faults.decide(&key);
+    if let Some(d) = decision.delay {
+        tokio::time::sleep(d).await;
+    }
+    let resp = match decision.error {
+        Some(f) => fault_response(&f),
+        None => dispatch(&shared, route, req, query).await,
+    };
+    shared.log.push(RequestRecord {
+        seq: 0,
+        time: meta::now_millis(),
+        verb: verb.to_string(),
+        group,
+        resource,
+        subresource: sub,
+        namespace: ns,
+        name,
+        code: resp.status().as_u16(),
+        method: method.to_string(),
+        path: uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_string(), |p| p.as_str().to_string()),
+    });
+    resp
+}
+
+fn method_verb(m: &Method) -> &'static str {
+    match m.as_str() {
+        "GET" | "HEAD" => "get",
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" => "delete",
+        _ => "get",
+    }
+}
+
+/// The answer of an injected status fault.
+pub fn fault_response(f: &StatusFault) -> Resp {
+    let (reason, default_msg) = default_reason(f.code);
+    let message = f.message.clone().unwrap_or_else(|| default_msg.to_string());
+    let mut resp = match f.shape {
+        Shape::Plain => h::text(f.code, &format!("{message}\n")),
+        Shape::Status => {
+            let mut e = ApiError::new(f.code, reason, message);
+            if let Some(s) = f.retry_after_seconds {
+                e = e.with_details(serde_json::json!({"retryAfterSeconds": s}));
+            }
+            h::error(&e)
+        }
+    };
+    if let Some(s) = f.retry_after_seconds
+        && let Ok(v) = HeaderValue::from_str(&s.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    if f.shape == Shape::Plain && f.code == 429 {
+        resp.headers_mut().insert(
+            "X-Kubernetes-PF-FlowSchema-UID",
+            HeaderValue::from_static("00000000-0000-0000-0000-000000000001"),
+        );
+        resp.headers_mut().insert(
+            "X-Kubernetes-PF-PriorityLevel-UID",
+            HeaderValue::from_static("00000000-0000-0000-0000-000000000002"),
+        );
+    }
+    resp
+}
+
+async fn dispatch(
+    shared: &Arc<Shared>,
+    route: Route,
+    req: Request<Incoming>,
+    query: Query,
+) -> Resp {
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    match route {
+        Route::Resource(r) => api::serve(shared, r, req, query).await,
+        Route::NotFound => h::error(&ApiError::page_not_found()),
+        Route::MethodNotAllowed => h::text(405, "405: Method Not Allowed"),
+        Route::Version => h::json(200, &discovery::version()),
+        Route::Health(which) => health(&which, &query),
+        Route::CoreVersions | Route::GroupList | Route::Group(_) | Route::ResourceList(..) => {
+            discovery::serve(shared, &route, accept.as_deref(), req.headers())
+        }
+        Route::OpenApiIndex | Route::OpenApiDoc(_) => discovery::openapi(shared, &route, &query),
+    }
+}
+
+fn health(which: &str, query: &Query) -> Resp {
+    if query.get("verbose").is_some() {
+        let checks = [
+            "ping",
+            "log",
+            "etcd",
+            "poststarthook/start-apiextensions-controllers",
+        ];
+        let mut body = String::new();
+        for c in checks {
+            if query.get("exclude") == Some(c) {
+                body.push_str(&format!("[+]{c} excluded: ok\n"));
+            } else {
+                body.push_str(&format!("[+]{c} ok\n"));
+            }
+        }
+        body.push_str(&format!("{which} check passed\n"));
+        return h::text(200, &body);
+    }
+    h::text(200, "ok")
+}
+
+/// How long bookmark-less watches may run when the client gives no timeout.
+pub fn default_watch_timeout() -> Duration {
+    Duration::from_secs(1800)
+}

@@ -1,0 +1,578 @@
+//! Update (PUT) and patch (PATCH) of existing objects, including the status subresource,
+//! namespace finalize, server-side apply and the no-op rule.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::api::{self, CRDS, NAMESPACES, WriteOpts};
+use crate::catalog::Served;
+use crate::http::Query;
+use crate::meta;
+use crate::patch::{self, PatchError};
+use crate::server::{ResourceRequest, Shared};
+use crate::status::{ApiError, Cause};
+use crate::store::Writer;
+
+/// Sets or refreshes this manager's managedFields entry.
+pub fn set_managed(
+    obj: &mut Value,
+    manager: &str,
+    operation: &str,
+    api_version: &str,
+    subresource: Option<&str>,
+    now: &str,
+) {
+    let fields = if subresource == Some("status") {
+        meta::status_fields_v1(obj)
+    } else {
+        meta::fields_v1(obj)
+    };
+    let m = meta::meta_mut(obj);
+    let list = m
+        .entry("managedFields")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !list.is_array() {
+        *list = Value::Array(Vec::new());
+    }
+    let Value::Array(entries) = list else {
+        return;
+    };
+    entries.retain(|e| {
+        !(e.get("manager").and_then(Value::as_str) == Some(manager)
+            && e.get("operation").and_then(Value::as_str) == Some(operation)
+            && e.get("subresource").and_then(Value::as_str) == subresource)
+    });
+    let mut entry = json!({
+        "manager": manager,
+        "operation": operation,
+        "apiVersion": api_version,
+        "time": now,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    });
+    if let Some(s) = subresource {
+        entry["subresource"] = json!(s);
+    }
+    entries.push(entry);
+}
+
+/// Whether two objects are equal apart from `resourceVersion` and `managedFields`.
+fn same_ignoring_bookkeeping(a: &Value, b: &Value) -> bool {
+    let (Some(ma), Some(mb)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let skip = |k: &str| k == "metadata";
+    if ma.iter().filter(|(k, _)| !skip(k)).count() != mb.iter().filter(|(k, _)| !skip(k)).count() {
+        return false;
+    }
+    if ma
+        .iter()
+        .filter(|(k, _)| !skip(k))
+        .any(|(k, v)| mb.get(k) != Some(v))
+    {
+        return false;
+    }
+    let empty = Map::new();
+    let meta_a = ma
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let meta_b = mb
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let mskip = |k: &str| k == "resourceVersion" || k == "managedFields";
+    meta_a.iter().filter(|(k, _)| !mskip(k)).count()
+        == meta_b.iter().filter(|(k, _)| !mskip(k)).count()
+        && meta_a
+            .iter()
+            .filter(|(k, _)| !mskip(k))
+            .all(|(k, v)| meta_b.get(k) == Some(v))
+}
+
+/// Whether anything outside `metadata` (and outside `status` when `ignore_status`) differs.
+fn spec_changed(a: &Value, b: &Value, ignore_status: bool) -> bool {
+    let empty = Map::new();
+    let ma = a.as_object().unwrap_or(&empty);
+    let mb = b.as_object().unwrap_or(&empty);
+    let relevant = |k: &str| {
+        !matches!(k, "metadata" | "apiVersion" | "kind") && !(ignore_status && k == "status")
+    };
+    ma.iter()
+        .filter(|(k, _)| relevant(k))
+        .any(|(k, v)| mb.get(k) != Some(v))
+        || mb
+            .iter()
+            .filter(|(k, _)| relevant(k))
+            .any(|(k, _)| !ma.contains_key(k))
+}
+
+fn immutable(served: &Served, name: &str, field: &str, value: &Value) -> ApiError {
+    ApiError::invalid(
+        &served.info,
+        name,
+        vec![Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {value}: field is immutable"),
+            field: field.to_string(),
+        }],
+    )
+}
+
+/// Builds the object to store from the desired state and the current one; `None` = no-op.
+#[allow(clippy::too_many_arguments)]
+fn merge_for_write(
+    served: &Served,
+    current: &Value,
+    mut desired: Value,
+    sub: Option<&str>,
+    opts: &WriteOpts,
+    operation: &str,
+    keep_managed: bool,
+) -> Result<Value, ApiError> {
+    let name = meta::name(current).to_string();
+    let now = meta::now_rfc3339();
+    let mut out = match sub {
+        Some("status") => {
+            let mut out = current.clone();
+            match desired.get("status") {
+                Some(s) => out["status"] = s.clone(),
+                None => {
+                    if let Some(m) = out.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            if keep_managed && let Some(mf) = desired.pointer("/metadata/managedFields") {
+                meta::meta_mut(&mut out).insert("managedFields".into(), mf.clone());
+            }
+            out
+        }
+        Some("finalize") => {
+            let mut out = current.clone();
+            let fins = desired
+                .pointer("/spec/finalizers")
+                .cloned()
+                .unwrap_or_else(|| json!([]));
+            out["spec"]["finalizers"] = fins;
+            out
+        }
+        _ => {
+            api::check_type(served, &mut desired)?;
+            let cur_meta = meta::meta(current).cloned().unwrap_or_default();
+            {
+                let dm = meta::meta_mut(&mut desired);
+                if let Some(uid) = dm.get("uid").and_then(Value::as_str)
+                    && !uid.is_empty()
+                    && cur_meta.get("uid").and_then(Value::as_str) != Some(uid)
+                {
+                    let v = Value::String(uid.to_string());
+                    return Err(immutable(served, &name, "metadata.uid", &v));
+                }
+                for key in [
+                    "name",
+                    "namespace",
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                ] {
+                    match cur_meta.get(key) {
+                        Some(v) => {
+                            dm.insert(key.into(), v.clone());
+                        }
+                        None => {
+                            dm.remove(key);
+                        }
+                    }
+                }
+                if !keep_managed && let Some(mf) = cur_meta.get("managedFields") {
+                    if !dm.get("managedFields").is_some_and(Value::is_array) {
+                        dm.insert("managedFields".into(), mf.clone());
+                    }
+                }
+            }
+            if served.info.status_subresource && served.storage != NAMESPACES {
+                match current.get("status") {
+                    Some(s) => desired["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = desired.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            if served.storage == NAMESPACES {
+                // Phase and spec.finalizers are server-owned for namespaces.
+                if let Some(s) = current.get("status") {
+                    desired["status"] = s.clone();
+                }
+                if let Some(s) = current.get("spec") {
+                    desired["spec"] = s.clone();
+                }
+                let n = name.clone();
+                let labels = meta::meta_mut(&mut desired)
+                    .entry("labels")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Some(l) = labels.as_object_mut() {
+                    l.insert("kubernetes.io/metadata.name".into(), Value::String(n));
+                }
+            }
+            if served.storage == CRDS
+                && let Some(s) = current.get("status")
+            {
+                desired["status"] = s.clone();
+            }
+            if meta::is_deleting(current) {
+                let old = meta::finalizers(current);
+                let new: Vec<String> = meta::finalizers(&desired)
+                    .into_iter()
+                    .filter(|f| !old.contains(f))
+                    .collect();
+                if !new.is_empty() {
+                    return Err(ApiError::invalid(
+                        &served.info,
+                        &name,
+                        vec![Cause {
+                            reason: "FieldValueForbidden",
+                            message: format!(
+                                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                                new.iter()
+                                    .map(|f| format!("\"{f}\""))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                            field: "metadata.finalizers".into(),
+                        }],
+                    ));
+                }
+            }
+            let causes = meta::validate_meta(&desired);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(&served.info, &name, causes));
+            }
+            if served.info.uses_generation
+                && spec_changed(current, &desired, served.info.status_subresource)
+            {
+                let g = current
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                meta::meta_mut(&mut desired).insert("generation".into(), json!(g + 1));
+            }
+            desired
+        }
+    };
+    if !keep_managed && !same_ignoring_bookkeeping(current, &out) {
+        set_managed(
+            &mut out,
+            &opts.manager,
+            operation,
+            &served.info.api_version(),
+            sub,
+            &now,
+        );
+    }
+    Ok(out)
+}
+
+/// Stores the merged object, honouring the no-op rule and finalizer-driven removal.
+fn commit(
+    shared: &Shared,
+    st: &mut Writer<'_>,
+    served: &Served,
+    current: &Arc<Value>,
+    out: Value,
+    dry_run: bool,
+) -> Arc<Value> {
+    if same_ignoring_bookkeeping(current, &out) {
+        return current.clone();
+    }
+    let ns = meta::namespace(current).to_string();
+    let name = meta::name(current).to_string();
+    if dry_run {
+        return Arc::new(out);
+    }
+    let remove = meta::is_deleting(&out)
+        && meta::finalizers(&out).is_empty()
+        && !(served.storage == NAMESPACES
+            && out
+                .pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty()));
+    let stored = st.put(&served.storage, &ns, &name, out);
+    if served.storage == CRDS {
+        shared.rebuild_catalog(st);
+    }
+    if remove {
+        st.remove(&served.storage, &ns, &name);
+        if served.storage == CRDS {
+            shared.rebuild_catalog(st);
+        }
+        api::after_remove(shared, served, &ns);
+    } else if meta::is_deleting(&stored) {
+        let work = if served.storage == NAMESPACES {
+            crate::controller::Work::Namespace(name)
+        } else {
+            crate::controller::Work::Object(served.storage.clone(), ns, name)
+        };
+        shared.work.push(work);
+    }
+    stored
+}
+
+/// PUT.
+pub fn update(
+    shared: &Shared,
+    r: &ResourceRequest,
+    body: Value,
+    opts: &WriteOpts,
+) -> Result<(u16, Arc<Value>), ApiError> {
+    let name = r.name.as_deref().unwrap_or("");
+    let ns = r.namespace.as_deref().unwrap_or("");
+    let body_name = meta::name(&body);
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let body_ns = meta::namespace(&body);
+    if r.served.info.namespaced && !body_ns.is_empty() && body_ns != ns {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    if r.subresource.is_some() {
+        let mut probe = body.clone();
+        api::check_type(&r.served, &mut probe)?;
+    }
+    let mut st = shared.store.write();
+    let current = st
+        .get(&r.served.storage, ns, name)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(&r.served.info, name))?;
+    let body_rv = meta::meta_str(&body, "resourceVersion");
+    if !body_rv.is_empty() && body_rv != meta::meta_str(&current, "resourceVersion") {
+        return Err(ApiError::modified_conflict(&r.served.info, name));
+    }
+    let out = merge_for_write(
+        &r.served,
+        &current,
+        body,
+        r.subresource.as_deref(),
+        opts,
+        "Update",
+        false,
+    )?;
+    let stored = commit(shared, &mut st, &r.served, &current, out, opts.dry_run);
+    Ok((200, stored))
+}
+
+fn patch_error(e: PatchError, served: &Served, name: &str) -> ApiError {
+    match e {
+        PatchError::BadRequest(m) => ApiError::bad_request(m),
+        PatchError::Invalid(m) => ApiError::new(422, "Invalid", m).with_details(
+            json!({"name": name, "group": served.info.group, "kind": served.info.kind}),
+        ),
+        PatchError::TooLarge(m) => ApiError::too_large(m),
+        PatchError::UnsupportedMediaType(m) => ApiError::new(415, "UnsupportedMediaType", m),
+        PatchError::Conflict { message, causes } => {
+            let causes: Vec<Value> = causes
+                .into_iter()
+                .map(|(field, message)| json!({"reason": "FieldManagerConflict", "message": message, "field": field}))
+                .collect();
+            ApiError::new(409, "Conflict", message).with_details(
+                json!({"name": name, "group": served.info.group, "kind": served.info.plural, "causes": causes}),
+            )
+        }
+    }
+}
+
+fn patch_options_invalid(field: &str, message: &str) -> ApiError {
+    ApiError::invalid_kind(
+        "PatchOptions.meta.k8s.io",
+        "meta.k8s.io",
+        "PatchOptions",
+        "",
+        vec![Cause {
+            reason: if message.starts_with("Required") {
+                "FieldValueRequired"
+            } else {
+                "FieldValueForbidden"
+            },
+            message: message.to_string(),
+            field: field.to_string(),
+        }],
+    )
+}
+
+/// PATCH (all four patch types).
+pub fn patch(
+    shared: &Shared,
+    r: &ResourceRequest,
+    content_type: &str,
+    body: &[u8],
+    query: &Query,
+    opts: &WriteOpts,
+) -> Result<(u16, Arc<Value>), ApiError> {
+    let name = r.name.as_deref().unwrap_or("");
+    let ns = r.namespace.as_deref().unwrap_or("");
+    let served = &r.served;
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let custom = served.is_custom();
+    let accepted = if custom {
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    } else {
+        "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"
+    };
+    let unsupported = || {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {accepted}"
+            ),
+        )
+    };
+    let kind = match mime.as_str() {
+        "application/json-patch+json" => "json",
+        "application/merge-patch+json" => "merge",
+        "application/strategic-merge-patch+json" if !custom => "strategic",
+        "application/apply-patch+yaml" => "apply",
+        _ => return Err(unsupported()),
+    };
+    let force = query.flag("force");
+    if kind != "apply" && force {
+        return Err(patch_options_invalid(
+            "force",
+            "Forbidden: may not be specified for non-apply patch",
+        ));
+    }
+    if kind == "apply" && query.value("fieldManager").is_none() {
+        return Err(patch_options_invalid(
+            "fieldManager",
+            "Required value: is required for apply patch",
+        ));
+    }
+    let patch_value: Value = if kind == "apply" {
+        serde_yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+    };
+    if kind == "apply" {
+        let want = served.info.api_version();
+        let av = patch_value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if av != want {
+            return Err(ApiError::bad_request(format!(
+                "Incorrect version specified in apply patch. Specified patch version: {av}, expected: {want}"
+            )));
+        }
+        let k = patch_value
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if k != served.info.kind {
+            return Err(ApiError::bad_request(format!(
+                "invalid object type: {want}, Kind={k}"
+            )));
+        }
+        if patch_value.pointer("/metadata/managedFields").is_some() {
+            return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+        }
+    } else if kind != "json" && !patch_value.is_object() {
+        return Err(ApiError::bad_request("the patch must be a JSON object"));
+    }
+    let now = meta::now_rfc3339();
+    let mut st = shared.store.write();
+    let current = st.get(&served.storage, ns, name).cloned();
+    let Some(current) = current else {
+        if kind != "apply" || r.subresource.is_some() {
+            return Err(ApiError::not_found(&served.info, name));
+        }
+        let rv = meta::meta_str(&patch_value, "resourceVersion");
+        if !rv.is_empty() && rv != "0" {
+            return Err(ApiError::new(
+                500,
+                "",
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        let mut created = patch::server_side_apply(
+            None,
+            &patch_value,
+            &served.info.api_version(),
+            &opts.manager,
+            force,
+            &now,
+        )
+        .map_err(|e| patch_error(e, served, name))?;
+        {
+            let m = meta::meta_mut(&mut created);
+            m.insert("name".into(), Value::String(name.to_string()));
+            if served.info.namespaced {
+                m.insert("namespace".into(), Value::String(ns.to_string()));
+            } else {
+                m.remove("namespace");
+            }
+        }
+        let obj = api::create_locked(shared, &mut st, served, created, opts)?;
+        return Ok((201, obj));
+    };
+    let mut target = (*current).clone();
+    let mut keep_managed = false;
+    match kind {
+        "merge" => patch::merge_patch(&mut target, &patch_value),
+        "json" => patch::json_patch(&mut target, &patch_value)
+            .map_err(|e| patch_error(e, served, name))?,
+        "strategic" => patch::strategic_merge_patch(&mut target, &patch_value)
+            .map_err(|e| patch_error(e, served, name))?,
+        _ => {
+            let rv = meta::meta_str(&patch_value, "resourceVersion");
+            if !rv.is_empty() && rv != meta::meta_str(&current, "resourceVersion") {
+                return Err(ApiError::modified_conflict(&served.info, name));
+            }
+            target = patch::server_side_apply(
+                Some(&current),
+                &patch_value,
+                &served.info.api_version(),
+                &opts.manager,
+                force,
+                &now,
+            )
+            .map_err(|e| patch_error(e, served, name))?;
+            keep_managed = true;
+        }
+    }
+    let new_rv = meta::meta_str(&target, "resourceVersion");
+    if !new_rv.is_empty() && new_rv != meta::meta_str(&current, "resourceVersion") {
+        return Err(ApiError::modified_conflict(&served.info, name));
+    }
+    if meta::name(&target) != name {
+        let v = Value::String(meta::name(&target).to_string());
+        return Err(immutable(served, name, "metadata.name", &v));
+    }
+    let operation = if kind == "apply" { "Apply" } else { "Update" };
+    let out = merge_for_write(
+        served,
+        &current,
+        target,
+        r.subresource.as_deref(),
+        opts,
+        operation,
+        keep_managed,
+    )?;
+    let stored = commit(shared, &mut st, served, &current, out, opts.dry_run);
+    Ok((200, stored))
+}
