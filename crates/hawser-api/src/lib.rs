@@ -1,1 +1,61 @@
-//! api
+//! The `velero.io/v1` API of hawser: Velero's objects as Rust types, their phases with the one
+//! transition table per kind, well-known labels and annotations, and the CRDs generated from the
+//! types.
+//!
+//! - Objects: [`Backup`], [`Restore`], [`BackupStorageLocation`], [`Schedule`],
+//!   [`DeleteBackupRequest`], [`DownloadRequest`], [`ServerStatusRequest`] (kube-derive
+//!   `CustomResource`s, namespaced). Field names are Velero's; unknown fields are ignored, and
+//!   enum-like strings never fail a read (see [`phase`]).
+//! - Phases and transitions: [`phase`]; the generic view for status writers: [`PhasedResource`].
+//! - Labels and annotations: [`labels`].
+//! - CRDs: [`crd::crds`], checked in as YAML under `crds/` at the repository root.
+//! - Test builders (`Backup::named("b1").in_phase(..)`): [`testing`], with the `testing` feature.
+
+mod backup;
+mod bsl;
+mod common;
+pub mod crd;
+pub mod labels;
+pub mod phase;
+mod phased;
+mod requests;
+mod restore;
+mod schedule;
+mod schema;
+mod string_enum;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+pub use backup::{
+    Backup, BackupHooks, BackupProgress, BackupResourceHook, BackupResourceHookSpec, BackupSpec,
+    BackupStatus, ExecHook, UploaderConfigForBackup,
+};
+pub use bsl::{
+    BackupStorageLocation, BackupStorageLocationAccessMode, BackupStorageLocationSpec,
+    BackupStorageLocationStatus, ObjectStorageLocation,
+};
+pub use common::{HookErrorMode, HookStatus, TemplateMetadata};
+pub use hawser_core::duration::GoDuration;
+pub use phase::{
+    BackupPhase, BackupStorageLocationPhase, DeleteBackupRequestPhase, DownloadRequestPhase,
+    IllegalTransition, LifecyclePhase, RestorePhase, SchedulePhase, ServerStatusRequestPhase,
+};
+pub use phased::{PhasedResource, phase_str};
+pub use requests::{
+    DeleteBackupRequest, DeleteBackupRequestSpec, DeleteBackupRequestStatus, DownloadRequest,
+    DownloadRequestSpec, DownloadRequestStatus, DownloadTarget, DownloadTargetKind, PluginInfo,
+    ServerStatusRequest, ServerStatusRequestSpec, ServerStatusRequestStatus,
+};
+pub use restore::{
+    ExecRestoreHook, InitRestoreHook, Restore, RestoreHooks, RestoreProgress, RestoreResourceHook,
+    RestoreResourceHookSpec, RestoreSpec, RestoreStatus, RestoreStatusSpec,
+    UploaderConfigForRestore,
+};
+pub use schedule::{Schedule, ScheduleSpec, ScheduleStatus};
+
+/// The API group of every object here.
+pub const GROUP: &str = "velero.io";
+/// The API version of every object here.
+pub const VERSION: &str = "v1";
+/// `apiVersion` of every object here.
+pub const API_VERSION: &str = "velero.io/v1";

@@ -1,0 +1,44 @@
+//! Small types shared by several objects.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::string_enum::string_enum;
+
+/// `spec.metadata` of a Backup: only meaningful in a Schedule's template, whose labels are copied
+/// onto the Backups it creates.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateMetadata {
+    /// Labels for the created Backups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+string_enum! {
+    /// What a failing exec hook does to the backup or restore (`onError`).
+    pub enum HookErrorMode {
+        /// Log the error and go on.
+        Continue = "Continue",
+        /// Fail the backup or restore (the default when unset).
+        Fail = "Fail",
+    }
+}
+
+/// `status.hookStatus` of Backups and Restores.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookStatus {
+    /// Number of hooks run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks_attempted: Option<i64>,
+    /// Number of hooks that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks_failed: Option<i64>,
+}
+
+pub(crate) fn is_false(value: &bool) -> bool {
+    !*value
+}

@@ -1,0 +1,194 @@
+use super::*;
+
+/// Renders a row of the table as `x` (allowed) and `.` (refused), in the order of `phases`.
+fn row<P>(from: &P, phases: &[P], allowed: impl Fn(&P, &P) -> bool) -> String {
+    phases
+        .iter()
+        .map(|to| if allowed(from, to) { 'x' } else { '.' })
+        .collect()
+}
+
+fn backup_phases() -> Vec<BackupPhase> {
+    let mut all = BackupPhase::ALL.to_vec();
+    all.push(BackupPhase::Unknown("Paused".to_owned()));
+    all
+}
+
+fn restore_phases() -> Vec<RestorePhase> {
+    let mut all = RestorePhase::ALL.to_vec();
+    all.push(RestorePhase::Unknown("Paused".to_owned()));
+    all
+}
+
+#[test]
+fn backup_transition_matrix() {
+    // Columns (and rows) in this order:
+    // New Queued ReadyToStart FailedValidation InProgress Waiting WaitingPF Finalizing
+    // FinalizingPF Completed PartiallyFailed Failed Deleting Unknown("Paused")
+    let expected = [
+        ("New", "xxxxx......xx."),
+        ("Queued", ".xxxx......xx."),
+        ("ReadyToStart", "..xxx......xx."),
+        ("FailedValidation", "...x........x."),
+        ("InProgress", "....xxxxxxxxx."),
+        ("WaitingForPluginOperations", ".....xxxxxxxx."),
+        (
+            "WaitingForPluginOperationsPartiallyFailed",
+            "......x.x.xxx.",
+        ),
+        ("Finalizing", ".......xxxxxx."),
+        ("FinalizingPartiallyFailed", "........x.xxx."),
+        ("Completed", ".........x..x."),
+        ("PartiallyFailed", "..........x.x."),
+        ("Failed", "...........xx."),
+        ("Deleting", "............x."),
+        ("Paused", "...........xxx"),
+    ];
+    let phases = backup_phases();
+    assert_eq!(phases.len(), expected.len());
+    for (from, (name, want)) in phases.iter().zip(expected) {
+        assert_eq!(from.as_str(), name);
+        assert_eq!(
+            row(from, &phases, BackupPhase::can_transition),
+            want,
+            "from {from}"
+        );
+    }
+}
+
+#[test]
+fn restore_transition_matrix() {
+    // New FailedValidation InProgress Waiting WaitingPF Finalizing FinalizingPF Completed
+    // PartiallyFailed Failed Unknown("Paused")
+    let expected = [
+        ("New", "xxx......x."),
+        ("FailedValidation", ".x........."),
+        ("InProgress", "..xxxxxxxx."),
+        ("WaitingForPluginOperations", "...xxxxxxx."),
+        ("WaitingForPluginOperationsPartiallyFailed", "....x.x.xx."),
+        ("Finalizing", ".....xxxxx."),
+        ("FinalizingPartiallyFailed", "......x.xx."),
+        ("Completed", ".......x..."),
+        ("PartiallyFailed", "........x.."),
+        ("Failed", ".........x."),
+        ("Paused", ".........xx"),
+    ];
+    let phases = restore_phases();
+    assert_eq!(phases.len(), expected.len());
+    for (from, (name, want)) in phases.iter().zip(expected) {
+        assert_eq!(from.as_str(), name);
+        assert_eq!(
+            row(from, &phases, RestorePhase::can_transition),
+            want,
+            "from {from}"
+        );
+    }
+}
+
+#[test]
+fn one_unknown_phase_does_not_move_to_another() {
+    let a = BackupPhase::parse("Paused");
+    let b = BackupPhase::parse("Resumed");
+    assert!(!BackupPhase::can_transition(&a, &b));
+    assert!(!RestorePhase::can_transition(
+        &RestorePhase::parse("Paused"),
+        &RestorePhase::parse("X")
+    ));
+}
+
+#[test]
+fn completed_never_returns_to_in_progress() {
+    let err = BackupPhase::Completed
+        .transition_to(BackupPhase::InProgress)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "backup may not move from phase \"Completed\" to \"InProgress\""
+    );
+    assert_eq!(err.category(), "illegal_transition");
+    let err = RestorePhase::Completed
+        .transition_to(RestorePhase::InProgress)
+        .unwrap_err();
+    assert_eq!(err.kind, "restore");
+    assert_eq!(
+        BackupPhase::InProgress.transition_to(BackupPhase::Completed),
+        Ok(BackupPhase::Completed)
+    );
+}
+
+#[test]
+fn final_phases() {
+    let finals: Vec<String> = backup_phases()
+        .iter()
+        .filter(|p| p.is_final())
+        .map(|p| p.as_str().to_owned())
+        .collect();
+    assert_eq!(
+        finals,
+        ["FailedValidation", "Completed", "PartiallyFailed", "Failed"]
+    );
+    let finals: Vec<String> = restore_phases()
+        .iter()
+        .filter(|p| p.is_final())
+        .map(|p| p.as_str().to_owned())
+        .collect();
+    assert_eq!(
+        finals,
+        ["FailedValidation", "Completed", "PartiallyFailed", "Failed"]
+    );
+}
+
+#[test]
+fn velero_strings_round_trip() {
+    for phase in backup_phases() {
+        assert_eq!(BackupPhase::parse(phase.as_str()), phase);
+        let json = serde_json::to_string(&phase).unwrap();
+        assert_eq!(json, format!("\"{}\"", phase.as_str()));
+        assert_eq!(serde_json::from_str::<BackupPhase>(&json).unwrap(), phase);
+    }
+    for phase in restore_phases() {
+        assert_eq!(RestorePhase::parse(phase.as_str()), phase);
+    }
+}
+
+#[test]
+fn empty_null_and_unknown_phases_read_without_failing() {
+    assert_eq!(
+        serde_json::from_str::<BackupPhase>("\"\"").unwrap(),
+        BackupPhase::New
+    );
+    assert_eq!(
+        serde_json::from_str::<BackupPhase>("null").unwrap(),
+        BackupPhase::New
+    );
+    assert_eq!(
+        serde_json::from_str::<RestorePhase>("\"\"").unwrap(),
+        RestorePhase::New
+    );
+    assert_eq!(
+        serde_json::from_str::<SchedulePhase>("\"\"").unwrap(),
+        SchedulePhase::New
+    );
+    assert_eq!(
+        serde_json::from_str::<BackupPhase>("\"Paused\"").unwrap(),
+        BackupPhase::Unknown("Paused".to_owned())
+    );
+    assert!(!BackupPhase::Unknown("Paused".to_owned()).is_final());
+    // Case matters, as in Velero.
+    assert!(BackupPhase::parse("completed").is_unknown());
+    // A BSL has no "New": an empty phase is not a known one.
+    assert!(BackupStorageLocationPhase::parse("").is_unknown());
+    assert_eq!(
+        BackupStorageLocationPhase::parse("Available"),
+        BackupStorageLocationPhase::Available
+    );
+    assert_eq!(DownloadRequestPhase::default(), DownloadRequestPhase::New);
+    assert_eq!(
+        ServerStatusRequestPhase::parse("Processed"),
+        ServerStatusRequestPhase::Processed
+    );
+    assert_eq!(
+        DeleteBackupRequestPhase::parse(""),
+        DeleteBackupRequestPhase::New
+    );
+}
