@@ -42,9 +42,15 @@ pub async fn start_sim(status_subresource: bool) -> KubeSim {
     let store = sim.store();
     for crd in hawser_api::crd::crds() {
         let mut v = serde_json::to_value(crd).unwrap();
-        if status_subresource {
-            for version in v["spec"]["versions"].as_array_mut().unwrap() {
+        for version in v["spec"]["versions"].as_array_mut().unwrap() {
+            if status_subresource {
                 version["subresources"] = json!({"status": {}});
+            } else if let Some(subs) = version
+                .get_mut("subresources")
+                .and_then(Value::as_object_mut)
+            {
+                // Velero's CRDs have none: make sure, whatever the generator emits.
+                subs.remove("status");
             }
         }
         store.insert(v).expect("CRD installs");
