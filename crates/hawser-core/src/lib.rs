@@ -3,3 +3,6 @@
 
 pub mod backoff;
 pub mod duration;
+pub mod selection;
+pub mod layout;
+pub mod archive;

@@ -1,0 +1,169 @@
+//! gzip and gzip-JSON helpers for the side files of a backup or restore (logs, resource list,
+//! results, …) and their formats (velero-compat §5.1).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, Read, Write};
+
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// Errors of the gzip-JSON helpers.
+#[derive(Debug, thiserror::Error)]
+pub enum GzJsonError {
+    /// Compressing or writing failed.
+    #[error("writing gzip data")]
+    Write(#[source] io::Error),
+    /// Reading or decompressing failed (not gzip, truncated).
+    #[error("reading gzip data")]
+    Read(#[source] io::Error),
+    /// The decompressed data is larger than allowed.
+    #[error("gzip data decompresses to more than {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// Encoding JSON failed.
+    #[error("encoding JSON")]
+    Encode(#[source] serde_json::Error),
+    /// The data is not the expected JSON.
+    #[error("decoding JSON")]
+    Decode(#[source] serde_json::Error),
+}
+
+impl GzJsonError {
+    /// Stable short category for metrics and Event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Write(_) => "GzipWriteFailed",
+            Self::Read(_) => "GzipReadFailed",
+            Self::TooLarge { .. } => "GzipTooLarge",
+            Self::Encode(_) => "JsonEncodeFailed",
+            Self::Decode(_) => "JsonDecodeFailed",
+        }
+    }
+}
+
+/// A gzip writer over `w` (for streaming logs): write text, then `finish()`.
+pub fn gzip_writer<W: Write>(w: W) -> GzEncoder<W> {
+    GzEncoder::new(w, Compression::default())
+}
+
+/// Writes `value` as compact JSON, gzip-compressed, to `w`; returns `w`.
+pub fn write_gz_json<W: Write, T: Serialize + ?Sized>(w: W, value: &T) -> Result<W, GzJsonError> {
+    let mut gz = gzip_writer(w);
+    serde_json::to_writer(&mut gz, value).map_err(GzJsonError::Encode)?;
+    gz.finish().map_err(GzJsonError::Write)
+}
+
+/// `value` as gzip-compressed compact JSON bytes.
+pub fn to_gz_json<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, GzJsonError> {
+    write_gz_json(Vec::new(), value)
+}
+
+/// Decompresses `r` completely, refusing more than `limit` bytes of output.
+pub fn gunzip_limited<R: Read>(r: R, limit: u64) -> Result<Vec<u8>, GzJsonError> {
+    let mut out = Vec::new();
+    GzDecoder::new(r)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(GzJsonError::Read)?;
+    if out.len() as u64 > limit {
+        return Err(GzJsonError::TooLarge { limit });
+    }
+    Ok(out)
+}
+
+/// Reads gzip-compressed JSON of type `T`, refusing more than `limit` decompressed bytes.
+pub fn read_gz_json<R: Read, T: DeserializeOwned>(r: R, limit: u64) -> Result<T, GzJsonError> {
+    let data = gunzip_limited(r, limit)?;
+    serde_json::from_slice(&data).map_err(GzJsonError::Decode)
+}
+
+/// `<backup>-resource-list.json.gz`: `{"<apiVersion>/<Kind>": ["ns/name" or "name", …]}`, each
+/// list sorted. (Restores use the same shape with `(created)`-style suffixes.)
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ResourceList {
+    entries: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl ResourceList {
+    /// Records one backed-up item: key `apps/v1/Deployment`, entry `ns/name` (or `name`).
+    pub fn add(&mut self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) {
+        let entry = match namespace {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+            _ => name.to_string(),
+        };
+        self.entries
+            .entry(format!("{api_version}/{kind}"))
+            .or_default()
+            .insert(entry);
+    }
+
+    /// Entries of one `apiVersion/Kind`, sorted.
+    pub fn get(&self, key: &str) -> Vec<&str> {
+        self.entries
+            .get(key)
+            .map(|set| set.iter().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// Number of items listed.
+    pub fn len(&self) -> usize {
+        self.entries.values().map(BTreeSet::len).sum()
+    }
+
+    /// Whether nothing is listed.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Velero's `Result`: messages for the server, for cluster-scoped objects, and per namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultMessages {
+    /// Messages about the server itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub velero: Vec<String>,
+    /// Messages about cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster: Vec<String>,
+    /// Messages per namespace.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub namespaces: BTreeMap<String, Vec<String>>,
+}
+
+impl ResultMessages {
+    /// Adds a message: under `namespace` when given, else under `velero`.
+    pub fn add(&mut self, namespace: Option<&str>, message: impl Into<String>) {
+        match namespace {
+            Some(ns) if !ns.is_empty() => self
+                .namespaces
+                .entry(ns.to_string())
+                .or_default()
+                .push(message.into()),
+            _ => self.velero.push(message.into()),
+        }
+    }
+
+    /// Total number of messages.
+    pub fn count(&self) -> usize {
+        self.velero.len()
+            + self.cluster.len()
+            + self.namespaces.values().map(Vec::len).sum::<usize>()
+    }
+}
+
+/// `<backup>-results.gz` / `restore-<restore>-results.gz`: `{"errors": …, "warnings": …}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Results {
+    /// Error messages.
+    #[serde(default)]
+    pub errors: ResultMessages,
+    /// Warning messages.
+    #[serde(default)]
+    pub warnings: ResultMessages,
+}

@@ -1,0 +1,384 @@
+//! Streaming reader for untrusted archives.
+//!
+//! Every entry is checked before its contents are used: the path must stay inside the archive
+//! root (no absolute path, no `..`), only regular files are accepted (links, devices and fifos
+//! are rejected; directory entries and global PAX headers are skipped), an entry may not exceed
+//! [`ReaderOptions::max_entry_bytes`], and item contents must be one JSON object. Such problems
+//! are per-entry errors: the iterator reports them and goes on. A stream that is not gzip, a
+//! broken tar structure, or more than [`ReaderOptions::max_total_bytes`] of decompressed data
+//! (a gzip bomb) is fatal: the iterator reports it once and ends.
+
+use std::io::{self, Read};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use flate2::read::GzDecoder;
+
+use super::{ItemPath, PathError, RESOURCES_DIR, VERSION_PATH, VersionDir};
+
+/// Limits and choices of the reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// Largest accepted entry (bytes of contents).
+    pub max_entry_bytes: u64,
+    /// Largest accepted decompressed stream (tar headers included).
+    pub max_total_bytes: u64,
+    /// Also yield the `<version>-preferredversion` and other-version copies (skipped unread
+    /// otherwise).
+    pub include_versioned_copies: bool,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        Self {
+            max_entry_bytes: 16 << 20,
+            max_total_bytes: 16 << 30,
+            include_versioned_copies: false,
+        }
+    }
+}
+
+/// One item read from the archive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArchiveItem {
+    /// The entry path as found (minus a leading `./`).
+    pub path: String,
+    /// The parsed path.
+    pub location: ItemPath,
+    /// The object.
+    pub object: serde_json::Value,
+}
+
+/// What is wrong with one entry.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryErrorKind {
+    /// Absolute path or a `..` component.
+    #[error("path escapes the archive root")]
+    PathEscapes,
+    /// The path is not valid UTF-8.
+    #[error("path is not valid UTF-8")]
+    NonUtf8Path,
+    /// A symbolic or hard link.
+    #[error("links are not allowed")]
+    Link,
+    /// A character or block device or a fifo.
+    #[error("device and fifo entries are not allowed")]
+    Special,
+    /// Another entry type (sparse files, vendor extensions).
+    #[error("unsupported entry type {0}")]
+    UnsupportedType(u8),
+    /// Larger than the entry limit.
+    #[error("entry of {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// Declared size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Under `resources/` but not an item path, or outside the known layout.
+    #[error("unexpected entry")]
+    UnexpectedPath(#[source] Option<PathError>),
+    /// Contents are not JSON.
+    #[error("item is not valid JSON")]
+    InvalidJson(#[source] serde_json::Error),
+    /// Contents are JSON but not an object.
+    #[error("item is not a JSON object")]
+    NotAnObject,
+    /// `metadata/version` is not a version string.
+    #[error("metadata/version does not hold a format version")]
+    BadVersion,
+}
+
+/// A rejected entry; reading goes on with the next one.
+#[derive(Debug, thiserror::Error)]
+#[error("archive entry {path:?} rejected: {kind}")]
+pub struct EntryError {
+    /// The entry path, lossily decoded.
+    pub path: String,
+    /// What is wrong.
+    #[source]
+    pub kind: EntryErrorKind,
+}
+
+impl EntryError {
+    /// Stable short category for metrics and Event reasons.
+    pub fn category(&self) -> &'static str {
+        match self.kind {
+            EntryErrorKind::PathEscapes => "ArchivePathEscape",
+            EntryErrorKind::NonUtf8Path => "ArchiveBadPath",
+            EntryErrorKind::Link => "ArchiveLink",
+            EntryErrorKind::Special => "ArchiveSpecialFile",
+            EntryErrorKind::UnsupportedType(_) => "ArchiveUnsupportedEntry",
+            EntryErrorKind::TooLarge { .. } => "ArchiveEntryTooLarge",
+            EntryErrorKind::UnexpectedPath(_) => "ArchiveUnexpectedEntry",
+            EntryErrorKind::InvalidJson(_) | EntryErrorKind::NotAnObject => "ArchiveInvalidItem",
+            EntryErrorKind::BadVersion => "ArchiveBadVersion",
+        }
+    }
+}
+
+/// The archive as a whole cannot be read further.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// Not gzip, truncated, or a broken tar structure.
+    #[error("reading the archive stream")]
+    Corrupt(#[source] io::Error),
+    /// More decompressed data than allowed.
+    #[error("archive decompresses to more than {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: u64,
+    },
+}
+
+impl ArchiveError {
+    /// Stable short category for metrics and Event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Corrupt(_) => "ArchiveCorrupt",
+            Self::TooLarge { .. } => "ArchiveTooLarge",
+        }
+    }
+}
+
+/// One result of the item iterator.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// One entry was rejected; the next call goes on.
+    #[error(transparent)]
+    Entry(#[from] EntryError),
+    /// The archive is unreadable; the iterator ends after this.
+    #[error(transparent)]
+    Fatal(#[from] ArchiveError),
+}
+
+impl ReadError {
+    /// Whether reading stopped.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Self::Fatal(_))
+    }
+
+    /// Stable short category.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Entry(e) => e.category(),
+            Self::Fatal(e) => e.category(),
+        }
+    }
+}
+
+/// Counts decompressed bytes and fails once the limit is passed.
+struct Limited<R> {
+    inner: R,
+    left: u64,
+    exceeded: Arc<AtomicBool>,
+}
+
+impl<R: Read> Read for Limited<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.left == 0 {
+            // Probe one byte: an exactly-at-limit stream is fine, one byte more is not.
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => {
+                    self.exceeded.store(true, Ordering::Relaxed);
+                    Err(io::Error::other("decompressed size limit exceeded"))
+                }
+            };
+        }
+        let max = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Reads a backup archive from `R`.
+pub struct ArchiveReader<R: Read> {
+    archive: tar::Archive<Limited<GzDecoder<R>>>,
+    options: ReaderOptions,
+    exceeded: Arc<AtomicBool>,
+}
+
+impl<R: Read> ArchiveReader<R> {
+    /// A reader of the gzip-compressed tar stream `inner`.
+    pub fn new(inner: R, options: ReaderOptions) -> Self {
+        let exceeded = Arc::new(AtomicBool::new(false));
+        let limited = Limited {
+            inner: GzDecoder::new(inner),
+            left: options.max_total_bytes,
+            exceeded: exceeded.clone(),
+        };
+        Self {
+            archive: tar::Archive::new(limited),
+            options,
+            exceeded,
+        }
+    }
+
+    /// Iterates over the items, in archive order.
+    pub fn items(&mut self) -> Result<Items<'_, R>, ArchiveError> {
+        let entries = self.archive.entries().map_err(ArchiveError::Corrupt)?;
+        Ok(Items {
+            entries,
+            options: self.options,
+            exceeded: self.exceeded.clone(),
+            done: false,
+            format_version: None,
+        })
+    }
+}
+
+/// Iterator over the items of an archive; see the module docs for what is an error.
+pub struct Items<'a, R: Read> {
+    entries: tar::Entries<'a, Limited<GzDecoder<R>>>,
+    options: ReaderOptions,
+    exceeded: Arc<AtomicBool>,
+    done: bool,
+    format_version: Option<String>,
+}
+
+impl<R: Read> Items<'_, R> {
+    /// The contents of `metadata/version` (trimmed) once that entry has been read.
+    pub fn format_version(&self) -> Option<&str> {
+        self.format_version.as_deref()
+    }
+
+    fn fatal(&mut self, e: io::Error) -> ReadError {
+        self.done = true;
+        if self.exceeded.load(Ordering::Relaxed) {
+            ReadError::Fatal(ArchiveError::TooLarge {
+                limit: self.options.max_total_bytes,
+            })
+        } else {
+            ReadError::Fatal(ArchiveError::Corrupt(e))
+        }
+    }
+}
+
+enum Step {
+    Skip,
+    Item(ArchiveItem),
+}
+
+impl<R: Read> Iterator for Items<'_, R> {
+    type Item = Result<ArchiveItem, ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let entry = match self.entries.next() {
+                None => {
+                    self.done = true;
+                    return None;
+                }
+                Some(Err(e)) => return Some(Err(self.fatal(e))),
+                Some(Ok(entry)) => entry,
+            };
+            match check_entry(entry, &self.options, &mut self.format_version) {
+                Ok(Step::Skip) => {}
+                Ok(Step::Item(item)) => return Some(Ok(item)),
+                Err(Failure::Entry(e)) => return Some(Err(ReadError::Entry(e))),
+                Err(Failure::Io(e)) => return Some(Err(self.fatal(e))),
+            }
+        }
+        None
+    }
+}
+
+enum Failure {
+    Entry(EntryError),
+    Io(io::Error),
+}
+
+fn check_entry<R: Read>(
+    mut entry: tar::Entry<'_, R>,
+    options: &ReaderOptions,
+    format_version: &mut Option<String>,
+) -> Result<Step, Failure> {
+    let raw = entry.path_bytes().into_owned();
+    let lossy = String::from_utf8_lossy(&raw).into_owned();
+    let reject = |kind| {
+        Failure::Entry(EntryError {
+            path: lossy.clone(),
+            kind,
+        })
+    };
+    let path = std::str::from_utf8(&raw).map_err(|_| reject(EntryErrorKind::NonUtf8Path))?;
+    if path.starts_with('/') || path.split(['/', '\\']).any(|c| c == "..") {
+        return Err(reject(EntryErrorKind::PathEscapes));
+    }
+    let path = path.trim_start_matches("./");
+    use tar::EntryType as T;
+    match entry.header().entry_type() {
+        T::Regular | T::Continuous => {}
+        T::Directory | T::XGlobalHeader => return Ok(Step::Skip),
+        T::Symlink | T::Link => return Err(reject(EntryErrorKind::Link)),
+        T::Char | T::Block | T::Fifo => return Err(reject(EntryErrorKind::Special)),
+        other => return Err(reject(EntryErrorKind::UnsupportedType(other.as_byte()))),
+    }
+    let size = entry.header().size().map_err(Failure::Io)?;
+    if size > options.max_entry_bytes {
+        return Err(reject(EntryErrorKind::TooLarge {
+            size,
+            limit: options.max_entry_bytes,
+        }));
+    }
+    if path == VERSION_PATH {
+        let data = read_all(&mut entry, size, options.max_entry_bytes)?;
+        let text = std::str::from_utf8(&data).map(str::trim).unwrap_or("");
+        let valid = !text.is_empty()
+            && text.len() <= 32
+            && text.chars().all(|c| c.is_ascii_digit() || c == '.');
+        if !valid {
+            return Err(reject(EntryErrorKind::BadVersion));
+        }
+        *format_version = Some(text.to_string());
+        return Ok(Step::Skip);
+    }
+    let in_resources = path
+        .strip_prefix(RESOURCES_DIR)
+        .is_some_and(|rest| rest.starts_with('/'));
+    if !in_resources {
+        return Err(reject(EntryErrorKind::UnexpectedPath(None)));
+    }
+    let location =
+        ItemPath::parse(path).map_err(|e| reject(EntryErrorKind::UnexpectedPath(Some(e))))?;
+    if location.version_dir != VersionDir::Unversioned && !options.include_versioned_copies {
+        return Ok(Step::Skip);
+    }
+    let data = read_all(&mut entry, size, options.max_entry_bytes)?;
+    let object: serde_json::Value =
+        serde_json::from_slice(&data).map_err(|e| reject(EntryErrorKind::InvalidJson(e)))?;
+    if !object.is_object() {
+        return Err(reject(EntryErrorKind::NotAnObject));
+    }
+    Ok(Step::Item(ArchiveItem {
+        path: path.to_string(),
+        location,
+        object,
+    }))
+}
+
+/// Reads an entry whose declared size is within `limit`; a short read means the stream ended
+/// inside the entry, which is fatal.
+fn read_all<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    size: u64,
+    limit: u64,
+) -> Result<Vec<u8>, Failure> {
+    let mut data = Vec::new();
+    entry
+        .take(limit)
+        .read_to_end(&mut data)
+        .map_err(Failure::Io)?;
+    if (data.len() as u64) < size {
+        return Err(Failure::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "archive ends inside an entry",
+        )));
+    }
+    Ok(data)
+}
