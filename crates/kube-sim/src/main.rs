@@ -79,9 +79,32 @@ async fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     drop(out);
-    let _ = tokio::signal::ctrl_c().await;
+    wait_for_signal().await;
     sim.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// Ctrl-C or SIGTERM.
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

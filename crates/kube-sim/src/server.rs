@@ -169,6 +169,8 @@ pub enum Route {
     OpenApiDoc(String),
     NotFound,
     MethodNotAllowed,
+    /// A verb the resource does not offer (e.g. create while its CRD terminates).
+    VerbNotAllowed(Arc<Served>, &'static str),
 }
 
 /// Subresources of a namespace that are not namespaced collections.
@@ -270,7 +272,7 @@ fn resource_route(
     }
     let verb_listed = served.info.verbs.iter().any(|v| v == verb);
     if sub.is_none() && !verb_listed {
-        return Route::MethodNotAllowed;
+        return Route::VerbNotAllowed(served, verb);
     }
     Route::Resource(ResourceRequest {
         served,
@@ -397,6 +399,18 @@ async fn dispatch(
         Route::Resource(r) => api::serve(shared, r, req, query).await,
         Route::NotFound => h::error(&ApiError::page_not_found()),
         Route::MethodNotAllowed => h::text(405, "405: Method Not Allowed"),
+        Route::VerbNotAllowed(served, verb) => {
+            let e = if served.is_custom() && verb == "create" {
+                ApiError::new(
+                    405,
+                    "MethodNotAllowed",
+                    format!("create not allowed while custom resource definition is terminating"),
+                )
+            } else {
+                ApiError::method_not_allowed(verb, &served.info)
+            };
+            h::error(&e)
+        }
         Route::Version => h::json(200, &discovery::version()),
         Route::Health(which) => health(&which, &query),
         Route::CoreVersions | Route::GroupList | Route::Group(_) | Route::ResourceList(..) => {

@@ -494,6 +494,15 @@ pub fn patch(
     } else if kind != "json" && !patch_value.is_object() {
         return Err(ApiError::bad_request("the patch must be a JSON object"));
     }
+    let mut patch_value = patch_value;
+    if kind == "apply"
+        && served.info.status_subresource
+        && r.subresource.is_none()
+        && let Some(m) = patch_value.as_object_mut()
+    {
+        // Main-resource applies never touch status when the subresource exists.
+        m.remove("status");
+    }
     let now = meta::now_rfc3339();
     let mut st = shared.store.write();
     let current = st.get(&served.storage, ns, name).cloned();

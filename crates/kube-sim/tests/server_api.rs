@@ -1,0 +1,674 @@
+//! HTTP-level behaviour of the resource API: CRUD, errors, pagination, discovery, CRDs.
+
+mod server_support;
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use server_support::{cm, rv, start};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+#[tokio::test]
+async fn create_get_update_conflict_and_noop() {
+    let (_sim, c) = start().await;
+    let created = c
+        .post(&format!("{CMS}?"), &cm("a", json!({"app": "x"})))
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    assert_eq!(created.header("content-type"), Some("application/json"));
+    let obj = created.json();
+    assert!(!obj["metadata"]["uid"].as_str().unwrap().is_empty());
+    assert!(
+        obj["metadata"]["creationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    assert!(
+        obj["metadata"].get("generation").is_none(),
+        "ConfigMaps have no generation"
+    );
+    let first_rv = rv(&obj);
+
+    let again = c.post(CMS, &cm("a", json!({}))).await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+    let s = again.json();
+    assert_eq!(s["reason"], "AlreadyExists");
+    assert_eq!(s["message"], "configmaps \"a\" already exists");
+    assert_eq!(s["details"], json!({"name": "a", "kind": "configmaps"}));
+
+    let mut stale = obj.clone();
+    stale["metadata"]["resourceVersion"] = json!("1");
+    stale["data"]["k"] = json!("changed");
+    let conflict = c.put(&format!("{CMS}/a"), &stale).await;
+    assert_eq!(conflict.status, StatusCode::CONFLICT);
+    assert_eq!(
+        conflict.json()["message"],
+        "Operation cannot be fulfilled on configmaps \"a\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+
+    // Writing back the stored object is a no-op: same RV.
+    let noop = c.put(&format!("{CMS}/a"), &obj).await;
+    assert_eq!(noop.status, StatusCode::OK);
+    assert_eq!(rv(&noop.json()), first_rv);
+
+    let mut changed = obj.clone();
+    changed["data"]["k"] = json!("w");
+    let updated = c.put(&format!("{CMS}/a"), &changed).await.json();
+    assert!(rv(&updated) > first_rv);
+    assert_eq!(updated["metadata"]["uid"], obj["metadata"]["uid"]);
+
+    let got = c.get(&format!("{CMS}/a")).await.json();
+    assert_eq!(got["data"]["k"], "w");
+    assert_eq!(got["kind"], "ConfigMap");
+}
+
+#[tokio::test]
+async fn errors_are_full_status_objects() {
+    let (_sim, c) = start().await;
+    let nf = c.get(&format!("{CMS}/missing")).await;
+    assert_eq!(nf.status, StatusCode::NOT_FOUND);
+    let s = nf.json();
+    for key in [
+        "kind",
+        "apiVersion",
+        "metadata",
+        "status",
+        "message",
+        "reason",
+        "details",
+        "code",
+    ] {
+        assert!(s.get(key).is_some(), "Status lacks {key}: {s}");
+    }
+    assert_eq!(s["code"], 404);
+    assert_eq!(s["reason"], "NotFound");
+
+    let unknown = c.get("/apis/nope.example.com/v1/things").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.text(), "404 page not found\n");
+    let unknown_res = c.get("/api/v1/nothings").await;
+    assert_eq!(unknown_res.status, StatusCode::NOT_FOUND);
+
+    let bad_json = c
+        .send(
+            Method::POST,
+            CMS,
+            &[("content-type", "application/json")],
+            "{not json",
+        )
+        .await;
+    assert_eq!(bad_json.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad_json.json()["reason"], "BadRequest");
+
+    let proto = c
+        .send(
+            Method::POST,
+            CMS,
+            &[("content-type", "application/vnd.kubernetes.protobuf")],
+            "k8s\0",
+        )
+        .await;
+    assert_eq!(proto.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(proto.json()["reason"], "UnsupportedMediaType");
+
+    let big = format!(
+        "{{\"metadata\":{{\"name\":\"big\"}},\"data\":{{\"k\":\"{}\"}}}}",
+        "x".repeat(3 * 1024 * 1024 + 10)
+    );
+    let too_large = c
+        .send(
+            Method::POST,
+            CMS,
+            &[("content-type", "application/json")],
+            big,
+        )
+        .await;
+    assert_eq!(too_large.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(too_large.json()["reason"], "RequestEntityTooLarge");
+
+    let not_acceptable = c
+        .get_accept(CMS, "application/vnd.kubernetes.protobuf")
+        .await;
+    assert_eq!(not_acceptable.status, StatusCode::NOT_ACCEPTABLE);
+    assert_eq!(not_acceptable.json()["reason"], "NotAcceptable");
+
+    let with_rv = c
+        .post(
+            CMS,
+            &json!({"metadata": {"name": "r", "resourceVersion": "5"}}),
+        )
+        .await;
+    assert_eq!(with_rv.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        with_rv.json()["message"],
+        "resourceVersion should not be set on objects to be created"
+    );
+    assert_eq!(with_rv.json()["reason"], "");
+
+    let no_ns = c
+        .post("/api/v1/namespaces/ghost/configmaps", &cm("a", json!({})))
+        .await;
+    assert_eq!(no_ns.status, StatusCode::NOT_FOUND);
+    assert_eq!(no_ns.json()["message"], "namespaces \"ghost\" not found");
+
+    let bad_name = c.post(CMS, &cm("Bad_Name", json!({}))).await;
+    assert_eq!(bad_name.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(bad_name.json()["reason"], "Invalid");
+    assert_eq!(
+        bad_name.json()["details"]["causes"][0]["field"],
+        "metadata.name"
+    );
+
+    let wrong_gv = c
+        .post(
+            CMS,
+            &json!({"apiVersion": "apps/v1", "metadata": {"name": "x"}}),
+        )
+        .await;
+    assert_eq!(wrong_gv.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        wrong_gv.json()["message"],
+        "the API version in the data (apps/v1) does not match the expected API version (v1)"
+    );
+
+    let wrong_ns = c
+        .post(
+            CMS,
+            &json!({"metadata": {"name": "x", "namespace": "kube-system"}}),
+        )
+        .await;
+    assert_eq!(wrong_ns.status, StatusCode::BAD_REQUEST);
+
+    let bad_selector = c.get(&format!("{CMS}?labelSelector=a%20in%20(")).await;
+    assert_eq!(bad_selector.status, StatusCode::BAD_REQUEST);
+    let bad_field = c.get(&format!("{CMS}?fieldSelector=spec.x%3D1")).await;
+    assert_eq!(bad_field.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        bad_field.json()["message"],
+        "\"spec.x\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+    );
+}
+
+#[tokio::test]
+async fn pagination_is_snapshot_consistent() {
+    let (_sim, c) = start().await;
+    for i in 0..25 {
+        let r = c
+            .post(CMS, &cm(&format!("cm-{i:02}"), json!({"n": i.to_string()})))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED);
+    }
+    let p1 = c.get(&format!("{CMS}?limit=10")).await.json();
+    assert_eq!(p1["items"].as_array().unwrap().len(), 10);
+    assert_eq!(p1["metadata"]["remainingItemCount"], 15);
+    assert!(
+        p1["items"][0].get("kind").is_none(),
+        "built-in list items carry no kind"
+    );
+    let token = p1["metadata"]["continue"].as_str().unwrap().to_string();
+    let list_rv = p1["metadata"]["resourceVersion"].clone();
+
+    // Changes after the first page are not visible in later pages.
+    c.post(CMS, &cm("cm-99", json!({}))).await;
+    c.delete(&format!("{CMS}/cm-20"), "{}").await;
+
+    let p2 = c
+        .get(&format!("{CMS}?limit=10&continue={token}"))
+        .await
+        .json();
+    assert_eq!(p2["metadata"]["resourceVersion"], list_rv);
+    let token2 = p2["metadata"]["continue"].as_str().unwrap().to_string();
+    let p3 = c
+        .get(&format!("{CMS}?limit=10&continue={token2}"))
+        .await
+        .json();
+    let names: Vec<&str> = p3["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["cm-20", "cm-21", "cm-22", "cm-23", "cm-24"]);
+    assert!(p3["metadata"].get("continue").is_none());
+
+    let bad = c.get(&format!("{CMS}?limit=10&continue=garbage")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let rv_and_continue = c
+        .get(&format!(
+            "{CMS}?limit=10&continue={token}&resourceVersion=3"
+        ))
+        .await;
+    assert_eq!(rv_and_continue.status, StatusCode::BAD_REQUEST);
+
+    let selected = c
+        .get(&format!(
+            "{CMS}?labelSelector=n%20in%20(3,4)&fieldSelector=metadata.name!%3Dcm-03"
+        ))
+        .await
+        .json();
+    let names: Vec<&str> = selected["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["cm-04"]);
+}
+
+#[tokio::test]
+async fn metadata_and_table_representations() {
+    let (_sim, c) = start().await;
+    c.post(CMS, &cm("a", json!({}))).await;
+    let meta = c
+        .get_accept(
+            CMS,
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )
+        .await
+        .json();
+    assert_eq!(meta["kind"], "PartialObjectMetadataList");
+    assert_eq!(meta["items"][0]["kind"], "PartialObjectMetadata");
+    assert!(meta["items"][0].get("data").is_none());
+    assert_eq!(meta["items"][0]["metadata"]["name"], "a");
+    let table = c
+        .get_accept(
+            CMS,
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .await
+        .json();
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(table["rows"][0]["cells"][0], "a");
+}
+
+#[tokio::test]
+async fn discovery_legacy_and_aggregated() {
+    let (_sim, c) = start().await;
+    let api = c.get("/api").await.json();
+    assert_eq!(api["kind"], "APIVersions");
+    assert!(api.get("serverAddressByClientCIDRs").is_some());
+    let groups = c.get("/apis").await.json();
+    assert_eq!(groups["kind"], "APIGroupList");
+    assert!(
+        groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "apps")
+    );
+    let core = c.get("/api/v1").await.json();
+    let ns = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "namespaces")
+        .unwrap();
+    assert_eq!(ns["shortNames"], json!(["ns"]));
+    assert_eq!(ns["namespaced"], false);
+    assert!(
+        !ns["verbs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("deletecollection"))
+    );
+    assert!(
+        core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "pods/status")
+    );
+
+    let accept =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let agg = c.get_accept("/apis", accept).await;
+    assert_eq!(
+        agg.header("content-type"),
+        Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+    );
+    let body = agg.json();
+    assert_eq!(body["kind"], "APIGroupDiscoveryList");
+    assert!(
+        body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["metadata"]["name"] == "batch")
+    );
+    let core_agg = c.get_accept("/api", accept).await.json();
+    assert_eq!(core_agg["items"][0]["versions"][0]["version"], "v1");
+
+    let version = c.get("/version").await.json();
+    assert_eq!(version["major"], "1");
+    assert_eq!(c.get("/readyz").await.text(), "ok");
+    let oa = c.get("/openapi/v3").await.json();
+    assert!(oa["paths"].get("api/v1").is_some());
+}
+
+fn backup_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "backups.velero.io"},
+        "spec": {
+            "group": "velero.io",
+            "scope": "Namespaced",
+            "names": {"plural": "backups", "kind": "Backup", "shortNames": ["bk"]},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+            }]
+        }
+    })
+}
+
+#[tokio::test]
+async fn crd_lifecycle_and_status_subresource() {
+    let (_sim, c) = start().await;
+    assert_eq!(
+        c.get("/apis/velero.io/v1/namespaces/default/backups")
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let crd = c
+        .post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            &backup_crd(),
+        )
+        .await;
+    assert_eq!(crd.status, StatusCode::CREATED);
+    let got = c
+        .get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/backups.velero.io")
+        .await
+        .json();
+    let conds = got["status"]["conditions"].as_array().unwrap();
+    let established = conds.iter().find(|c| c["type"] == "Established").unwrap();
+    assert_eq!(established["status"], "True");
+    assert_eq!(established["reason"], "InitialNamesAccepted");
+    assert_eq!(
+        established["message"],
+        "the initial names have been accepted"
+    );
+
+    let disc = c.get("/apis/velero.io/v1").await.json();
+    assert!(
+        disc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "backups/status")
+    );
+
+    const BK: &str = "/apis/velero.io/v1/namespaces/default/backups";
+    let b = c
+        .post(BK, &json!({"apiVersion": "velero.io/v1", "kind": "Backup", "metadata": {"name": "b1"}, "spec": {"ttl": "1h"}, "status": {"phase": "New"}}))
+        .await
+        .json();
+    assert!(
+        b.get("status").is_none(),
+        "create drops status when the subresource is enabled"
+    );
+    assert_eq!(b["metadata"]["generation"], 1);
+
+    let st = c
+        .patch(
+            &format!("{BK}/b1/status"),
+            "application/merge-patch+json",
+            &json!({"status": {"phase": "InProgress"}, "spec": {"ttl": "2h"}}),
+        )
+        .await
+        .json();
+    assert_eq!(st["status"]["phase"], "InProgress");
+    assert_eq!(st["spec"]["ttl"], "1h", "status writes ignore spec");
+    assert_eq!(st["metadata"]["generation"], 1);
+
+    let main = c
+        .patch(
+            &format!("{BK}/b1"),
+            "application/merge-patch+json",
+            &json!({"spec": {"ttl": "3h"}, "status": {"phase": "Failed"}}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        main["status"]["phase"], "InProgress",
+        "main writes ignore status"
+    );
+    assert_eq!(main["metadata"]["generation"], 2);
+
+    let smp = c
+        .patch(
+            &format!("{BK}/b1"),
+            "application/strategic-merge-patch+json",
+            &json!({}),
+        )
+        .await;
+    assert_eq!(smp.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(
+        smp.json()["message"],
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    );
+
+    let del = c.delete(&format!("{BK}/b1"), "{}").await.json();
+    assert_eq!(del["kind"], "Status");
+    assert_eq!(del["status"], "Success");
+    assert_eq!(del["details"]["kind"], "backups");
+
+    c.post(
+        BK,
+        &json!({"apiVersion": "velero.io/v1", "kind": "Backup", "metadata": {"name": "b2"}}),
+    )
+    .await;
+    c.delete(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/backups.velero.io",
+        "{}",
+    )
+    .await;
+    let mut gone = false;
+    for _ in 0..100 {
+        if c.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/backups.velero.io")
+            .await
+            .status
+            == StatusCode::NOT_FOUND
+        {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(gone, "CRD deletion completes");
+    assert_eq!(
+        c.get(&format!("{BK}/b2")).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn finalizers_and_namespace_deletion() {
+    let (_sim, c) = start().await;
+    let ns = c
+        .post("/api/v1/namespaces", &json!({"metadata": {"name": "work"}}))
+        .await
+        .json();
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "work"
+    );
+    assert_eq!(ns["status"]["phase"], "Active");
+    const W: &str = "/api/v1/namespaces/work/configmaps";
+    c.post(
+        W,
+        &json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+    )
+    .await;
+    c.post(W, &cm("free", json!({}))).await;
+
+    let del = c.delete("/api/v1/namespaces/work", "{}").await.json();
+    assert_eq!(del["status"]["phase"], "Terminating");
+    let forbidden = c.post(W, &cm("new", json!({}))).await;
+    assert_eq!(forbidden.status, StatusCode::FORBIDDEN);
+
+    let mut held = Value::Null;
+    for _ in 0..100 {
+        if c.get(&format!("{W}/free")).await.status == StatusCode::NOT_FOUND {
+            held = c.get(&format!("{W}/held")).await.json();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        held["metadata"]["deletionTimestamp"].is_string(),
+        "held object is being deleted: {held}"
+    );
+    assert_eq!(held["metadata"]["deletionGracePeriodSeconds"], 0);
+    // Adding a finalizer to a deleting object is refused.
+    let add = c
+        .patch(
+            &format!("{W}/held"),
+            "application/merge-patch+json",
+            &json!({"metadata": {"finalizers": ["example.com/hold", "b.example.com/x"]}}),
+        )
+        .await;
+    assert_eq!(add.status, StatusCode::UNPROCESSABLE_ENTITY);
+    // Removing the last finalizer deletes it, then the namespace goes away.
+    let rm = c
+        .patch(
+            &format!("{W}/held"),
+            "application/json-patch+json",
+            &json!([{"op": "remove", "path": "/metadata/finalizers"}]),
+        )
+        .await;
+    assert_eq!(rm.status, StatusCode::OK);
+    let mut ns_gone = false;
+    for _ in 0..100 {
+        if c.get("/api/v1/namespaces/work").await.status == StatusCode::NOT_FOUND {
+            ns_gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(ns_gone);
+}
+
+#[tokio::test]
+async fn delete_preconditions_propagation_and_dry_run() {
+    let (_sim, c) = start().await;
+    let obj = c.post(CMS, &cm("p", json!({}))).await.json();
+    let wrong = c
+        .delete(&format!("{CMS}/p"), r#"{"preconditions":{"uid":"nope"}}"#)
+        .await;
+    assert_eq!(wrong.status, StatusCode::CONFLICT);
+    let dry = c.delete(&format!("{CMS}/p?dryRun=All"), "").await;
+    assert_eq!(dry.status, StatusCode::OK);
+    assert_eq!(c.get(&format!("{CMS}/p")).await.status, StatusCode::OK);
+    let rv_before = rv(&c.get(&format!("{CMS}/p")).await.json());
+    let dry_create = c
+        .post(&format!("{CMS}?dryRun=All"), &cm("q", json!({})))
+        .await;
+    assert_eq!(dry_create.status, StatusCode::CREATED);
+    assert_eq!(
+        c.get(&format!("{CMS}/q")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let list_rv: u64 = c.get(CMS).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(list_rv, rv_before, "dry runs consume no resourceVersion");
+    let fg = c
+        .delete(&format!("{CMS}/p"), r#"{"propagationPolicy":"Foreground"}"#)
+        .await;
+    assert_eq!(fg.status, StatusCode::OK);
+    let mut gone = false;
+    for _ in 0..100 {
+        if c.get(&format!("{CMS}/p")).await.status == StatusCode::NOT_FOUND {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        gone,
+        "foreground deletion completes without a garbage collector: {obj}"
+    );
+}
+
+#[tokio::test]
+async fn delete_collection_and_pod_delete_shape() {
+    let (_sim, c) = start().await;
+    for n in ["a", "b", "c"] {
+        c.post(
+            CMS,
+            &cm(n, json!({"grp": if n == "c" { "2" } else { "1" }})),
+        )
+        .await;
+    }
+    let gone = c
+        .delete(&format!("{CMS}?labelSelector=grp%3D1"), "")
+        .await
+        .json();
+    assert_eq!(gone["kind"], "ConfigMapList");
+    assert_eq!(gone["items"].as_array().unwrap().len(), 2);
+    let left = c.get(CMS).await.json();
+    assert_eq!(left["items"].as_array().unwrap().len(), 1);
+
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    c.post("/api/v1/namespaces/default/pods", &pod).await;
+    let del = c
+        .delete("/api/v1/namespaces/default/pods/p", "{}")
+        .await
+        .json();
+    assert_eq!(del["kind"], "Pod", "pods answer a delete with the object");
+}
+
+#[tokio::test]
+async fn json_patch_test_semantics_and_apply() {
+    let (_sim, c) = start().await;
+    c.post(CMS, &cm("j", json!({}))).await;
+    let ok = c
+        .patch(&format!("{CMS}/j"), "application/json-patch+json", &json!([{"op": "test", "path": "/metadata/finalizers", "value": null}, {"op": "add", "path": "/metadata/finalizers", "value": ["x.example.com/f"]}]))
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+    let fail = c
+        .patch(
+            &format!("{CMS}/j"),
+            "application/json-patch+json",
+            &json!([{"op": "test", "path": "/metadata/finalizers/0", "value": "other"}]),
+        )
+        .await;
+    assert_eq!(fail.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let stale = c
+        .patch(
+            &format!("{CMS}/j"),
+            "application/merge-patch+json",
+            &json!({"metadata": {"resourceVersion": "1"}, "data": {"k": "z"}}),
+        )
+        .await;
+    assert_eq!(stale.status, StatusCode::CONFLICT);
+
+    let no_manager = c
+        .patch(
+            &format!("{CMS}/s"),
+            "application/apply-patch+yaml",
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}}),
+        )
+        .await;
+    assert_eq!(no_manager.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let applied = c
+        .patch(&format!("{CMS}/s?fieldManager=test"), "application/apply-patch+yaml", &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}, "data": {"a": "1"}}))
+        .await;
+    assert_eq!(applied.status, StatusCode::CREATED);
+    let mf = &applied.json()["metadata"]["managedFields"];
+    assert!(
+        mf.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["manager"] == "test" && e["operation"] == "Apply"),
+        "{mf}"
+    );
+}
