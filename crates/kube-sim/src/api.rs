@@ -779,6 +779,7 @@ pub fn create_locked(
     {
         write::set_managed(
             &mut obj,
+            None,
             &opts.manager,
             "Update",
             &served.info.api_version(),

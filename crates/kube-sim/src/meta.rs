@@ -214,49 +214,35 @@ pub fn validate_meta(obj: &Value) -> Vec<Cause> {
     causes
 }
 
-/// The `fieldsV1` tree describing every field of `v` (maps per key, lists and scalars as leaves).
-pub fn fields_v1(v: &Value) -> Value {
-    fn walk(v: &Value) -> Value {
-        let mut out = Map::new();
-        if let Value::Object(m) = v {
-            for (k, x) in m {
-                let inner = match x {
-                    Value::Object(_) => walk(x),
-                    _ => Value::Object(Map::new()),
-                };
-                out.insert(format!("f:{k}"), inner);
-            }
-        }
-        Value::Object(out)
-    }
+/// The parts of an object field ownership is tracked for: everything but `apiVersion`/`kind`,
+/// with `metadata` reduced to labels, annotations, ownerReferences and finalizers.
+/// `status_only` keeps just `status` (writes to the status subresource).
+pub fn tracked(v: &Value, status_only: bool, with_status: bool) -> Value {
     let mut top = Map::new();
     if let Value::Object(m) = v {
         for (k, x) in m {
             match k.as_str() {
-                "apiVersion" | "kind" | "status" => {}
+                "apiVersion" | "kind" => {}
+                "status" if status_only || with_status => {
+                    top.insert(k.clone(), x.clone());
+                }
+                "status" => {}
+                _ if status_only => {}
                 "metadata" => {
                     let mut mm = Map::new();
                     if let Value::Object(md) = x {
                         for key in ["labels", "annotations", "ownerReferences", "finalizers"] {
                             if let Some(val) = md.get(key) {
-                                let inner = match val {
-                                    Value::Object(_) => walk(val),
-                                    _ => Value::Object(Map::new()),
-                                };
-                                mm.insert(format!("f:{key}"), inner);
+                                mm.insert(key.to_string(), val.clone());
                             }
                         }
                     }
                     if !mm.is_empty() {
-                        top.insert("f:metadata".into(), Value::Object(mm));
+                        top.insert(k.clone(), Value::Object(mm));
                     }
                 }
                 _ => {
-                    let inner = match x {
-                        Value::Object(_) => walk(x),
-                        _ => Value::Object(Map::new()),
-                    };
-                    top.insert(format!("f:{k}"), inner);
+                    top.insert(k.clone(), x.clone());
                 }
             }
         }
@@ -264,18 +250,102 @@ pub fn fields_v1(v: &Value) -> Value {
     Value::Object(top)
 }
 
-/// The status part's field tree (for `/status` writes).
-pub fn status_fields_v1(v: &Value) -> Value {
-    let mut top = Map::new();
-    if let Some(s) = v.get("status") {
-        let wrapped = serde_json::json!({ "x": s });
-        if let Some(Value::Object(inner)) = fields_v1(&wrapped).get("f:x").cloned() {
-            top.insert("f:status".into(), Value::Object(inner));
-        } else {
-            top.insert("f:status".into(), Value::Object(Map::new()));
+/// The `fieldsV1` tree of every field of `v` (maps per key; lists and scalars are leaves).
+pub fn fields_tree(v: &Value) -> Value {
+    let mut out = Map::new();
+    if let Value::Object(m) = v {
+        for (k, x) in m {
+            let inner = match x {
+                Value::Object(_) => fields_tree(x),
+                _ => Value::Object(Map::new()),
+            };
+            out.insert(format!("f:{k}"), inner);
         }
     }
-    Value::Object(top)
+    Value::Object(out)
+}
+
+/// The `fieldsV1` tree of the fields that differ between `old` and `new` (present in `new`).
+pub fn diff_tree(old: &Value, new: &Value) -> Value {
+    let mut out = Map::new();
+    if let (Value::Object(a), Value::Object(b)) = (old, new) {
+        for (k, nv) in b {
+            match a.get(k) {
+                Some(ov) if ov == nv => {}
+                Some(ov @ Value::Object(_)) if nv.is_object() => {
+                    let d = diff_tree(ov, nv);
+                    if d.as_object().is_some_and(|m| !m.is_empty()) {
+                        out.insert(format!("f:{k}"), d);
+                    }
+                }
+                _ => {
+                    let inner = match nv {
+                        Value::Object(_) => fields_tree(nv),
+                        _ => Value::Object(Map::new()),
+                    };
+                    out.insert(format!("f:{k}"), inner);
+                }
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+fn is_empty_tree(v: &Value) -> bool {
+    v.as_object().is_none_or(Map::is_empty)
+}
+
+/// Removes from `tree` the fields listed in `taken`.
+pub fn subtract_tree(tree: &mut Value, taken: &Value) {
+    let (Some(t), Some(d)) = (tree.as_object_mut(), taken.as_object()) else {
+        return;
+    };
+    for (k, dv) in d {
+        let Some(tv) = t.get_mut(k) else { continue };
+        if is_empty_tree(dv) {
+            t.remove(k);
+        } else if !is_empty_tree(tv) {
+            subtract_tree(tv, dv);
+            if is_empty_tree(tv) {
+                t.remove(k);
+            }
+        }
+    }
+}
+
+/// Adds the fields of `add` to `tree`.
+pub fn union_tree(tree: &mut Value, add: &Value) {
+    let (Some(t), Some(a)) = (tree.as_object_mut(), add.as_object()) else {
+        return;
+    };
+    for (k, av) in a {
+        match t.get_mut(k) {
+            Some(tv) if !is_empty_tree(tv) || is_empty_tree(av) => union_tree(tv, av),
+            Some(tv) => *tv = av.clone(),
+            None => {
+                t.insert(k.clone(), av.clone());
+            }
+        }
+    }
+}
+
+/// Drops fields of `tree` that `obj` (a tracked projection) no longer has.
+pub fn retain_existing(tree: &mut Value, obj: &Value) {
+    let Some(t) = tree.as_object_mut() else { return };
+    t.retain(|k, sub| {
+        if k == "." || !k.starts_with("f:") {
+            return true;
+        }
+        let Some(child) = obj.get(&k[2..]) else {
+            return false;
+        };
+        if child.is_object() && !is_empty_tree(sub) {
+            retain_existing(sub, child);
+            !is_empty_tree(sub)
+        } else {
+            true
+        }
+    });
 }
 
 #[cfg(test)]

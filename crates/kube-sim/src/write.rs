@@ -14,20 +14,25 @@ use crate::server::{ResourceRequest, Shared};
 use crate::status::{ApiError, Cause};
 use crate::store::Writer;
 
-/// Sets or refreshes this manager's managedFields entry.
+/// Records a non-apply write in `managedFields`: the manager gains the fields it changed
+/// (all fields on create), other managers lose them, and fields that no longer exist are
+/// dropped from every entry.
 pub fn set_managed(
     obj: &mut Value,
+    old: Option<&Value>,
     manager: &str,
     operation: &str,
     api_version: &str,
     subresource: Option<&str>,
     now: &str,
 ) {
-    let fields = if subresource == Some("status") {
-        meta::status_fields_v1(obj)
-    } else {
-        meta::fields_v1(obj)
+    let status_only = subresource == Some("status");
+    let proj_new = meta::tracked(obj, status_only, false);
+    let changed = match old {
+        Some(o) => meta::diff_tree(&meta::tracked(o, status_only, false), &proj_new),
+        None => meta::fields_tree(&proj_new),
     };
+    let everything = meta::tracked(obj, false, true);
     let m = meta::meta_mut(obj);
     let list = m
         .entry("managedFields")
@@ -38,23 +43,46 @@ pub fn set_managed(
     let Value::Array(entries) = list else {
         return;
     };
-    entries.retain(|e| {
-        !(e.get("manager").and_then(Value::as_str) == Some(manager)
+    let mut mine = json!({});
+    let mut kept = Vec::with_capacity(entries.len() + 1);
+    for mut e in entries.drain(..) {
+        let is_mine = e.get("manager").and_then(Value::as_str) == Some(manager)
             && e.get("operation").and_then(Value::as_str) == Some(operation)
-            && e.get("subresource").and_then(Value::as_str) == subresource)
-    });
-    let mut entry = json!({
-        "manager": manager,
-        "operation": operation,
-        "apiVersion": api_version,
-        "time": now,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": fields,
-    });
-    if let Some(s) = subresource {
-        entry["subresource"] = json!(s);
+            && e.get("subresource").and_then(Value::as_str) == subresource;
+        let Some(fields) = e.get_mut("fieldsV1") else {
+            continue;
+        };
+        if is_mine {
+            mine = fields.take();
+            continue;
+        }
+        meta::subtract_tree(fields, &changed);
+        meta::retain_existing(fields, &everything);
+        if fields.as_object().is_some_and(|f| !f.is_empty()) {
+            kept.push(e);
+        }
     }
-    entries.push(entry);
+    meta::union_tree(&mut mine, &changed);
+    meta::retain_existing(&mut mine, &everything);
+    if mine.as_object().is_some_and(|f| !f.is_empty()) {
+        let mut entry = json!({
+            "manager": manager,
+            "operation": operation,
+            "apiVersion": api_version,
+            "time": now,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": mine,
+        });
+        if let Some(s) = subresource {
+            entry["subresource"] = json!(s);
+        }
+        kept.push(entry);
+    }
+    if kept.is_empty() {
+        m.remove("managedFields");
+    } else {
+        m.insert("managedFields".into(), Value::Array(kept));
+    }
 }
 
 /// Whether two objects are equal apart from `resourceVersion` and `managedFields`.
@@ -268,6 +296,7 @@ fn merge_for_write(
     if !keep_managed && !same_ignoring_bookkeeping(current, &out) {
         set_managed(
             &mut out,
+            Some(current),
             &opts.manager,
             operation,
             &served.info.api_version(),

@@ -672,3 +672,23 @@ async fn json_patch_test_semantics_and_apply() {
         "{mf}"
     );
 }
+
+#[tokio::test]
+async fn update_managers_take_ownership_of_the_fields_they_change() {
+    let (_sim, c) = start().await;
+    c.post(&format!("{CMS}?fieldManager=creator"), &json!({"metadata": {"name": "o"}, "data": {"a": "1", "b": "1"}})).await;
+    c.patch(&format!("{CMS}/o?fieldManager=patcher"), "application/merge-patch+json", &json!({"data": {"a": "2"}}))
+        .await;
+    let conflict = c
+        .patch(
+            &format!("{CMS}/o?fieldManager=applier"),
+            "application/apply-patch+yaml",
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "o"}, "data": {"a": "3"}}),
+        )
+        .await;
+    assert_eq!(conflict.status, StatusCode::CONFLICT);
+    let s = conflict.json();
+    let causes = s["details"]["causes"].as_array().unwrap();
+    assert_eq!(causes.len(), 1, "only the last writer of data.a conflicts: {s}");
+    assert!(s["message"].as_str().unwrap().contains("patcher"), "{s}");
+}
