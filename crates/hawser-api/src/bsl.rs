@@ -26,29 +26,10 @@ use crate::string_enum::string_enum;
     derive = "PartialEq",
     derive = "Default",
     doc = "A Velero BackupStorageLocation: where backups are stored, and whether it is reachable.",
-    printcolumn(
-        name = "Phase",
-        type_ = "string",
-        json_path = ".status.phase",
-        description = "Backup Storage Location status such as Available/Unavailable"
-    ),
-    printcolumn(
-        name = "Last Validated",
-        type_ = "date",
-        json_path = ".status.lastValidationTime",
-        description = "LastValidationTime is the last time the backup store location was validated"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "Default",
-        type_ = "boolean",
-        json_path = ".spec.default",
-        description = "Default backup storage location"
-    )
+    printcolumn = r#"{"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Backup Storage Location status such as Available/Unavailable"}"#,
+    printcolumn = r#"{"name": "Last Validated", "type": "date", "jsonPath": ".status.lastValidationTime", "description": "LastValidationTime is the last time the backup store location was validated"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "Default", "type": "boolean", "jsonPath": ".spec.default", "description": "Default backup storage location"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BackupStorageLocationSpec {

@@ -20,18 +20,8 @@ use crate::string_enum::string_enum;
     derive = "PartialEq",
     derive = "Default",
     doc = "A Velero DeleteBackupRequest: a request to delete a backup and its data.",
-    printcolumn(
-        name = "BackupName",
-        type_ = "string",
-        json_path = ".spec.backupName",
-        description = "The name of the backup to be deleted"
-    ),
-    printcolumn(
-        name = "Status",
-        type_ = "string",
-        json_path = ".status.phase",
-        description = "The status of the deletion request"
-    )
+    printcolumn = r#"{"name": "BackupName", "type": "string", "jsonPath": ".spec.backupName", "description": "The name of the backup to be deleted"}"#,
+    printcolumn = r#"{"name": "Status", "type": "string", "jsonPath": ".status.phase", "description": "The status of the deletion request"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DeleteBackupRequestSpec {

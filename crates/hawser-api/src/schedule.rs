@@ -20,30 +20,11 @@ use crate::phase::SchedulePhase;
     derive = "PartialEq",
     derive = "Default",
     doc = "A Velero Schedule: Backups created periodically from a template.",
-    printcolumn(
-        name = "Status",
-        type_ = "string",
-        json_path = ".status.phase",
-        description = "Status of the schedule"
-    ),
-    printcolumn(
-        name = "Schedule",
-        type_ = "string",
-        json_path = ".spec.schedule",
-        description = "A Cron expression defining when to run the Backup"
-    ),
-    printcolumn(
-        name = "LastBackup",
-        type_ = "date",
-        json_path = ".status.lastBackup",
-        description = "The last time a Backup was run for this schedule"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(name = "Paused", type_ = "boolean", json_path = ".spec.paused")
+    printcolumn = r#"{"name": "Status", "type": "string", "jsonPath": ".status.phase", "description": "Status of the schedule"}"#,
+    printcolumn = r#"{"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule", "description": "A Cron expression defining when to run the Backup"}"#,
+    printcolumn = r#"{"name": "LastBackup", "type": "date", "jsonPath": ".status.lastBackup", "description": "The last time a Backup was run for this schedule"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "Paused", "type": "boolean", "jsonPath": ".spec.paused"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleSpec {

@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used)]
+
 use super::*;
 
 /// Renders a row of the table as `x` (allowed) and `.` (refused), in the order of `phases`.
