@@ -9,7 +9,7 @@
 //! - Phases and transitions: [`phase`]; the generic view for status writers: [`PhasedResource`].
 //! - Labels and annotations: [`labels`].
 //! - CRDs: [`crd::crds`], checked in as YAML under `crds/` at the repository root.
-//! - Test builders (`Backup::named("b1").in_phase(..)`): [`testing`], with the `testing` feature.
+//! - Test builders (`Backup::named("b1").in_phase(..)`): module `testing`, with the `testing` feature.
 
 mod backup;
 mod bsl;

@@ -2,9 +2,11 @@
 //!
 //! ```
 //! # #[cfg(feature = "testing")] {
-//! use hawser_api::{Backup, BackupPhase};
+//! use hawser_api::testing::WithMeta;
+//! use hawser_api::{Backup, BackupPhase, PhasedResource};
 //! let backup = Backup::named("b1").in_phase(BackupPhase::InProgress).owned_by("instance-1");
 //! assert_eq!(backup.phase(), BackupPhase::InProgress);
+//! assert_eq!(backup.owner(), Some("instance-1"));
 //! # }
 //! ```
 //!
@@ -223,5 +225,73 @@ impl DeleteBackupRequest {
             },
             status: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::{DeleteBackupRequestPhase, PhasedResource};
+
+    #[test]
+    fn builders_set_what_they_say() {
+        let backup = Backup::named("b1")
+            .in_phase(BackupPhase::InProgress)
+            .in_location("primary")
+            .owned_by("instance-1")
+            .with_uid("u1")
+            .including_namespaces(&["app"]);
+        assert_eq!(backup.metadata.name.as_deref(), Some("b1"));
+        assert_eq!(backup.metadata.namespace.as_deref(), Some(NAMESPACE));
+        assert_eq!(backup.phase(), BackupPhase::InProgress);
+        assert_eq!(backup.owner(), Some("instance-1"));
+        assert_eq!(backup.spec.storage_location.as_deref(), Some("primary"));
+        assert_eq!(
+            backup.metadata.labels.as_ref().unwrap()[STORAGE_LOCATION],
+            "primary"
+        );
+        assert_eq!(
+            backup.spec.included_namespaces,
+            Some(vec!["app".to_owned()])
+        );
+
+        let restore = Restore::named("r1")
+            .from_backup("b1")
+            .in_phase(RestorePhase::Finalizing);
+        assert_eq!(restore.spec.backup_name.as_deref(), Some("b1"));
+        assert_eq!(restore.phase(), RestorePhase::Finalizing);
+
+        let bsl = BackupStorageLocation::named("default")
+            .with_bucket("aws", "velero")
+            .as_default()
+            .in_phase(BackupStorageLocationPhase::Available);
+        assert!(bsl.is_available() && bsl.spec.default);
+        assert_eq!(bsl.spec.object_storage.bucket, "velero");
+
+        let dbr = DeleteBackupRequest::for_backup("d1", "b1");
+        assert_eq!(dbr.spec.backup_name, "b1");
+        assert_eq!(
+            dbr.status.map(|s| s.phase).unwrap_or_default(),
+            DeleteBackupRequestPhase::New
+        );
+        assert_eq!(
+            Schedule::named("s")
+                .in_namespace("other")
+                .metadata
+                .namespace
+                .as_deref(),
+            Some("other")
+        );
+    }
+
+    #[test]
+    fn built_objects_serialize_as_velero_objects() {
+        let json = serde_json::to_value(Backup::named("b1").in_phase(BackupPhase::Queued)).unwrap();
+        assert_eq!(json["apiVersion"], "velero.io/v1");
+        assert_eq!(json["kind"], "Backup");
+        assert_eq!(json["status"]["phase"], "Queued");
+        assert_eq!(json["spec"], serde_json::json!({}));
     }
 }
