@@ -456,3 +456,43 @@ status:
     );
     assert_eq!(backup.spec.snapshot_volumes, Some(false));
 }
+
+fn url_of<K: kube::Resource<DynamicType = ()>>() -> String {
+    K::url_path(&(), Some("velero"))
+}
+
+#[test]
+fn clients_address_velero_s_resources() {
+    assert_eq!(
+        url_of::<Backup>(),
+        "/apis/velero.io/v1/namespaces/velero/backups"
+    );
+    assert_eq!(
+        url_of::<Restore>(),
+        "/apis/velero.io/v1/namespaces/velero/restores"
+    );
+    assert_eq!(
+        url_of::<BackupStorageLocation>(),
+        "/apis/velero.io/v1/namespaces/velero/backupstoragelocations"
+    );
+    assert_eq!(
+        url_of::<Schedule>(),
+        "/apis/velero.io/v1/namespaces/velero/schedules"
+    );
+    assert_eq!(
+        url_of::<DeleteBackupRequest>(),
+        "/apis/velero.io/v1/namespaces/velero/deletebackuprequests"
+    );
+    assert_eq!(
+        url_of::<DownloadRequest>(),
+        "/apis/velero.io/v1/namespaces/velero/downloadrequests"
+    );
+    assert_eq!(
+        url_of::<ServerStatusRequest>(),
+        "/apis/velero.io/v1/namespaces/velero/serverstatusrequests"
+    );
+    assert_eq!(
+        <Backup as kube::Resource>::api_version(&()),
+        hawser_api::API_VERSION
+    );
+}
