@@ -496,3 +496,33 @@ fn clients_address_velero_s_resources() {
         hawser_api::API_VERSION
     );
 }
+
+/// What a list or watch of Backups relies on: one unreadable object (here a Velero-style CRD
+/// without duration validation let `ttl: "1d"` through, and a spec-less Backup) must not hide
+/// the others. kube's `DeserializeGuard` isolates it, and keeps its name for a Warning.
+#[test]
+fn a_list_with_an_unreadable_backup_still_yields_the_others() {
+    let list = json!({
+        "apiVersion": "velero.io/v1",
+        "kind": "BackupList",
+        "metadata": {"resourceVersion": "10"},
+        "items": [
+            velero_backup_json(),
+            {"apiVersion": "velero.io/v1", "kind": "Backup",
+             "metadata": {"name": "bad-ttl", "namespace": "velero"}, "spec": {"ttl": "1d"}},
+            {"apiVersion": "velero.io/v1", "kind": "Backup",
+             "metadata": {"name": "no-spec", "namespace": "velero"}},
+        ]
+    });
+    let parsed: kube::core::ObjectList<kube::core::DeserializeGuard<Backup>> =
+        serde_json::from_value(list).unwrap();
+    let results: Vec<_> = parsed.items.into_iter().map(|g| g.0).collect();
+    assert_eq!(results[0].as_ref().unwrap().phase(), BackupPhase::Completed);
+    let bad = results[1].as_ref().unwrap_err();
+    assert_eq!(bad.metadata.name.as_deref(), Some("bad-ttl"));
+    assert!(bad.error.contains("1d"), "{}", bad.error);
+    assert_eq!(
+        results[2].as_ref().unwrap_err().metadata.name.as_deref(),
+        Some("no-spec")
+    );
+}
