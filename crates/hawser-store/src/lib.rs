@@ -1,0 +1,33 @@
+//! Storage locations of hawser: a Velero BackupStorageLocation opened as an object store that
+//! backups and restores stream to and from.
+//!
+//! Pipeline of a caller: read the BSL and its Secrets (I/O, not here) → [`LocationSpec`] →
+//! [`Location::new`] (pure: config checks, client construction) → [`validate`] (one LIST) →
+//! streaming artifacts ([`Location::writer`], [`Location::blocking_writer`],
+//! [`Location::blocking_reader`]) and small objects ([`Location::put`], [`Location::get`]) →
+//! [`Location::commit_backup`] last.
+//!
+//! Providers: `aws` (S3 and compatible), `gcp`, `azure` (through `object_store`) and
+//! `filesystem` (a local directory). Config keys and what is tested are in `docs/storage.md`.
+//!
+//! Memory: one streaming writer holds at most
+//! [`LocationOptions::writer_memory_bound`] bytes (default 8 MiB parts, 2 in flight, plus the
+//! blocking bridge's 1 MiB), independent of the artifact's size.
+
+mod blocking;
+pub mod credentials;
+mod error;
+pub mod keys;
+mod location;
+mod provider;
+mod spec;
+mod stream;
+mod validate;
+
+pub use blocking::{BlockingReader, BlockingWriter, CHANNEL_CAPACITY, CHUNK_SIZE};
+pub use error::{ConfigError, FailureKind, StoreError};
+pub use location::{ByteStream, Location};
+pub use provider::Provider;
+pub use spec::{AccessMode, LocationOptions, LocationSpec};
+pub use stream::ArtifactWriter;
+pub use validate::{ValidationError, validate};

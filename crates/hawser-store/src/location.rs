@@ -1,0 +1,339 @@
+//! [`Location`]: one BackupStorageLocation opened as an object store, with keys relative to its
+//! prefix.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use crate::error::{ConfigError, StoreError};
+use crate::keys;
+use crate::provider::{self, Provider};
+use crate::spec::{AccessMode, LocationOptions, LocationSpec};
+use crate::stream::ArtifactWriter;
+
+/// A storage location ready for I/O. Cheap to clone (the client is shared).
+///
+/// Every key is relative to `spec.objectStorage.prefix`: `backups/b1/velero-backup.json` is
+/// stored at `<prefix>/backups/b1/velero-backup.json` in the bucket.
+#[derive(Clone, Debug)]
+pub struct Location {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    provider: Provider,
+    bucket: String,
+    read_only: bool,
+    options: LocationOptions,
+}
+
+/// A stream of an object's bytes.
+pub type ByteStream = BoxStream<'static, Result<Bytes, StoreError>>;
+
+impl Location {
+    /// Opens the location described by `spec` with default [`LocationOptions`].
+    ///
+    /// No request is sent; use [`validate`](crate::validate) to check that the location answers.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the BSL field that is missing or invalid.
+    pub fn new(spec: &LocationSpec) -> Result<Self, ConfigError> {
+        Self::with_options(spec, LocationOptions::default())
+    }
+
+    /// Opens the location described by `spec` with the given I/O options.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the BSL field that is missing or invalid.
+    pub fn with_options(spec: &LocationSpec, options: LocationOptions) -> Result<Self, ConfigError> {
+        let provider = Provider::parse(&spec.provider)?;
+        let root = parse_prefix(spec.prefix.as_deref())?;
+        let store = provider::build(provider, spec, &options)?;
+        Ok(Self {
+            store,
+            root,
+            provider,
+            bucket: spec.bucket.clone(),
+            read_only: spec.access_mode == AccessMode::ReadOnly,
+            options,
+        })
+    }
+
+    /// The provider.
+    #[must_use]
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// The bucket (or container, or directory under `config.root`).
+    #[must_use]
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The prefix inside the bucket, without leading or trailing slashes (empty for none).
+    #[must_use]
+    pub fn prefix(&self) -> &str {
+        self.root.as_ref()
+    }
+
+    /// True for `accessMode: ReadOnly`.
+    #[must_use]
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The I/O options in force.
+    #[must_use]
+    pub fn options(&self) -> &LocationOptions {
+        &self.options
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The full object path of a key.
+    pub(crate) fn path(&self, key: &str) -> Result<Path, StoreError> {
+        let key = key.trim_matches('/');
+        let full = if self.root.as_ref().is_empty() { key.to_owned() } else { format!("{}/{key}", self.root) };
+        Path::parse(full).map_err(|e| StoreError::InvalidKey { key: key.to_owned(), reason: e.to_string() })
+    }
+
+    /// The key of a full path (the inverse of [`path`](Self::path)).
+    fn key_of(&self, path: &Path) -> String {
+        match path.prefix_match(&self.root) {
+            Some(parts) => parts.map(|p| p.as_ref().to_owned()).collect::<Vec<_>>().join("/"),
+            None => path.to_string(),
+        }
+    }
+
+    pub(crate) fn check_writable(&self, operation: &'static str, key: &str) -> Result<(), StoreError> {
+        if self.read_only {
+            Err(StoreError::ReadOnly { operation, key: key.to_owned() })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Stores a small object in one request (atomic: readers see all of it or nothing).
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`], [`StoreError::Storage`].
+    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
+        self.check_writable("write", key)?;
+        let path = self.path(key)?;
+        self.store
+            .put(&path, PutPayload::from_bytes(bytes))
+            .await
+            .map_err(|e| StoreError::storage("put", key, e))?;
+        Ok(())
+    }
+
+    /// Reads a small object whole.
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`] (see [`StoreError::is_not_found`]) or [`StoreError::InvalidKey`].
+    pub async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
+        let path = self.path(key)?;
+        let result = self.store.get(&path).await.map_err(|e| StoreError::storage("get", key, e))?;
+        result.bytes().await.map_err(|e| StoreError::storage("get", key, e))
+    }
+
+    /// Opens an object as a stream of chunks (memory: one chunk at a time).
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`] when the object cannot be opened; later failures arrive in the
+    /// stream.
+    pub async fn get_stream(&self, key: &str) -> Result<ByteStream, StoreError> {
+        let path = self.path(key)?;
+        let result = self.store.get(&path).await.map_err(|e| StoreError::storage("get", key, e))?;
+        let key = key.to_owned();
+        Ok(result.into_stream().map_err(move |e| StoreError::storage("get", key.clone(), e)).boxed())
+    }
+
+    /// True when the object exists.
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`] for any failure other than "not found".
+    pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
+        let path = self.path(key)?;
+        match self.store.head(&path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(StoreError::storage("head", key, e)),
+        }
+    }
+
+    /// Names of the sub-directories (common prefixes with delimiter `/`) of `dir`, sorted.
+    /// `dir = ""` lists the top level of the location.
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`].
+    pub async fn list_dirs(&self, dir: &str) -> Result<Vec<String>, StoreError> {
+        let listing = if dir.trim_matches('/').is_empty() && self.root.as_ref().is_empty() {
+            self.store.list_with_delimiter(None).await
+        } else {
+            let path = if dir.trim_matches('/').is_empty() { self.root.clone() } else { self.path(dir)? };
+            self.store.list_with_delimiter(Some(&path)).await
+        }
+        .map_err(|e| StoreError::storage("list", dir, e))?;
+        let mut names: Vec<String> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Names of the backups in the location (directories under `backups/`). A directory without
+    /// `velero-backup.json` is listed too, as Velero does; see [`backup_exists`](Self::backup_exists).
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`].
+    pub async fn list_backups(&self) -> Result<Vec<String>, StoreError> {
+        self.list_dirs(keys::BACKUPS_DIR).await
+    }
+
+    /// Names of the restores in the location (directories under `restores/`).
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`].
+    pub async fn list_restores(&self) -> Result<Vec<String>, StoreError> {
+        self.list_dirs(keys::RESTORES_DIR).await
+    }
+
+    /// Keys of every object under `dir`, recursively, sorted.
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`].
+    pub async fn list_objects(&self, dir: &str) -> Result<Vec<String>, StoreError> {
+        let path = self.path(dir)?;
+        let mut keys: Vec<String> = self
+            .store
+            .list(Some(&path))
+            .map_ok(|meta| self.key_of(&meta.location))
+            .try_collect()
+            .await
+            .map_err(|e| StoreError::storage("list", dir, e))?;
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// Deletes one object; deleting a missing object succeeds.
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`], [`StoreError::Storage`].
+    pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.check_writable("delete", key)?;
+        let path = self.path(key)?;
+        match self.store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(StoreError::storage("delete", key, e)),
+        }
+    }
+
+    /// Deletes every object under `dir` (e.g. `backups/b1`) and returns how many were deleted.
+    /// An empty `dir` is refused: it would empty the whole location.
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`], [`StoreError::Storage`].
+    pub async fn delete_prefix(&self, dir: &str) -> Result<usize, StoreError> {
+        self.check_writable("delete", dir)?;
+        if dir.trim_matches('/').is_empty() {
+            return Err(StoreError::InvalidKey {
+                key: dir.to_owned(),
+                reason: "deleting the whole location is refused; name a directory".to_owned(),
+            });
+        }
+        let path = self.path(dir)?;
+        let locations = self.store.list(Some(&path)).map_ok(|meta| meta.location).boxed();
+        let deleted: Vec<Path> = self
+            .store
+            .delete_stream(locations)
+            .try_collect()
+            .await
+            .map_err(|e| StoreError::storage("delete", dir, e))?;
+        Ok(deleted.len())
+    }
+
+    /// Starts a streaming upload of a (large) artifact; see [`ArtifactWriter`].
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`].
+    pub fn writer(&self, key: &str) -> Result<ArtifactWriter, StoreError> {
+        self.check_writable("write", key)?;
+        let path = self.path(key)?;
+        Ok(ArtifactWriter::new(self, key, path))
+    }
+
+    /// Writes `backups/<name>/velero-backup.json` in one atomic request: the commit marker of a
+    /// backup. Call it last, after every other artifact of the backup is stored.
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`] (a name with `/`), [`StoreError::Storage`].
+    pub async fn commit_backup(&self, name: &str, json: Bytes) -> Result<(), StoreError> {
+        check_name(name)?;
+        self.put(&keys::backup_metadata(name), json).await
+    }
+
+    /// True when the backup's `velero-backup.json` exists (the backup was committed).
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidKey`], [`StoreError::Storage`].
+    pub async fn backup_exists(&self, name: &str) -> Result<bool, StoreError> {
+        check_name(name)?;
+        self.exists(&keys::backup_metadata(name)).await
+    }
+
+    /// The backup's `velero-backup.json`, or `None` when it was never committed.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidKey`], [`StoreError::Storage`].
+    pub async fn backup_metadata(&self, name: &str) -> Result<Option<Bytes>, StoreError> {
+        check_name(name)?;
+        match self.get(&keys::backup_metadata(name)).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes everything under `backups/<name>/`.
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`], [`StoreError::Storage`].
+    pub async fn delete_backup(&self, name: &str) -> Result<usize, StoreError> {
+        check_name(name)?;
+        self.delete_prefix(&keys::backup_dir(name)).await
+    }
+
+    /// Deletes everything under `restores/<name>/`.
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`], [`StoreError::Storage`].
+    pub async fn delete_restore(&self, name: &str) -> Result<usize, StoreError> {
+        check_name(name)?;
+        self.delete_prefix(&keys::restore_dir(name)).await
+    }
+}
+
+fn check_name(name: &str) -> Result<(), StoreError> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(StoreError::InvalidKey {
+            key: name.to_owned(),
+            reason: "a backup or restore name must be non-empty and contain no `/`".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn parse_prefix(prefix: Option<&str>) -> Result<Path, ConfigError> {
+    let trimmed = prefix.unwrap_or("").trim_matches('/');
+    Path::parse(trimmed).map_err(|e| ConfigError::Invalid {
+        field: "spec.objectStorage.prefix".to_owned(),
+        reason: e.to_string(),
+    })
+}

@@ -1,0 +1,445 @@
+//! From a [`LocationSpec`] to an object-store client, one function per provider.
+//!
+//! Config keys follow Velero's object-store plugins (velero-plugin-for-aws, -gcp,
+//! -microsoft-azure); like those plugins, unknown keys are refused with the list of valid ones.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::local::LocalFileSystem;
+use object_store::{BackoffConfig, Certificate, ClientOptions, ObjectStore, RetryConfig};
+
+use crate::credentials::{parse_aws_credentials, parse_env_file};
+use crate::error::ConfigError;
+use crate::spec::{LocationOptions, LocationSpec};
+
+/// The providers this crate implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    /// Amazon S3 and S3-compatible servers.
+    Aws,
+    /// Google Cloud Storage.
+    Gcp,
+    /// Azure Blob Storage.
+    Azure,
+    /// A local directory (hawser's own provider).
+    Filesystem,
+}
+
+impl Provider {
+    /// Parses `spec.provider`. Velero's `velero.io/<name>` plugin names are accepted too.
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownProvider`].
+    pub fn parse(provider: &str) -> Result<Self, ConfigError> {
+        match provider.strip_prefix("velero.io/").unwrap_or(provider) {
+            "aws" => Ok(Self::Aws),
+            "gcp" => Ok(Self::Gcp),
+            "azure" => Ok(Self::Azure),
+            "filesystem" => Ok(Self::Filesystem),
+            _ => Err(ConfigError::UnknownProvider { provider: provider.to_owned() }),
+        }
+    }
+
+    /// The provider's name as written in `spec.provider`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Aws => "aws",
+            Self::Gcp => "gcp",
+            Self::Azure => "azure",
+            Self::Filesystem => "filesystem",
+        }
+    }
+}
+
+pub(crate) const AWS_KEYS: &[&str] = &[
+    "region",
+    "s3Url",
+    "s3ForcePathStyle",
+    "insecureSkipTLSVerify",
+    "profile",
+    "publicUrl",
+    "serverSideEncryption",
+    "kmsKeyId",
+    "enableSharedConfig",
+];
+/// Keys Velero's AWS plugin knows that hawser refuses rather than silently ignores.
+const AWS_UNSUPPORTED: &[&str] = &["customerKeyEncryptionFile", "tagging", "checksumAlgorithm"];
+pub(crate) const GCP_KEYS: &[&str] = &["serviceAccount", "storeEndpoint"];
+const GCP_UNSUPPORTED: &[&str] = &["kmsKeyName"];
+pub(crate) const AZURE_KEYS: &[&str] = &[
+    "storageAccount",
+    "resourceGroup",
+    "subscriptionId",
+    "storageAccountKeyEnvVar",
+    "storageAccountURI",
+    "useAAD",
+    "activeDirectoryAuthorityURI",
+    "blockSizeInBytes",
+];
+const AZURE_UNSUPPORTED: &[&str] = &["encryptionScope"];
+pub(crate) const FILESYSTEM_KEYS: &[&str] = &["root"];
+
+/// Builds the object-store client of `spec`, rooted at the bucket (the prefix is applied by the
+/// caller).
+pub(crate) fn build(
+    provider: Provider,
+    spec: &LocationSpec,
+    options: &LocationOptions,
+) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+    check_bucket(provider, &spec.bucket)?;
+    match provider {
+        Provider::Aws => aws(spec, options),
+        Provider::Gcp => gcp(spec, options),
+        Provider::Azure => azure(spec, options),
+        Provider::Filesystem => filesystem(spec),
+    }
+}
+
+fn check_bucket(provider: Provider, bucket: &str) -> Result<(), ConfigError> {
+    let invalid = |reason: &str| ConfigError::Invalid {
+        field: "spec.objectStorage.bucket".to_owned(),
+        reason: reason.to_owned(),
+    };
+    if bucket.is_empty() {
+        return Err(ConfigError::Missing { field: "spec.objectStorage.bucket", provider: provider.name() });
+    }
+    // Velero rejects a bucket containing `/` unless it is an S3 access-point ARN.
+    if bucket.contains('/') && !(provider == Provider::Aws && bucket.starts_with("arn:aws:s3:")) {
+        return Err(invalid("it must not contain `/` (put sub-directories in spec.objectStorage.prefix)"));
+    }
+    if bucket == "." || bucket == ".." {
+        return Err(invalid("`.` and `..` are not bucket names"));
+    }
+    Ok(())
+}
+
+fn check_keys(
+    provider: Provider,
+    config: &BTreeMap<String, String>,
+    valid: &[&str],
+    unsupported: &[&str],
+) -> Result<(), ConfigError> {
+    if let Some(key) = config.keys().find(|k| unsupported.contains(&k.as_str())) {
+        return Err(ConfigError::Invalid {
+            field: format!("spec.config.{key}"),
+            reason: format!("hawser does not support this `{}` setting", provider.name()),
+        });
+    }
+    let unknown: Vec<&str> =
+        config.keys().map(String::as_str).filter(|k| !valid.contains(k)).collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError::UnknownKeys {
+            provider: provider.name(),
+            keys: unknown.join(", "),
+            valid: valid.join(", "),
+        })
+    }
+}
+
+fn non_empty<'a>(config: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
+    config.get(key).map(|v| v.trim()).filter(|v| !v.is_empty())
+}
+
+/// Velero's plugins parse booleans with Go's `strconv.ParseBool`.
+fn parse_bool(config: &BTreeMap<String, String>, key: &str) -> Result<bool, ConfigError> {
+    match non_empty(config, key) {
+        None => Ok(false),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
+        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
+        Some(other) => Err(ConfigError::Invalid {
+            field: format!("spec.config.{key}"),
+            reason: format!("`{other}` is not a boolean (use \"true\" or \"false\")"),
+        }),
+    }
+}
+
+fn client_options(spec: &LocationSpec, options: &LocationOptions) -> Result<ClientOptions, ConfigError> {
+    let mut client = ClientOptions::new()
+        .with_timeout(options.request_timeout)
+        .with_connect_timeout(options.connect_timeout);
+    if let Some(pem) = &spec.ca_cert {
+        let certs = Certificate::from_pem_bundle(pem).map_err(|source| ConfigError::Invalid {
+            field: "spec.objectStorage.caCert".to_owned(),
+            reason: format!("not a PEM certificate bundle ({source})"),
+        })?;
+        for cert in certs {
+            client = client.with_root_certificate(cert);
+        }
+    }
+    Ok(client)
+}
+
+fn retry(options: &LocationOptions) -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig::default(),
+        max_retries: options.max_retries,
+        retry_timeout: options.retry_timeout,
+    }
+}
+
+fn aws(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+    let provider = Provider::Aws;
+    let config = &spec.config;
+    check_keys(provider, config, AWS_KEYS, AWS_UNSUPPORTED)?;
+    let s3_url = non_empty(config, "s3Url");
+    let path_style = parse_bool(config, "s3ForcePathStyle")?;
+    let insecure = parse_bool(config, "insecureSkipTLSVerify")?;
+    let region = match (non_empty(config, "region"), s3_url) {
+        (Some(region), _) => region.to_owned(),
+        // S3-compatible servers mostly ignore the region; the SDKs sign with us-east-1 then.
+        (None, Some(_)) => "us-east-1".to_owned(),
+        (None, None) => {
+            return Err(ConfigError::Missing { field: "spec.config.region", provider: provider.name() });
+        }
+    };
+
+    // Without a credentials Secret the usual AWS environment applies (env vars, web identity,
+    // instance metadata), as with Velero's plugin.
+    let mut builder = if spec.credentials.is_some() { AmazonS3Builder::new() } else { AmazonS3Builder::from_env() };
+    builder = builder.with_bucket_name(&spec.bucket).with_region(region).with_retry(retry(options));
+
+    if let Some(bytes) = &spec.credentials {
+        let profile = non_empty(config, "profile").unwrap_or("default");
+        let creds = parse_aws_credentials(bytes, profile)
+            .map_err(|source| ConfigError::Credentials { provider: provider.name(), source })?;
+        builder = builder
+            .with_access_key_id(creds.access_key_id)
+            .with_secret_access_key(creds.secret_access_key);
+        if let Some(token) = creds.session_token {
+            builder = builder.with_token(token);
+        }
+    }
+
+    let mut client = client_options(spec, options)?;
+    if let Some(url) = s3_url {
+        let endpoint = S3Endpoint::parse(url)?;
+        if endpoint.scheme == "http" {
+            client = client.with_allow_http(true);
+        }
+        if path_style {
+            builder = builder.with_endpoint(endpoint.base()).with_virtual_hosted_style_request(false);
+        } else {
+            // Virtual-hosted style against a custom endpoint: the bucket becomes part of the host.
+            builder = builder
+                .with_endpoint(endpoint.with_bucket_host(&spec.bucket))
+                .with_virtual_hosted_style_request(true);
+        }
+    } else {
+        builder = builder.with_virtual_hosted_style_request(!path_style);
+    }
+    if insecure {
+        client = client.with_allow_invalid_certificates(true);
+    }
+    builder = builder.with_client_options(client);
+
+    match (non_empty(config, "kmsKeyId"), non_empty(config, "serverSideEncryption")) {
+        (Some(kms), None | Some("aws:kms")) => builder = builder.with_sse_kms_encryption(kms),
+        (Some(_), Some(other)) => {
+            return Err(ConfigError::Invalid {
+                field: "spec.config.serverSideEncryption".to_owned(),
+                reason: format!("`{other}` cannot be combined with kmsKeyId (use aws:kms)"),
+            });
+        }
+        (None, Some(sse @ ("AES256" | "aws:kms"))) => {
+            let key: AmazonS3ConfigKey = "aws_server_side_encryption"
+                .parse()
+                .map_err(|source| ConfigError::Client { provider: provider.name(), source })?;
+            builder = builder.with_config(key, sse);
+        }
+        (None, Some(other)) => {
+            return Err(ConfigError::Invalid {
+                field: "spec.config.serverSideEncryption".to_owned(),
+                reason: format!("`{other}` is not AES256 or aws:kms"),
+            });
+        }
+        (None, None) => {}
+    }
+
+    let store = builder.build().map_err(|source| ConfigError::Client { provider: provider.name(), source })?;
+    Ok(Arc::new(store))
+}
+
+/// A parsed `s3Url`.
+struct S3Endpoint {
+    scheme: String,
+    host: String,
+    rest: String,
+}
+
+impl S3Endpoint {
+    fn parse(url: &str) -> Result<Self, ConfigError> {
+        let invalid = |reason: &str| ConfigError::Invalid {
+            field: "spec.config.s3Url".to_owned(),
+            reason: format!("`{url}` {reason}"),
+        };
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("has no scheme (use http:// or https://)"))?;
+        if scheme != "http" && scheme != "https" {
+            return Err(invalid("must start with http:// or https://"));
+        }
+        let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
+        if host.is_empty() {
+            return Err(invalid("has no host"));
+        }
+        let path = path.trim_end_matches('/');
+        let rest = if path.is_empty() { String::new() } else { format!("/{path}") };
+        Ok(Self { scheme: scheme.to_owned(), host: host.to_owned(), rest })
+    }
+
+    fn base(&self) -> String {
+        format!("{}://{}{}", self.scheme, self.host, self.rest)
+    }
+
+    fn with_bucket_host(&self, bucket: &str) -> String {
+        format!("{}://{}.{}{}", self.scheme, bucket, self.host, self.rest)
+    }
+}
+
+fn gcp(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+    let provider = Provider::Gcp;
+    let config = &spec.config;
+    check_keys(provider, config, GCP_KEYS, GCP_UNSUPPORTED)?;
+    let mut builder = if spec.credentials.is_some() {
+        GoogleCloudStorageBuilder::new()
+    } else {
+        // Application default credentials (workload identity, GOOGLE_APPLICATION_CREDENTIALS).
+        GoogleCloudStorageBuilder::from_env()
+    };
+    builder = builder.with_bucket_name(&spec.bucket).with_retry(retry(options));
+    if let Some(bytes) = &spec.credentials {
+        let key = String::from_utf8(bytes.clone()).map_err(|_| ConfigError::Credentials {
+            provider: provider.name(),
+            source: crate::credentials::CredentialsError::NotText,
+        })?;
+        builder = builder.with_service_account_key(key);
+    }
+    if let Some(endpoint) = non_empty(config, "storeEndpoint") {
+        builder = builder.with_base_url(endpoint);
+    }
+    builder = builder.with_client_options(client_options(spec, options)?);
+    let store = builder.build().map_err(|source| ConfigError::Client { provider: provider.name(), source })?;
+    Ok(Arc::new(store))
+}
+
+fn azure(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+    let provider = Provider::Azure;
+    let config = &spec.config;
+    check_keys(provider, config, AZURE_KEYS, AZURE_UNSUPPORTED)?;
+    let account = non_empty(config, "storageAccount")
+        .ok_or(ConfigError::Missing { field: "spec.config.storageAccount", provider: provider.name() })?;
+    let mut builder = if spec.credentials.is_some() {
+        MicrosoftAzureBuilder::new()
+    } else {
+        MicrosoftAzureBuilder::from_env()
+    };
+    builder = builder.with_account(account).with_container_name(&spec.bucket).with_retry(retry(options));
+    if let Some(bytes) = &spec.credentials {
+        let vars = parse_env_file(bytes)
+            .map_err(|source| ConfigError::Credentials { provider: provider.name(), source })?;
+        let var = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        if let Some(key_var) = non_empty(config, "storageAccountKeyEnvVar") {
+            let key = var(key_var).ok_or_else(|| ConfigError::Invalid {
+                field: "spec.config.storageAccountKeyEnvVar".to_owned(),
+                reason: format!("the credentials file has no variable `{key_var}`"),
+            })?;
+            builder = builder.with_access_key(key);
+        } else {
+            match (var("AZURE_TENANT_ID"), var("AZURE_CLIENT_ID"), var("AZURE_CLIENT_SECRET")) {
+                (Some(tenant), Some(client), Some(secret)) => {
+                    builder = builder.with_client_secret_authorization(client, secret, tenant);
+                }
+                (_, Some(client), None) => builder = builder.with_client_id(client),
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        field: "spec.credential".to_owned(),
+                        reason: "the credentials file needs AZURE_TENANT_ID, AZURE_CLIENT_ID and \
+                                 AZURE_CLIENT_SECRET, or set spec.config.storageAccountKeyEnvVar"
+                            .to_owned(),
+                    });
+                }
+            }
+        }
+    }
+    let mut client = client_options(spec, options)?;
+    if let Some(uri) = non_empty(config, "storageAccountURI") {
+        if uri.starts_with("http://") {
+            client = client.with_allow_http(true);
+        }
+        builder = builder.with_endpoint(uri.trim_end_matches('/').to_owned());
+    }
+    if let Some(authority) = non_empty(config, "activeDirectoryAuthorityURI") {
+        builder = builder.with_authority_host(authority);
+    }
+    builder = builder.with_client_options(client);
+    let store = builder.build().map_err(|source| ConfigError::Client { provider: provider.name(), source })?;
+    Ok(Arc::new(store))
+}
+
+fn filesystem(spec: &LocationSpec) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+    let provider = Provider::Filesystem;
+    check_keys(provider, &spec.config, FILESYSTEM_KEYS, &[])?;
+    let root = non_empty(&spec.config, "root")
+        .ok_or(ConfigError::Missing { field: "spec.config.root", provider: provider.name() })?;
+    let root = PathBuf::from(root);
+    let invalid = |reason: String| ConfigError::Invalid { field: "spec.config.root".to_owned(), reason };
+    if !root.is_absolute() {
+        return Err(invalid(format!("`{}` is not an absolute path", root.display())));
+    }
+    if !root.is_dir() {
+        return Err(invalid(format!("`{}` is not an existing directory", root.display())));
+    }
+    // The bucket is a directory under the root, created on first use like `mkdir -p`.
+    let bucket_dir = root.join(&spec.bucket);
+    std::fs::create_dir_all(&bucket_dir)
+        .map_err(|e| invalid(format!("cannot create bucket directory `{}`: {e}", bucket_dir.display())))?;
+    let store = LocalFileSystem::new_with_prefix(&bucket_dir)
+        .map_err(|source| ConfigError::Client { provider: provider.name(), source })?
+        // Deleting a backup removes its then-empty directory too.
+        .with_automatic_cleanup(true);
+    Ok(Arc::new(store))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_names() {
+        assert_eq!(Provider::parse("aws").unwrap(), Provider::Aws);
+        assert_eq!(Provider::parse("velero.io/aws").unwrap(), Provider::Aws);
+        let err = Provider::parse("ibm").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.provider `ibm` is not supported (supported: aws, gcp, azure, filesystem)"
+        );
+    }
+
+    #[test]
+    fn s3_endpoint_hosts() {
+        let e = S3Endpoint::parse("http://127.0.0.1:9000/").unwrap();
+        assert_eq!(e.base(), "http://127.0.0.1:9000");
+        assert_eq!(e.with_bucket_host("b"), "http://b.127.0.0.1:9000");
+        let e = S3Endpoint::parse("https://minio.example/s3").unwrap();
+        assert_eq!(e.base(), "https://minio.example/s3");
+        assert!(S3Endpoint::parse("minio:9000").is_err());
+        assert!(S3Endpoint::parse("ftp://x").is_err());
+    }
+
+    #[test]
+    fn go_booleans() {
+        let mut c = BTreeMap::new();
+        c.insert("s3ForcePathStyle".to_owned(), "TRUE".to_owned());
+        assert!(parse_bool(&c, "s3ForcePathStyle").unwrap());
+        c.insert("s3ForcePathStyle".to_owned(), "yes".to_owned());
+        let err = parse_bool(&c, "s3ForcePathStyle").unwrap_err();
+        assert!(err.to_string().starts_with("spec.config.s3ForcePathStyle is invalid"), "{err}");
+        assert!(!parse_bool(&c, "absent").unwrap());
+    }
+}

@@ -1,0 +1,122 @@
+//! The plain description of a storage location that a [`Location`](crate::Location) is built
+//! from: the fields of a BackupStorageLocation's `spec` plus the resolved secret bytes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// `spec.accessMode` of a BackupStorageLocation. Unset behaves as [`AccessMode::ReadWrite`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AccessMode {
+    /// Objects are read and written.
+    #[default]
+    ReadWrite,
+    /// Objects are only read; every write or delete is refused.
+    ReadOnly,
+}
+
+/// Everything needed to open a storage location.
+///
+/// The caller reads the Secrets the BackupStorageLocation refers to (`spec.credential`,
+/// `spec.objectStorage.caCertRef`) and passes their bytes; this crate does no Kubernetes I/O.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LocationSpec {
+    /// `spec.provider`: `aws`, `gcp`, `azure` or `filesystem`.
+    pub provider: String,
+    /// `spec.objectStorage.bucket`.
+    pub bucket: String,
+    /// `spec.objectStorage.prefix`; leading and trailing slashes are ignored.
+    pub prefix: Option<String>,
+    /// `spec.config`: provider-specific keys (see `docs/storage.md`).
+    pub config: BTreeMap<String, String>,
+    /// Bytes of the Secret key named by `spec.credential`, if any.
+    pub credentials: Option<Vec<u8>>,
+    /// PEM CA bundle from `spec.objectStorage.caCert` or `caCertRef`, if any.
+    pub ca_cert: Option<Vec<u8>>,
+    /// `spec.accessMode`.
+    pub access_mode: AccessMode,
+}
+
+impl LocationSpec {
+    /// A spec with the given provider and bucket and nothing else set.
+    #[must_use]
+    pub fn new(provider: impl Into<String>, bucket: impl Into<String>) -> Self {
+        Self { provider: provider.into(), bucket: bucket.into(), ..Self::default() }
+    }
+
+    /// Sets `spec.objectStorage.prefix`.
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Sets one `spec.config` key.
+    #[must_use]
+    pub fn with_config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.config.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets the credential bytes (the content of the Secret key `spec.credential` names).
+    #[must_use]
+    pub fn with_credentials(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.credentials = Some(bytes.into());
+        self
+    }
+
+    /// Sets the PEM CA bundle.
+    #[must_use]
+    pub fn with_ca_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.ca_cert = Some(pem.into());
+        self
+    }
+
+    /// Sets `spec.accessMode`.
+    #[must_use]
+    pub fn with_access_mode(mut self, mode: AccessMode) -> Self {
+        self.access_mode = mode;
+        self
+    }
+}
+
+/// Tuning of a location's I/O: part size and parallelism of uploads, request retries.
+///
+/// The defaults suit production; tests shorten the retry budget so that failures surface fast.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocationOptions {
+    /// Size of one multipart-upload part (default 8 MiB; S3 needs at least 5 MiB).
+    pub part_size: usize,
+    /// Parts uploaded at the same time by one writer (default 2).
+    pub max_in_flight_parts: usize,
+    /// Retries of one failed request (default 10).
+    pub max_retries: usize,
+    /// Time after which a request is no longer retried (default 3 min).
+    pub retry_timeout: Duration,
+    /// Timeout of one HTTP request (default 5 min, large enough for one part on a slow link).
+    pub request_timeout: Duration,
+    /// Timeout of establishing a connection (default 10 s).
+    pub connect_timeout: Duration,
+}
+
+impl Default for LocationOptions {
+    fn default() -> Self {
+        Self {
+            part_size: 8 * 1024 * 1024,
+            max_in_flight_parts: 2,
+            max_retries: 10,
+            retry_timeout: Duration::from_secs(180),
+            request_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl LocationOptions {
+    /// Upper bound of the bytes one streaming writer holds at a time: the part being filled,
+    /// the parts in flight, and the hand-over channel of the blocking bridge.
+    #[must_use]
+    pub fn writer_memory_bound(&self) -> usize {
+        self.part_size * (1 + self.max_in_flight_parts.max(1))
+            + crate::blocking::CHANNEL_CAPACITY * crate::blocking::CHUNK_SIZE
+    }
+}
