@@ -8,6 +8,7 @@
 //!   enum-like strings never fail a read (see [`phase`]).
 //! - Phases and transitions: [`phase`]; the generic view for status writers: [`PhasedResource`].
 //! - Labels and annotations: [`labels`].
+//! - Time arithmetic with Go durations: [`time`].
 //! - CRDs: [`crd::crds`], checked in as YAML under `crds/` at the repository root.
 //! - Test builders (`Backup::named("b1").in_phase(..)`): module `testing`, with the `testing` feature.
 
@@ -25,6 +26,7 @@ mod schema;
 mod string_enum;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod time;
 
 pub use backup::{
     Backup, BackupHooks, BackupProgress, BackupResourceHook, BackupResourceHookSpec, BackupSpec,

@@ -1,5 +1,5 @@
 //! Objects as Velero writes them read into the types, and are written back unchanged.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
 
 use hawser_api::labels::{HAWSER_OWNER, STORAGE_LOCATION};
 use hawser_api::{
