@@ -291,12 +291,12 @@ fn field_supported(served: &Served, field: &str) -> bool {
 }
 
 /// The opaque continue token: base64url JSON of the snapshot RV and the last returned key.
-fn encode_continue(rv: u64, last: &Key) -> String {
-    let v = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{}/{}", last.0, last.1)});
+fn encode_continue(rv: u64, last: &Key, seen: u64) -> String {
+    let v = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{}/{}", last.0, last.1), "seen": seen});
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
 }
 
-fn decode_continue(token: &str) -> Result<(u64, Key), ApiError> {
+fn decode_continue(token: &str) -> Result<(u64, Key, u64), ApiError> {
     let bad = || ApiError::bad_request("invalid continue token");
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))
@@ -308,7 +308,8 @@ fn decode_continue(token: &str) -> Result<(u64, Key), ApiError> {
     let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
     let start = v.get("start").and_then(Value::as_str).ok_or_else(bad)?;
     let (ns, name) = start.split_once('/').ok_or_else(bad)?;
-    Ok((rv, (ns.to_string(), name.to_string())))
+    let seen = v.get("seen").and_then(Value::as_u64).unwrap_or(0);
+    Ok((rv, (ns.to_string(), name.to_string()), seen))
 }
 
 fn list_options_invalid(field: &str, message: &str) -> ApiError {
@@ -513,18 +514,18 @@ async fn list(
         wait_for_rv(shared, n).await?;
     }
     let st = shared.store.read();
-    let (at, after) = match cont {
+    let (at, after, seen) = match cont {
         Some(token) => {
-            let (tok_rv, key) = decode_continue(token)?;
+            let (tok_rv, key, seen) = decode_continue(token)?;
             if tok_rv < st.oldest_rv() {
                 let e = ApiError::expired(
                     "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
                 );
                 let mut e = e;
-                e.metadata = Some(json!({"continue": encode_continue(st.rv(), &key)}));
+                e.metadata = Some(json!({"continue": encode_continue(st.rv(), &key, seen)}));
                 return Err(e);
             }
-            (tok_rv, Some(key))
+            (tok_rv, Some(key), seen)
         }
         None => match exact {
             Some(n) if n < st.oldest_rv() => {
@@ -532,8 +533,8 @@ async fn list(
                     "The resourceVersion for the provided list is too old.",
                 ));
             }
-            Some(n) => (n, None),
-            None => (st.rv(), None),
+            Some(n) => (n, None, 0),
+            None => (st.rv(), None, 0),
         },
     };
     let (items, last, more, remaining) = {
@@ -555,7 +556,16 @@ async fn list(
         let mut remaining = None;
         if last.is_some() {
             if filter.is_empty() {
-                let rest = iter.count();
+                // Objects at the snapshot = current count corrected by the changes since.
+                let mut total = st.count_in(&r.served.storage, ns) as i64;
+                for (k, then) in overrides
+                    .iter()
+                    .filter(|(k, _)| ns.is_none_or(|n| k.0 == n))
+                {
+                    let now = st.get(&r.served.storage, &k.0, &k.1).is_some();
+                    total += i64::from(then.is_some()) - i64::from(now);
+                }
+                let rest = total - seen as i64 - items.len() as i64;
                 more = rest > 0;
                 remaining = more.then_some(rest as u64);
             } else {
@@ -566,7 +576,8 @@ async fn list(
     };
     drop(st);
     let token = if more {
-        last.as_ref().map(|k| encode_continue(at, k))
+        last.as_ref()
+            .map(|k| encode_continue(at, k, seen + items.len() as u64))
     } else {
         None
     };

@@ -331,7 +331,9 @@ pub fn union_tree(tree: &mut Value, add: &Value) {
 
 /// Drops fields of `tree` that `obj` (a tracked projection) no longer has.
 pub fn retain_existing(tree: &mut Value, obj: &Value) {
-    let Some(t) = tree.as_object_mut() else { return };
+    let Some(t) = tree.as_object_mut() else {
+        return;
+    };
     t.retain(|k, sub| {
         if k == "." || !k.starts_with("f:") {
             return true;

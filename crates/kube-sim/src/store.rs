@@ -38,6 +38,8 @@ pub struct State {
     rv: u64,
     objects: HashMap<Arc<str>, BTreeMap<Key, Arc<Value>>>,
     history: VecDeque<Arc<Event>>,
+    /// Objects per (storage, namespace), for remainingItemCount.
+    counts: HashMap<(Arc<str>, String), usize>,
     /// Every event with an RV greater than this is still in `history`.
     oldest_rv: u64,
     history_limit: usize,
@@ -62,6 +64,7 @@ impl Store {
                 rv: start_rv,
                 objects: HashMap::new(),
                 history: VecDeque::new(),
+                counts: HashMap::new(),
                 oldest_rv: start_rv,
                 history_limit: history_limit.max(1),
             }),
@@ -167,6 +170,19 @@ impl State {
         self.objects.get(storage).map_or(0, BTreeMap::len)
     }
 
+    /// Objects of one resource in one namespace (`None` = all).
+    pub fn count_in(&self, storage: &str, ns: Option<&str>) -> usize {
+        match ns {
+            None => self.count(storage),
+            Some(ns) => self
+                .objects
+                .get_key_value(storage)
+                .and_then(|(k, _)| self.counts.get(&(k.clone(), ns.to_string())))
+                .copied()
+                .unwrap_or(0),
+        }
+    }
+
     /// Stores `obj` (whose `metadata.resourceVersion` is set here) and records the event.
     pub fn put(&mut self, storage: &str, ns: &str, name: &str, mut obj: Value) -> Arc<Value> {
         self.rv += 1;
@@ -185,6 +201,10 @@ impl State {
         let etype = if prev.is_some() {
             EventType::Modified
         } else {
+            *self
+                .counts
+                .entry((storage.clone(), ns.to_string()))
+                .or_default() += 1;
             EventType::Added
         };
         self.record(Event {
@@ -205,6 +225,9 @@ impl State {
             .objects
             .get_mut(storage)?
             .remove(&(ns.to_string(), name.to_string()))?;
+        if let Some(c) = self.counts.get_mut(&(storage_key.clone(), ns.to_string())) {
+            *c = c.saturating_sub(1);
+        }
         self.rv += 1;
         let rv = self.rv;
         let mut last = (*prev).clone();

@@ -676,9 +676,17 @@ async fn json_patch_test_semantics_and_apply() {
 #[tokio::test]
 async fn update_managers_take_ownership_of_the_fields_they_change() {
     let (_sim, c) = start().await;
-    c.post(&format!("{CMS}?fieldManager=creator"), &json!({"metadata": {"name": "o"}, "data": {"a": "1", "b": "1"}})).await;
-    c.patch(&format!("{CMS}/o?fieldManager=patcher"), "application/merge-patch+json", &json!({"data": {"a": "2"}}))
-        .await;
+    c.post(
+        &format!("{CMS}?fieldManager=creator"),
+        &json!({"metadata": {"name": "o"}, "data": {"a": "1", "b": "1"}}),
+    )
+    .await;
+    c.patch(
+        &format!("{CMS}/o?fieldManager=patcher"),
+        "application/merge-patch+json",
+        &json!({"data": {"a": "2"}}),
+    )
+    .await;
     let conflict = c
         .patch(
             &format!("{CMS}/o?fieldManager=applier"),
@@ -689,6 +697,10 @@ async fn update_managers_take_ownership_of_the_fields_they_change() {
     assert_eq!(conflict.status, StatusCode::CONFLICT);
     let s = conflict.json();
     let causes = s["details"]["causes"].as_array().unwrap();
-    assert_eq!(causes.len(), 1, "only the last writer of data.a conflicts: {s}");
+    assert_eq!(
+        causes.len(),
+        1,
+        "only the last writer of data.a conflicts: {s}"
+    );
     assert!(s["message"].as_str().unwrap().contains("patcher"), "{s}");
 }
