@@ -342,6 +342,8 @@ impl<'de> Deserialize<'de> for GoDuration {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     const S: i64 = SECOND as i64;
