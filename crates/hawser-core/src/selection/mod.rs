@@ -10,7 +10,8 @@
 //! * where to LIST them ([`Selection::namespace_scope`]) and with which label selectors
 //!   ([`Selection::list_label_selectors`]),
 //! * whether one item is kept ([`Selection::check_item`], the per-item checks of §6.7),
-//! * which Namespace objects are kept ([`Selection::namespace_tracker`]).
+//! * which Namespace objects are kept ([`Selection::namespace_tracker`]),
+//! * in which order listed items of one type go ([`sort_by_order`], `spec.orderedResources`).
 //!
 //! Resource filters come in two styles. The old style (`includedResources`,
 //! `excludedResources`, `includeClusterResources`) is used when any of those is set; otherwise
@@ -25,6 +26,7 @@ mod filter;
 mod glob;
 mod labels;
 mod namespaces;
+mod ordered;
 mod validate;
 
 use std::collections::HashSet;
@@ -36,6 +38,7 @@ pub use filter::{IncludesExcludes, NAMESPACES, ResourceFilter};
 pub use glob::{Glob, GlobError, GlobSet, has_wildcard};
 pub use labels::{CompiledSelector, LabelSelector, LabelSelectorRequirement, object_labels};
 pub use namespaces::{NamespaceScope, NamespaceTracker, namespaces_excluded_by_label};
+pub use ordered::{Ordered, order_for_type, sort_by_order};
 pub use validate::{BOTH_SELECTORS_MESSAGE, MIXED_FILTERS_MESSAGE, validate};
 
 use filter::ResourceLists;
