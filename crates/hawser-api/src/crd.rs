@@ -9,6 +9,7 @@
 //!   `subresources` key, `backupstoragelocations`, `schedules` and `deletebackuprequests` an empty
 //!   `subresources: {}`. Status is therefore written with ordinary patches of the main resource,
 //!   and a create may carry a status.
+//! - `apiVersion`, `kind` and `metadata` are declared at the root.
 //! - Schema defaults are removed (Velero's CRDs have none; the API server would otherwise write
 //!   `phase: New` into every status it stores), as are `null` entries in enums (which the
 //!   generator adds for optional enums; `nullable: true` already allows null) and titles.
@@ -89,9 +90,33 @@ fn velero_shape(
         {
             root.title = None;
             clean_schema(root);
+            add_type_meta(root);
         }
     }
     crd
+}
+
+/// Declares `apiVersion`, `kind` and `metadata` at the root, as Velero's CRDs do (the API server
+/// handles them either way; this keeps `kubectl explain` output alike).
+fn add_type_meta(root: &mut JSONSchemaProps) {
+    let typed = |type_: &str, description: &str| JSONSchemaProps {
+        type_: Some(type_.to_owned()),
+        description: Some(description.to_owned()),
+        ..JSONSchemaProps::default()
+    };
+    let properties = root.properties.get_or_insert_default();
+    properties.insert(
+        "apiVersion".to_owned(),
+        typed("string", "The object's API version (`velero.io/v1`)."),
+    );
+    properties.insert("kind".to_owned(), typed("string", "The object's kind."));
+    properties.insert(
+        "metadata".to_owned(),
+        JSONSchemaProps {
+            type_: Some("object".to_owned()),
+            ..JSONSchemaProps::default()
+        },
+    );
 }
 
 /// Removes `default`, `title` and `null` enum entries from a schema node and everything below it.
