@@ -1,6 +1,6 @@
 //! Shared fixtures for the kube-rs conformance tests (included with `#[path]`; as a test target of
 //! its own it contains no tests).
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // test fixtures; failures are test failures
 
 use std::time::Duration;
 

@@ -62,11 +62,10 @@ impl Kubectl {
     }
 
     async fn run(&self, args: &[&str]) -> Output {
-        let out = tokio::time::timeout(Duration::from_secs(60), self.command(args).output())
+        tokio::time::timeout(Duration::from_secs(60), self.command(args).output())
             .await
             .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within 60s"))
-            .expect("kubectl runs");
-        out
+            .expect("kubectl runs")
     }
 
     /// Runs and expects success; returns stdout.
