@@ -164,6 +164,13 @@ pub fn decode(content_type: &str, body: &[u8]) -> Result<Value, ApiError> {
         })?,
         "application/yaml" | "application/x-yaml" | "text/yaml" => serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?,
+        "application/vnd.kubernetes.protobuf" => match crate::protobuf::decode(body) {
+            Ok(v) => v,
+            Err(e @ crate::protobuf::ProtoError::Malformed) => {
+                return Err(ApiError::bad_request(e.to_string()));
+            }
+            Err(_) => return Err(ApiError::unsupported_media_type(content_type)),
+        },
         _ => return Err(ApiError::unsupported_media_type(content_type)),
     };
     if !v.is_object() {

@@ -20,6 +20,7 @@ mod discovery;
 mod faults;
 mod http;
 mod meta;
+mod protobuf;
 mod render;
 mod reqlog;
 mod server;

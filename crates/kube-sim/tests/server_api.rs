@@ -704,3 +704,40 @@ async fn update_managers_take_ownership_of_the_fields_they_change() {
     );
     assert!(s["message"].as_str().unwrap().contains("patcher"), "{s}");
 }
+
+fn pb_field(n: u8, bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![n << 3 | 2, u8::try_from(bytes.len()).unwrap()];
+    out.extend_from_slice(bytes);
+    out
+}
+
+#[tokio::test]
+async fn protobuf_namespace_create_as_kubectl_sends_it() {
+    let (_sim, c) = start().await;
+    let type_meta = [pb_field(1, b"v1"), pb_field(2, b"Namespace")].concat();
+    let raw = pb_field(1, &pb_field(1, b"from-proto"));
+    let body = [
+        b"k8s\x00".to_vec(),
+        pb_field(1, &type_meta),
+        pb_field(2, &raw),
+    ]
+    .concat();
+    let r = c
+        .send(
+            Method::POST,
+            "/api/v1/namespaces",
+            &[
+                ("content-type", "application/vnd.kubernetes.protobuf"),
+                ("accept", "application/vnd.kubernetes.protobuf, */*"),
+            ],
+            body,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.json()["metadata"]["name"], "from-proto");
+    assert_eq!(
+        c.get("/api/v1/namespaces/from-proto").await.json()["status"]["phase"],
+        "Active"
+    );
+}
