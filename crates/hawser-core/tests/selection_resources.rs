@@ -290,3 +290,65 @@ fn crds_of_custom_resources_are_added_unless_crds_are_named_in_a_filter() {
     // A full backup lists CRDs anyway.
     assert!(!Filters::new().selection().adds_crds_of_custom_resources());
 }
+
+// §6.4 resource-policy include/exclude lists
+
+#[test]
+fn resource_policy_lists_merge_in_below_the_spec() {
+    let policy = IncludeExcludePolicy {
+        excluded_namespace_scoped_resources: strings(&["secrets", "configmaps"]),
+        included_cluster_scoped_resources: strings(&["storageclasses"]),
+        ..IncludeExcludePolicy::default()
+    };
+    let filters = Filters::new()
+        .namespace_scoped(&["configmaps", "pods"], &[])
+        .0;
+    let s = Selection::with_policy(&filters, &catalogue(), Some(&policy)).unwrap();
+    assert!(
+        s.type_included("configmaps"),
+        "the spec's include wins over the policy's exclude"
+    );
+    assert!(s.type_included("pods"));
+    assert!(
+        !s.type_included("secrets"),
+        "not in the spec includes anyway"
+    );
+    assert!(
+        s.type_included("storageclasses"),
+        "the policy adds a cluster type"
+    );
+    assert!(!s.type_included("clusterroles"));
+
+    // Without spec filters the policy's exclude ends the full backup.
+    let s = Selection::with_policy(&BackupFilters::default(), &catalogue(), Some(&policy)).unwrap();
+    assert!(!s.type_included("secrets"));
+    assert!(s.type_included("pods"));
+    assert!(s.type_included("storageclasses"));
+    assert!(!s.type_included("clusterroles"), "no longer a full backup");
+
+    // An empty policy changes nothing.
+    let s = Selection::with_policy(
+        &BackupFilters::default(),
+        &catalogue(),
+        Some(&IncludeExcludePolicy::default()),
+    )
+    .unwrap();
+    assert!(s.type_included("clusterroles"));
+}
+
+#[test]
+fn a_resource_policy_cannot_be_combined_with_old_filters() {
+    let filters = Filters::new().resources(&["pods"], &[]).0;
+    let errs = Selection::with_policy(
+        &filters,
+        &catalogue(),
+        Some(&IncludeExcludePolicy::default()),
+    )
+    .unwrap_err();
+    assert_eq!(
+        errs,
+        [
+            "include-resources, exclude-resources and include-cluster-resources are old filter parameters.\nThey cannot be used with include-exclude policies."
+        ]
+    );
+}

@@ -1,6 +1,7 @@
 //! Include/exclude lists and the two resource-type filters (the old `includedResources` style
 //! and the new scoped style), with Velero's exact decision rules.
 
+use super::IncludeExcludePolicy;
 use super::catalogue::{ApiResource, Catalogue};
 use super::glob::GlobSet;
 
@@ -161,6 +162,53 @@ impl ResourceFilter {
             namespaced,
             cluster,
             full_backup,
+        }
+    }
+
+    /// Merges a resource policy's include/exclude lists in, with lower priority than the spec:
+    /// an entry is added only when neither list of its scope already matches it. Only the scoped
+    /// style takes policies (validation rejects them with old-style filters). An added entry
+    /// ends a full backup, as a spec entry would.
+    pub(super) fn combine_with_policy(
+        &mut self,
+        catalogue: &Catalogue,
+        policy: &IncludeExcludePolicy,
+    ) {
+        let Self::Scoped {
+            namespaced,
+            cluster,
+            full_backup,
+        } = self
+        else {
+            return;
+        };
+        let lists = [
+            (&policy.excluded_namespace_scoped_resources, true, true),
+            (&policy.included_namespace_scoped_resources, true, false),
+            (&policy.excluded_cluster_scoped_resources, false, true),
+            (&policy.included_cluster_scoped_resources, false, false),
+        ];
+        for (items, is_namespaced, into_excludes) in lists {
+            let target = if is_namespaced {
+                &mut *namespaced
+            } else {
+                &mut *cluster
+            };
+            let names: Vec<String> = resolve_scoped(catalogue, items, is_namespaced)
+                .items()
+                .map(str::to_string)
+                .collect();
+            for name in names {
+                if target.includes.matches(&name) || target.excludes.matches(&name) {
+                    continue;
+                }
+                if into_excludes {
+                    target.excludes.insert(name);
+                } else {
+                    target.includes.insert(name);
+                }
+                *full_backup = false;
+            }
         }
     }
 

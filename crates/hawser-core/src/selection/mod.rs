@@ -39,7 +39,9 @@ pub use glob::{Glob, GlobError, GlobSet, has_wildcard};
 pub use labels::{CompiledSelector, LabelSelector, LabelSelectorRequirement, object_labels};
 pub use namespaces::{NamespaceScope, NamespaceTracker, namespaces_excluded_by_label};
 pub use ordered::{Ordered, order_for_type, sort_by_order};
-pub use validate::{BOTH_SELECTORS_MESSAGE, MIXED_FILTERS_MESSAGE, validate};
+pub use validate::{
+    BOTH_SELECTORS_MESSAGE, MIXED_FILTERS_MESSAGE, POLICY_WITH_OLD_FILTERS_MESSAGE, validate,
+};
 
 use filter::ResourceLists;
 
@@ -113,6 +115,25 @@ impl BackupFilters {
     }
 }
 
+/// The include/exclude part of a resource-policy ConfigMap (`spec.resourcePolicy`); merged into
+/// scoped filters with lower priority than the spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IncludeExcludePolicy {
+    /// `includedClusterScopedResources`.
+    #[serde(default)]
+    pub included_cluster_scoped_resources: Vec<String>,
+    /// `excludedClusterScopedResources`.
+    #[serde(default)]
+    pub excluded_cluster_scoped_resources: Vec<String>,
+    /// `includedNamespaceScopedResources`.
+    #[serde(default)]
+    pub included_namespace_scoped_resources: Vec<String>,
+    /// `excludedNamespaceScopedResources`.
+    #[serde(default)]
+    pub excluded_namespace_scoped_resources: Vec<String>,
+}
+
 /// Why an item is left out of a backup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SkipReason {
@@ -158,7 +179,21 @@ impl Selection {
     /// Validates `filters` and resolves them against `catalogue`. The error holds every
     /// validation message (the Backup's `status.validationErrors`).
     pub fn new(filters: &BackupFilters, catalogue: &Catalogue) -> Result<Self, Vec<String>> {
-        let errs = validate(filters);
+        Self::with_policy(filters, catalogue, None)
+    }
+
+    /// Like [`Selection::new`], merging the include/exclude policy of the backup's resource
+    /// policy ConfigMap when there is one. A policy together with old-style filters is a
+    /// validation error.
+    pub fn with_policy(
+        filters: &BackupFilters,
+        catalogue: &Catalogue,
+        policy: Option<&IncludeExcludePolicy>,
+    ) -> Result<Self, Vec<String>> {
+        let mut errs = validate(filters);
+        if policy.is_some() && filters.uses_old_filters() {
+            errs.push(POLICY_WITH_OLD_FILTERS_MESSAGE.to_string());
+        }
         if !errs.is_empty() {
             return Err(errs);
         }
@@ -174,12 +209,15 @@ impl Selection {
             included_namespaced: &filters.included_namespace_scoped_resources,
             excluded_namespaced: &filters.excluded_namespace_scoped_resources,
         };
-        let resources = ResourceFilter::build(
+        let mut resources = ResourceFilter::build(
             catalogue,
             &lists,
             namespaces.include_everything(),
             &AUTO_EXCLUDED_RESOURCES,
         );
+        if let Some(policy) = policy {
+            resources.combine_with_policy(catalogue, policy);
+        }
         // Validation compiled every selector already; a failure here cannot happen, but an
         // error is still reported rather than assumed away.
         let compile = |s: &LabelSelector| s.compile().map_err(|e| vec![e]);

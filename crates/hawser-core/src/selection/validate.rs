@@ -11,6 +11,10 @@ pub const MIXED_FILTERS_MESSAGE: &str = "include-resources, exclude-resources an
 include-cluster-scoped-resources, exclude-cluster-scoped-resources, include-namespace-scoped-resources and exclude-namespace-scoped-resources are new filter parameters.\n\
 They cannot be used together";
 
+/// The message for an include/exclude resource policy combined with old-style filters.
+pub const POLICY_WITH_OLD_FILTERS_MESSAGE: &str = "include-resources, exclude-resources and include-cluster-resources are old filter parameters.\n\
+They cannot be used with include-exclude policies.";
+
 /// The message for setting both `labelSelector` and `orLabelSelectors`.
 pub const BOTH_SELECTORS_MESSAGE: &str = "encountered labelSelector as well as orLabelSelectors in backup spec, only one can be specified";
 
