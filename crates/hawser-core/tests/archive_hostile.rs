@@ -48,6 +48,14 @@ impl Hostile {
         self
     }
 
+    /// A PAX extended header whose `path` record overrides the next entry's name.
+    fn pax_path(mut self, path: &str) -> Self {
+        self.tar
+            .append_pax_extensions([("path", path.as_bytes())])
+            .unwrap();
+        self
+    }
+
     fn tar_bytes(self) -> Vec<u8> {
         self.tar.into_inner().unwrap()
     }
@@ -341,4 +349,21 @@ fn a_bad_format_version_is_an_entry_error() {
     );
     assert!(items.next().unwrap().is_ok());
     assert_eq!(items.format_version(), None);
+}
+
+#[test]
+fn a_pax_path_record_cannot_smuggle_a_traversal() {
+    let archive = Hostile::new()
+        .pax_path("../../pax-evil.json")
+        .file("resources/configmaps/namespaces/web/innocent.json", GOOD)
+        .pax_path("resources/configmaps/namespaces/web/from-pax.json")
+        .file("resources/configmaps/namespaces/web/short.json", GOOD)
+        .gz();
+    let results = read_all(&archive, ReaderOptions::default());
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        matches!(&results[0], Err(ReadError::Entry(e)) if matches!(e.kind, EntryErrorKind::PathEscapes) && e.path == "../../pax-evil.json"),
+        "{results:?}"
+    );
+    assert_eq!(results[1].as_ref().unwrap().location.name, "from-pax");
 }

@@ -16,10 +16,20 @@
 //! Resource filters come in two styles. The old style (`includedResources`,
 //! `excludedResources`, `includeClusterResources`) is used when any of those is set; otherwise
 //! the scoped style (the four `…ScopedResources` lists). Setting both is a validation error.
-//! The server's auto-excludes ([`AUTO_EXCLUDED_RESOURCES`]) are added to the exclude lists;
-//! unlike in Velero they do not count as user-written excludes when deciding whether a
-//! filter-free backup is a full backup, so a backup without filters takes every cluster-scoped
-//! type, as Velero documents.
+//!
+//! Where Velero's code and its documented behaviour part, hawser follows the documentation:
+//!
+//! * The server's auto-excludes ([`AUTO_EXCLUDED_RESOURCES`]) are added to the exclude lists but
+//!   do not count as user-written excludes when deciding whether a filter-free backup is a full
+//!   backup, so a backup without filters takes every cluster-scoped type. (Velero appends them to
+//!   the spec lists first, which makes its "both cluster lists empty" test fail.)
+//! * Naming an auto-excluded type in an include list does not empty that list (Velero deletes
+//!   the name from the includes, which turns "only volumesnapshots" into "everything else").
+//! * An invalid label selector is a validation error (Velero sends it to the API server and
+//!   fails each LIST).
+//! * Namespace patterns are matched as globs instead of being expanded against the live
+//!   namespace list first; membership is the same, except that a pattern matching no namespace
+//!   never turns the filter into "all namespaces" for the cluster-scoped-type decision.
 
 mod catalogue;
 mod filter;
