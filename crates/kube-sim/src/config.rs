@@ -22,6 +22,9 @@ pub struct SimConfig {
     pub request_log_capacity: usize,
     /// Create the namespaces a real cluster starts with.
     pub default_namespaces: bool,
+    /// Delete objects none of whose `ownerReferences` uids exists any more, as the real garbage
+    /// collector does (off by default so fixtures with made-up owners survive).
+    pub garbage_collection: bool,
 }
 
 impl Default for SimConfig {
@@ -34,6 +37,7 @@ impl Default for SimConfig {
             max_body_bytes: 3 * 1024 * 1024,
             request_log_capacity: 100_000,
             default_namespaces: true,
+            garbage_collection: false,
         }
     }
 }

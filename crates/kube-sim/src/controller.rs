@@ -65,10 +65,11 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
             }
         }
         pending = still;
+        collect_garbage(&shared);
         if *shutdown.borrow() {
             return;
         }
-        if pending.is_empty() {
+        if pending.is_empty() && !shared.config.garbage_collection {
             tokio::select! {
                 _ = shared.work.notify.notified() => {}
                 _ = shutdown.changed() => {}
@@ -83,6 +84,37 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
                 _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
                 _ = shutdown.changed() => {}
             }
+        }
+    }
+}
+
+/// Deletes objects whose owners are all gone (background propagation).
+fn collect_garbage(shared: &Shared) {
+    let mut st = shared.store.write();
+    let candidates = st.take_gc_candidates();
+    if !shared.config.garbage_collection {
+        return;
+    }
+    for (storage, ns, name) in candidates {
+        let Some(obj) = st.get(&storage, &ns, &name).cloned() else {
+            continue;
+        };
+        let owners = crate::store::owner_uids(&obj);
+        if owners.is_empty() || owners.iter().any(|u| st.uid_exists(u)) || meta::is_deleting(&obj) {
+            continue;
+        }
+        let Some(served) = shared.catalog().by_storage(&storage) else {
+            continue;
+        };
+        if let Err(e) = crate::api::delete(
+            shared,
+            &mut st,
+            &served,
+            &ns,
+            &name,
+            &crate::api::DeleteOptions::default(),
+        ) {
+            tracing::debug!(error = %e, %storage, %ns, %name, "garbage collection delete failed");
         }
     }
 }

@@ -32,6 +32,9 @@ struct Args {
     /// Change events kept for watch resumption.
     #[arg(long, env = "KUBE_SIM_WATCH_HISTORY", default_value_t = 100_000)]
     watch_history: usize,
+    /// Delete objects whose ownerReferences all name missing uids (garbage collector).
+    #[arg(long, env = "KUBE_SIM_GC")]
+    gc: bool,
     /// Seconds between watch BOOKMARK events.
     #[arg(long, env = "KUBE_SIM_BOOKMARK_INTERVAL", default_value_t = 60.0)]
     bookmark_interval: f64,
@@ -49,6 +52,7 @@ async fn main() -> ExitCode {
         admin_listen: Some(args.admin_listen),
         watch_history: args.watch_history,
         bookmark_interval: Duration::from_secs_f64(args.bookmark_interval.max(0.01)),
+        garbage_collection: args.gc,
         ..SimConfig::default()
     };
     let sim = match KubeSim::start(config).await {

@@ -48,6 +48,11 @@ impl Catalog {
             .cloned()
     }
 
+    /// Any served entry with this storage key.
+    pub fn by_storage(&self, storage: &str) -> Option<Arc<Served>> {
+        self.entries.iter().find(|s| s.storage == storage).cloned()
+    }
+
     pub fn entries(&self) -> &[Arc<Served>] {
         &self.entries
     }

@@ -1,7 +1,7 @@
 //! The in-memory object store: one global resourceVersion, objects ordered by key, and a bounded
 //! history of change events for watches.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde_json::Value;
@@ -32,6 +32,28 @@ pub struct Event {
 /// Object key inside one resource: (namespace or `""`, name).
 pub type Key = (String, String);
 
+/// (storage, namespace, name) of an object.
+pub type ObjectRef = (Arc<str>, String, String);
+
+fn uid_of(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+}
+
+/// uids of an object's owners.
+pub fn owner_uids(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Everything behind the store lock.
 #[derive(Debug)]
 pub struct State {
@@ -40,6 +62,12 @@ pub struct State {
     history: VecDeque<Arc<Event>>,
     /// Objects per (storage, namespace), for remainingItemCount.
     counts: HashMap<(Arc<str>, String), usize>,
+    /// uid of every stored object.
+    uids: HashSet<String>,
+    /// Owner uid → objects naming it in `ownerReferences`.
+    dependents: HashMap<String, HashSet<ObjectRef>>,
+    /// Objects whose owners may all be gone (checked by the garbage collector).
+    gc_candidates: Vec<ObjectRef>,
     /// Every event with an RV greater than this is still in `history`.
     oldest_rv: u64,
     history_limit: usize,
@@ -65,6 +93,9 @@ impl Store {
                 objects: HashMap::new(),
                 history: VecDeque::new(),
                 counts: HashMap::new(),
+                uids: HashSet::new(),
+                dependents: HashMap::new(),
+                gc_candidates: Vec::new(),
                 oldest_rv: start_rv,
                 history_limit: history_limit.max(1),
             }),
@@ -198,6 +229,20 @@ impl State {
             .entry(storage.clone())
             .or_default()
             .insert((ns.to_string(), name.to_string()), obj.clone());
+        let me: ObjectRef = (storage.clone(), ns.to_string(), name.to_string());
+        if let Some(p) = &prev {
+            self.unindex(p, &me);
+        }
+        if let Some(u) = uid_of(&obj) {
+            self.uids.insert(u.to_string());
+        }
+        let owners = owner_uids(&obj);
+        if !owners.is_empty() {
+            for o in owners {
+                self.dependents.entry(o).or_default().insert(me.clone());
+            }
+            self.gc_candidates.push(me);
+        }
         let etype = if prev.is_some() {
             EventType::Modified
         } else {
@@ -228,6 +273,13 @@ impl State {
         if let Some(c) = self.counts.get_mut(&(storage_key.clone(), ns.to_string())) {
             *c = c.saturating_sub(1);
         }
+        let me: ObjectRef = (storage_key.clone(), ns.to_string(), name.to_string());
+        self.unindex(&prev, &me);
+        if let Some(u) = uid_of(&prev)
+            && let Some(deps) = self.dependents.get(u)
+        {
+            self.gc_candidates.extend(deps.iter().cloned());
+        }
         self.rv += 1;
         let rv = self.rv;
         let mut last = (*prev).clone();
@@ -242,6 +294,30 @@ impl State {
             prev: Some(prev),
         });
         Some(last)
+    }
+
+    fn unindex(&mut self, old: &Value, me: &ObjectRef) {
+        if let Some(u) = uid_of(old) {
+            self.uids.remove(u);
+        }
+        for o in owner_uids(old) {
+            if let Some(set) = self.dependents.get_mut(&o) {
+                set.remove(me);
+                if set.is_empty() {
+                    self.dependents.remove(&o);
+                }
+            }
+        }
+    }
+
+    /// Whether an object with this uid is stored.
+    pub fn uid_exists(&self, uid: &str) -> bool {
+        self.uids.contains(uid)
+    }
+
+    /// Takes the objects the garbage collector should look at.
+    pub fn take_gc_candidates(&mut self) -> Vec<ObjectRef> {
+        std::mem::take(&mut self.gc_candidates)
     }
 
     fn record(&mut self, event: Event) {

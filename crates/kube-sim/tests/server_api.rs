@@ -741,3 +741,44 @@ async fn protobuf_namespace_create_as_kubectl_sends_it() {
         "Active"
     );
 }
+
+#[tokio::test]
+async fn garbage_collector_deletes_dependents_of_missing_owners() {
+    let (_sim, c) = server_support::start_with(kube_sim::SimConfig {
+        garbage_collection: true,
+        ..kube_sim::SimConfig::default()
+    })
+    .await;
+    let owner = c.post(CMS, &cm("owner", json!({}))).await.json();
+    let oref = |uid: &Value| json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]);
+    let dep = c.post(CMS, &json!({"metadata": {"name": "dep", "ownerReferences": oref(&owner["metadata"]["uid"])}})).await;
+    assert_eq!(dep.status, StatusCode::CREATED);
+    let orphan = c.post(CMS, &json!({"metadata": {"name": "stale", "ownerReferences": oref(&json!("00000000-dead-beef-0000-000000000000"))}})).await;
+    assert_eq!(orphan.status, StatusCode::CREATED);
+    let wait_gone = |name: &'static str| {
+        let c = &c;
+        async move {
+            for _ in 0..100 {
+                if c.get(&format!("{CMS}/{name}")).await.status == StatusCode::NOT_FOUND {
+                    return true;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            false
+        }
+    };
+    assert!(
+        wait_gone("stale").await,
+        "an object restored with a stale owner uid is collected"
+    );
+    assert_eq!(
+        c.get(&format!("{CMS}/dep")).await.status,
+        StatusCode::OK,
+        "a live owner keeps its dependent"
+    );
+    c.delete(&format!("{CMS}/owner"), "{}").await;
+    assert!(
+        wait_gone("dep").await,
+        "deleting the owner collects the dependent"
+    );
+}
