@@ -73,6 +73,9 @@ pub struct StatusFault {
     /// Overrides the default message for the code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Overrides the default reason for the code (e.g. `ServerTimeout` on a 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     #[serde(flatten)]
     pub matcher: Matcher,
     /// Active for this many seconds (absent = until cleared).
@@ -91,10 +94,21 @@ impl StatusFault {
             retry_after_seconds: None,
             shape: Shape::Status,
             message: None,
+            reason: None,
             matcher: Matcher::default(),
             seconds: None,
             count: None,
         }
+    }
+    #[must_use]
+    pub fn message(mut self, message: &str) -> StatusFault {
+        self.message = Some(message.to_string());
+        self
+    }
+    #[must_use]
+    pub fn reason(mut self, reason: &str) -> StatusFault {
+        self.reason = Some(reason.to_string());
+        self
     }
     #[must_use]
     pub fn retry_after(mut self, seconds: u64) -> StatusFault {

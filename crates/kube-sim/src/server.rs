@@ -364,7 +364,7 @@ pub fn fault_response(f: &StatusFault) -> Resp {
     let mut resp = match f.shape {
         Shape::Plain => h::text(f.code, &format!("{message}\n")),
         Shape::Status => {
-            let mut e = ApiError::new(f.code, reason, message);
+            let mut e = ApiError::new(f.code, f.reason.as_deref().unwrap_or(reason), message);
             if let Some(s) = f.retry_after_seconds {
                 e = e.with_details(serde_json::json!({"retryAfterSeconds": s}));
             }

@@ -249,3 +249,21 @@ async fn request_log_records_verbs_codes_and_faulted_requests() {
     admin.send(Method::DELETE, "/requests", &[], "").await;
     assert!(sim.requests().iter().all(|r| r.seq > seq + 3));
 }
+
+#[tokio::test]
+async fn server_timeout_500_with_reason_override() {
+    let (sim, c) = start().await;
+    let admin = Raw::new(&sim.admin_url().unwrap());
+    admin
+        .post("/faults", &json!({"kind": "status", "code": 500, "reason": "ServerTimeout", "retryAfterSeconds": 2, "resources": ["configmaps"], "subresource": ""}))
+        .await;
+    let r = c.get(CMS).await;
+    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(r.json()["reason"], "ServerTimeout");
+    assert_eq!(r.header("retry-after"), Some("2"));
+    assert_eq!(
+        c.get("/api/v1/namespaces/default").await.status,
+        StatusCode::OK,
+        "other resources are served"
+    );
+}
