@@ -47,7 +47,9 @@ impl Location {
     /// # Errors
     /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`], [`StoreError::NoRuntime`].
     pub fn blocking_writer(&self, key: &str) -> Result<BlockingWriter, StoreError> {
-        let handle = Handle::try_current().map_err(|_| StoreError::NoRuntime { operation: "blocking_writer" })?;
+        let handle = Handle::try_current().map_err(|_| StoreError::NoRuntime {
+            operation: "blocking_writer",
+        })?;
         let writer = self.writer(key)?;
         let (sender, receiver) = mpsc::channel(CHANNEL_CAPACITY);
         let (done, result) = oneshot::channel();
@@ -70,7 +72,12 @@ impl Location {
         let stream = self.get_stream(key).await?;
         let (sender, receiver) = mpsc::channel(CHANNEL_CAPACITY);
         tokio::spawn(pump_download(stream, sender));
-        Ok(BlockingReader { receiver, current: Bytes::new(), done: false, failure: None })
+        Ok(BlockingReader {
+            receiver,
+            current: Bytes::new(),
+            done: false,
+            failure: None,
+        })
     }
 }
 
@@ -134,10 +141,14 @@ impl BlockingWriter {
 
     fn wait_result(&mut self) -> Result<u64, StoreError> {
         match self.result.take() {
-            Some(receiver) => receiver
-                .blocking_recv()
-                .unwrap_or_else(|_| Err(StoreError::Abandoned { key: self.key.clone() })),
-            None => Err(StoreError::Abandoned { key: self.key.clone() }),
+            Some(receiver) => receiver.blocking_recv().unwrap_or_else(|_| {
+                Err(StoreError::Abandoned {
+                    key: self.key.clone(),
+                })
+            }),
+            None => Err(StoreError::Abandoned {
+                key: self.key.clone(),
+            }),
         }
     }
 

@@ -25,7 +25,10 @@ impl std::fmt::Debug for AwsCredentials {
         f.debug_struct("AwsCredentials")
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &"<redacted>")
-            .field("session_token", &self.session_token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "session_token",
+                &self.session_token.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -65,26 +68,39 @@ pub enum CredentialsError {
 /// # Errors
 /// [`CredentialsError`] when the text is malformed, the profile is missing, or it lacks the
 /// access key id or secret key.
-pub fn parse_aws_credentials(bytes: &[u8], profile: &str) -> Result<AwsCredentials, CredentialsError> {
+pub fn parse_aws_credentials(
+    bytes: &[u8],
+    profile: &str,
+) -> Result<AwsCredentials, CredentialsError> {
     let text = std::str::from_utf8(bytes).map_err(|_| CredentialsError::NotText)?;
     let sections = parse_ini(text)?;
     let Some(keys) = sections.get(profile) else {
         let found: Vec<&str> = sections.keys().map(String::as_str).collect();
         return Err(CredentialsError::NoProfile {
             profile: profile.to_owned(),
-            found: if found.is_empty() { "none".to_owned() } else { found.join(", ") },
+            found: if found.is_empty() {
+                "none".to_owned()
+            } else {
+                found.join(", ")
+            },
         });
     };
     let get = |key: &'static str| -> Result<String, CredentialsError> {
         keys.get(key)
             .filter(|v| !v.is_empty())
             .cloned()
-            .ok_or_else(|| CredentialsError::MissingKey { profile: profile.to_owned(), key })
+            .ok_or_else(|| CredentialsError::MissingKey {
+                profile: profile.to_owned(),
+                key,
+            })
     };
     Ok(AwsCredentials {
         access_key_id: get("aws_access_key_id")?,
         secret_access_key: get("aws_secret_access_key")?,
-        session_token: keys.get("aws_session_token").filter(|v| !v.is_empty()).cloned(),
+        session_token: keys
+            .get("aws_session_token")
+            .filter(|v| !v.is_empty())
+            .cloned(),
     })
 }
 
@@ -135,8 +151,9 @@ pub fn parse_env_file(bytes: &[u8]) -> Result<BTreeMap<String, String>, Credenti
             continue;
         }
         let line = line.strip_prefix("export ").unwrap_or(line);
-        let (key, value) =
-            line.split_once('=').ok_or(CredentialsError::Malformed { line: index + 1 })?;
+        let (key, value) = line
+            .split_once('=')
+            .ok_or(CredentialsError::Malformed { line: index + 1 })?;
         let value = value.trim();
         let value = value
             .strip_prefix('"')
@@ -198,7 +215,10 @@ aws_access_key_id = AKIONLY
         let err = parse_aws_credentials(FILE.as_bytes(), "broken").unwrap_err();
         assert_eq!(
             err,
-            CredentialsError::MissingKey { profile: "broken".into(), key: "aws_secret_access_key" }
+            CredentialsError::MissingKey {
+                profile: "broken".into(),
+                key: "aws_secret_access_key"
+            }
         );
     }
 
@@ -218,9 +238,13 @@ aws_access_key_id = AKIONLY
 
     #[test]
     fn env_file() {
-        let vars = parse_env_file(b"# azure\nAZURE_TENANT_ID=t\nexport AZURE_CLIENT_ID=\"c\"\n\n").unwrap();
+        let vars = parse_env_file(b"# azure\nAZURE_TENANT_ID=t\nexport AZURE_CLIENT_ID=\"c\"\n\n")
+            .unwrap();
         assert_eq!(vars.get("AZURE_TENANT_ID").map(String::as_str), Some("t"));
         assert_eq!(vars.get("AZURE_CLIENT_ID").map(String::as_str), Some("c"));
-        assert_eq!(parse_env_file(b"NOEQUALS\n").unwrap_err(), CredentialsError::Malformed { line: 1 });
+        assert_eq!(
+            parse_env_file(b"NOEQUALS\n").unwrap_err(),
+            CredentialsError::Malformed { line: 1 }
+        );
     }
 }

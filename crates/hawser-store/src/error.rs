@@ -29,7 +29,9 @@ pub enum ConfigError {
         reason: String,
     },
     /// `spec.config` has keys the provider does not know (Velero's plugins refuse these too).
-    #[error("spec.config has keys not valid for provider `{provider}`: {keys}; valid keys are: {valid}")]
+    #[error(
+        "spec.config has keys not valid for provider `{provider}`: {keys}; valid keys are: {valid}"
+    )]
     UnknownKeys {
         /// The provider.
         provider: &'static str,
@@ -106,12 +108,16 @@ impl FailureKind {
     #[must_use]
     pub fn of(error: &object_store::Error) -> Self {
         let text = chain_text(error);
-        if text.contains("NoSuchBucket") || text.contains("ContainerNotFound") || text.contains("bucket does not exist") {
+        if text.contains("NoSuchBucket")
+            || text.contains("ContainerNotFound")
+            || text.contains("bucket does not exist")
+        {
             return Self::NoSuchBucket;
         }
         match error {
             object_store::Error::NotFound { .. } => return Self::NotFound,
-            object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => {
                 return Self::AccessDenied;
             }
             _ => {}
@@ -149,7 +155,9 @@ impl FailureKind {
     pub fn hint(self) -> &'static str {
         match self {
             Self::NotFound => "the object does not exist",
-            Self::NoSuchBucket => "the bucket does not exist: create it or fix spec.objectStorage.bucket",
+            Self::NoSuchBucket => {
+                "the bucket does not exist: create it or fix spec.objectStorage.bucket"
+            }
             Self::AccessDenied => {
                 "the credentials were rejected: check the Secret named by spec.credential (and config.profile)"
             }
@@ -177,7 +185,9 @@ pub(crate) fn chain_text(error: &(dyn std::error::Error + 'static)) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The location is `accessMode: ReadOnly`.
-    #[error("refusing to {operation} `{key}`: the backup storage location is ReadOnly (spec.accessMode)")]
+    #[error(
+        "refusing to {operation} `{key}`: the backup storage location is ReadOnly (spec.accessMode)"
+    )]
     ReadOnly {
         /// The refused operation (`write`, `delete`).
         operation: &'static str,
@@ -221,8 +231,17 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn storage(operation: &'static str, key: impl Into<String>, source: object_store::Error) -> Self {
-        Self::Storage { operation, key: key.into(), kind: FailureKind::of(&source), source }
+    pub(crate) fn storage(
+        operation: &'static str,
+        key: impl Into<String>,
+        source: object_store::Error,
+    ) -> Self {
+        Self::Storage {
+            operation,
+            key: key.into(),
+            kind: FailureKind::of(&source),
+            source,
+        }
     }
 
     /// Stable short category for Event reasons and metric labels.
@@ -240,7 +259,13 @@ impl StoreError {
     /// True when the object does not exist.
     #[must_use]
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Self::Storage { kind: FailureKind::NotFound, .. })
+        matches!(
+            self,
+            Self::Storage {
+                kind: FailureKind::NotFound,
+                ..
+            }
+        )
     }
 
     /// The full text of the error and its causes, for status messages and logs.

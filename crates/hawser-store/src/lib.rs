@@ -17,7 +17,6 @@
 mod blocking;
 pub mod credentials;
 mod error;
-pub mod keys;
 mod location;
 mod provider;
 mod spec;
@@ -26,7 +25,7 @@ mod validate;
 
 pub use blocking::{BlockingReader, BlockingWriter, CHANNEL_CAPACITY, CHUNK_SIZE};
 pub use error::{ConfigError, FailureKind, StoreError};
-pub use location::{ByteStream, Location};
+pub use location::{ByteStream, Location, ObjectInfo};
 pub use provider::Provider;
 pub use spec::{AccessMode, LocationOptions, LocationSpec};
 pub use stream::ArtifactWriter;

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use hawser_core::layout::Layout;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::error::{ConfigError, StoreError};
-use crate::keys;
 use crate::provider::{self, Provider};
 use crate::spec::{AccessMode, LocationOptions, LocationSpec};
 use crate::stream::ArtifactWriter;
@@ -17,7 +17,8 @@ use crate::stream::ArtifactWriter;
 /// A storage location ready for I/O. Cheap to clone (the client is shared).
 ///
 /// Every key is relative to `spec.objectStorage.prefix`: `backups/b1/velero-backup.json` is
-/// stored at `<prefix>/backups/b1/velero-backup.json` in the bucket.
+/// stored at `<prefix>/backups/b1/velero-backup.json` in the bucket. The keys of
+/// `hawser_core::layout::Layout::new(None)` are exactly such relative keys.
 #[derive(Clone, Debug)]
 pub struct Location {
     store: Arc<dyn ObjectStore>,
@@ -26,6 +27,18 @@ pub struct Location {
     bucket: String,
     read_only: bool,
     options: LocationOptions,
+}
+
+/// Keys are relative to the prefix: they are the keys of a layout without root.
+static LAYOUT: std::sync::LazyLock<Layout> = std::sync::LazyLock::new(|| Layout::new(None));
+
+/// What [`Location::head`] reports about an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Size in bytes.
+    pub size: u64,
+    /// The store's entity tag, when it has one (S3: `"<md5>-<parts>"` for multipart uploads).
+    pub e_tag: Option<String>,
 }
 
 /// A stream of an object's bytes.
@@ -46,7 +59,10 @@ impl Location {
     ///
     /// # Errors
     /// [`ConfigError`] naming the BSL field that is missing or invalid.
-    pub fn with_options(spec: &LocationSpec, options: LocationOptions) -> Result<Self, ConfigError> {
+    pub fn with_options(
+        spec: &LocationSpec,
+        options: LocationOptions,
+    ) -> Result<Self, ConfigError> {
         let provider = Provider::parse(&spec.provider)?;
         let root = parse_prefix(spec.prefix.as_deref())?;
         let store = provider::build(provider, spec, &options)?;
@@ -97,21 +113,38 @@ impl Location {
     /// The full object path of a key.
     pub(crate) fn path(&self, key: &str) -> Result<Path, StoreError> {
         let key = key.trim_matches('/');
-        let full = if self.root.as_ref().is_empty() { key.to_owned() } else { format!("{}/{key}", self.root) };
-        Path::parse(full).map_err(|e| StoreError::InvalidKey { key: key.to_owned(), reason: e.to_string() })
+        let full = if self.root.as_ref().is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}/{key}", self.root)
+        };
+        Path::parse(full).map_err(|e| StoreError::InvalidKey {
+            key: key.to_owned(),
+            reason: e.to_string(),
+        })
     }
 
     /// The key of a full path (the inverse of [`path`](Self::path)).
     fn key_of(&self, path: &Path) -> String {
         match path.prefix_match(&self.root) {
-            Some(parts) => parts.map(|p| p.as_ref().to_owned()).collect::<Vec<_>>().join("/"),
+            Some(parts) => parts
+                .map(|p| p.as_ref().to_owned())
+                .collect::<Vec<_>>()
+                .join("/"),
             None => path.to_string(),
         }
     }
 
-    pub(crate) fn check_writable(&self, operation: &'static str, key: &str) -> Result<(), StoreError> {
+    pub(crate) fn check_writable(
+        &self,
+        operation: &'static str,
+        key: &str,
+    ) -> Result<(), StoreError> {
         if self.read_only {
-            Err(StoreError::ReadOnly { operation, key: key.to_owned() })
+            Err(StoreError::ReadOnly {
+                operation,
+                key: key.to_owned(),
+            })
         } else {
             Ok(())
         }
@@ -137,8 +170,15 @@ impl Location {
     /// [`StoreError::Storage`] (see [`StoreError::is_not_found`]) or [`StoreError::InvalidKey`].
     pub async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
         let path = self.path(key)?;
-        let result = self.store.get(&path).await.map_err(|e| StoreError::storage("get", key, e))?;
-        result.bytes().await.map_err(|e| StoreError::storage("get", key, e))
+        let result = self
+            .store
+            .get(&path)
+            .await
+            .map_err(|e| StoreError::storage("get", key, e))?;
+        result
+            .bytes()
+            .await
+            .map_err(|e| StoreError::storage("get", key, e))
     }
 
     /// Opens an object as a stream of chunks (memory: one chunk at a time).
@@ -148,9 +188,16 @@ impl Location {
     /// stream.
     pub async fn get_stream(&self, key: &str) -> Result<ByteStream, StoreError> {
         let path = self.path(key)?;
-        let result = self.store.get(&path).await.map_err(|e| StoreError::storage("get", key, e))?;
+        let result = self
+            .store
+            .get(&path)
+            .await
+            .map_err(|e| StoreError::storage("get", key, e))?;
         let key = key.to_owned();
-        Ok(result.into_stream().map_err(move |e| StoreError::storage("get", key.clone(), e)).boxed())
+        Ok(result
+            .into_stream()
+            .map_err(move |e| StoreError::storage("get", key.clone(), e))
+            .boxed())
     }
 
     /// True when the object exists.
@@ -166,6 +213,23 @@ impl Location {
         }
     }
 
+    /// Size and entity tag of an object.
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`] (see [`StoreError::is_not_found`]), [`StoreError::InvalidKey`].
+    pub async fn head(&self, key: &str) -> Result<ObjectInfo, StoreError> {
+        let path = self.path(key)?;
+        let meta = self
+            .store
+            .head(&path)
+            .await
+            .map_err(|e| StoreError::storage("head", key, e))?;
+        Ok(ObjectInfo {
+            size: meta.size,
+            e_tag: meta.e_tag,
+        })
+    }
+
     /// Names of the sub-directories (common prefixes with delimiter `/`) of `dir`, sorted.
     /// `dir = ""` lists the top level of the location.
     ///
@@ -175,7 +239,11 @@ impl Location {
         let listing = if dir.trim_matches('/').is_empty() && self.root.as_ref().is_empty() {
             self.store.list_with_delimiter(None).await
         } else {
-            let path = if dir.trim_matches('/').is_empty() { self.root.clone() } else { self.path(dir)? };
+            let path = if dir.trim_matches('/').is_empty() {
+                self.root.clone()
+            } else {
+                self.path(dir)?
+            };
             self.store.list_with_delimiter(Some(&path)).await
         }
         .map_err(|e| StoreError::storage("list", dir, e))?;
@@ -194,7 +262,7 @@ impl Location {
     /// # Errors
     /// [`StoreError::Storage`].
     pub async fn list_backups(&self) -> Result<Vec<String>, StoreError> {
-        self.list_dirs(keys::BACKUPS_DIR).await
+        self.list_dirs(&LAYOUT.backups_dir()).await
     }
 
     /// Names of the restores in the location (directories under `restores/`).
@@ -202,7 +270,7 @@ impl Location {
     /// # Errors
     /// [`StoreError::Storage`].
     pub async fn list_restores(&self) -> Result<Vec<String>, StoreError> {
-        self.list_dirs(keys::RESTORES_DIR).await
+        self.list_dirs(&LAYOUT.restores_dir()).await
     }
 
     /// Keys of every object under `dir`, recursively, sorted.
@@ -249,7 +317,11 @@ impl Location {
             });
         }
         let path = self.path(dir)?;
-        let locations = self.store.list(Some(&path)).map_ok(|meta| meta.location).boxed();
+        let locations = self
+            .store
+            .list(Some(&path))
+            .map_ok(|meta| meta.location)
+            .boxed();
         let deleted: Vec<Path> = self
             .store
             .delete_stream(locations)
@@ -276,7 +348,7 @@ impl Location {
     /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`] (a name with `/`), [`StoreError::Storage`].
     pub async fn commit_backup(&self, name: &str, json: Bytes) -> Result<(), StoreError> {
         check_name(name)?;
-        self.put(&keys::backup_metadata(name), json).await
+        self.put(&LAYOUT.backup_metadata(name), json).await
     }
 
     /// True when the backup's `velero-backup.json` exists (the backup was committed).
@@ -285,7 +357,7 @@ impl Location {
     /// [`StoreError::InvalidKey`], [`StoreError::Storage`].
     pub async fn backup_exists(&self, name: &str) -> Result<bool, StoreError> {
         check_name(name)?;
-        self.exists(&keys::backup_metadata(name)).await
+        self.exists(&LAYOUT.backup_metadata(name)).await
     }
 
     /// The backup's `velero-backup.json`, or `None` when it was never committed.
@@ -294,7 +366,7 @@ impl Location {
     /// [`StoreError::InvalidKey`], [`StoreError::Storage`].
     pub async fn backup_metadata(&self, name: &str) -> Result<Option<Bytes>, StoreError> {
         check_name(name)?;
-        match self.get(&keys::backup_metadata(name)).await {
+        match self.get(&LAYOUT.backup_metadata(name)).await {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
@@ -307,7 +379,7 @@ impl Location {
     /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`], [`StoreError::Storage`].
     pub async fn delete_backup(&self, name: &str) -> Result<usize, StoreError> {
         check_name(name)?;
-        self.delete_prefix(&keys::backup_dir(name)).await
+        self.delete_prefix(&LAYOUT.backup_dir(name)).await
     }
 
     /// Deletes everything under `restores/<name>/`.
@@ -316,7 +388,7 @@ impl Location {
     /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`], [`StoreError::Storage`].
     pub async fn delete_restore(&self, name: &str) -> Result<usize, StoreError> {
         check_name(name)?;
-        self.delete_prefix(&keys::restore_dir(name)).await
+        self.delete_prefix(&LAYOUT.restore_dir(name)).await
     }
 }
 

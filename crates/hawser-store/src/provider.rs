@@ -41,7 +41,9 @@ impl Provider {
             "gcp" => Ok(Self::Gcp),
             "azure" => Ok(Self::Azure),
             "filesystem" => Ok(Self::Filesystem),
-            _ => Err(ConfigError::UnknownProvider { provider: provider.to_owned() }),
+            _ => Err(ConfigError::UnknownProvider {
+                provider: provider.to_owned(),
+            }),
         }
     }
 
@@ -107,11 +109,16 @@ fn check_bucket(provider: Provider, bucket: &str) -> Result<(), ConfigError> {
         reason: reason.to_owned(),
     };
     if bucket.is_empty() {
-        return Err(ConfigError::Missing { field: "spec.objectStorage.bucket", provider: provider.name() });
+        return Err(ConfigError::Missing {
+            field: "spec.objectStorage.bucket",
+            provider: provider.name(),
+        });
     }
     // Velero rejects a bucket containing `/` unless it is an S3 access-point ARN.
     if bucket.contains('/') && !(provider == Provider::Aws && bucket.starts_with("arn:aws:s3:")) {
-        return Err(invalid("it must not contain `/` (put sub-directories in spec.objectStorage.prefix)"));
+        return Err(invalid(
+            "it must not contain `/` (put sub-directories in spec.objectStorage.prefix)",
+        ));
     }
     if bucket == "." || bucket == ".." {
         return Err(invalid("`.` and `..` are not bucket names"));
@@ -131,8 +138,11 @@ fn check_keys(
             reason: format!("hawser does not support this `{}` setting", provider.name()),
         });
     }
-    let unknown: Vec<&str> =
-        config.keys().map(String::as_str).filter(|k| !valid.contains(k)).collect();
+    let unknown: Vec<&str> = config
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !valid.contains(k))
+        .collect();
     if unknown.is_empty() {
         Ok(())
     } else {
@@ -161,7 +171,10 @@ fn parse_bool(config: &BTreeMap<String, String>, key: &str) -> Result<bool, Conf
     }
 }
 
-fn client_options(spec: &LocationSpec, options: &LocationOptions) -> Result<ClientOptions, ConfigError> {
+fn client_options(
+    spec: &LocationSpec,
+    options: &LocationOptions,
+) -> Result<ClientOptions, ConfigError> {
     let mut client = ClientOptions::new()
         .with_timeout(options.request_timeout)
         .with_connect_timeout(options.connect_timeout);
@@ -185,7 +198,10 @@ fn retry(options: &LocationOptions) -> RetryConfig {
     }
 }
 
-fn aws(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+fn aws(
+    spec: &LocationSpec,
+    options: &LocationOptions,
+) -> Result<Arc<dyn ObjectStore>, ConfigError> {
     let provider = Provider::Aws;
     let config = &spec.config;
     check_keys(provider, config, AWS_KEYS, AWS_UNSUPPORTED)?;
@@ -197,19 +213,32 @@ fn aws(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectS
         // S3-compatible servers mostly ignore the region; the SDKs sign with us-east-1 then.
         (None, Some(_)) => "us-east-1".to_owned(),
         (None, None) => {
-            return Err(ConfigError::Missing { field: "spec.config.region", provider: provider.name() });
+            return Err(ConfigError::Missing {
+                field: "spec.config.region",
+                provider: provider.name(),
+            });
         }
     };
 
     // Without a credentials Secret the usual AWS environment applies (env vars, web identity,
     // instance metadata), as with Velero's plugin.
-    let mut builder = if spec.credentials.is_some() { AmazonS3Builder::new() } else { AmazonS3Builder::from_env() };
-    builder = builder.with_bucket_name(&spec.bucket).with_region(region).with_retry(retry(options));
+    let mut builder = if spec.credentials.is_some() {
+        AmazonS3Builder::new()
+    } else {
+        AmazonS3Builder::from_env()
+    };
+    builder = builder
+        .with_bucket_name(&spec.bucket)
+        .with_region(region)
+        .with_retry(retry(options));
 
     if let Some(bytes) = &spec.credentials {
         let profile = non_empty(config, "profile").unwrap_or("default");
-        let creds = parse_aws_credentials(bytes, profile)
-            .map_err(|source| ConfigError::Credentials { provider: provider.name(), source })?;
+        let creds =
+            parse_aws_credentials(bytes, profile).map_err(|source| ConfigError::Credentials {
+                provider: provider.name(),
+                source,
+            })?;
         builder = builder
             .with_access_key_id(creds.access_key_id)
             .with_secret_access_key(creds.secret_access_key);
@@ -225,7 +254,9 @@ fn aws(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectS
             client = client.with_allow_http(true);
         }
         if path_style {
-            builder = builder.with_endpoint(endpoint.base()).with_virtual_hosted_style_request(false);
+            builder = builder
+                .with_endpoint(endpoint.base())
+                .with_virtual_hosted_style_request(false);
         } else {
             // Virtual-hosted style against a custom endpoint: the bucket becomes part of the host.
             builder = builder
@@ -240,7 +271,10 @@ fn aws(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectS
     }
     builder = builder.with_client_options(client);
 
-    match (non_empty(config, "kmsKeyId"), non_empty(config, "serverSideEncryption")) {
+    match (
+        non_empty(config, "kmsKeyId"),
+        non_empty(config, "serverSideEncryption"),
+    ) {
         (Some(kms), None | Some("aws:kms")) => builder = builder.with_sse_kms_encryption(kms),
         (Some(_), Some(other)) => {
             return Err(ConfigError::Invalid {
@@ -249,9 +283,13 @@ fn aws(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectS
             });
         }
         (None, Some(sse @ ("AES256" | "aws:kms"))) => {
-            let key: AmazonS3ConfigKey = "aws_server_side_encryption"
-                .parse()
-                .map_err(|source| ConfigError::Client { provider: provider.name(), source })?;
+            let key: AmazonS3ConfigKey =
+                "aws_server_side_encryption"
+                    .parse()
+                    .map_err(|source| ConfigError::Client {
+                        provider: provider.name(),
+                        source,
+                    })?;
             builder = builder.with_config(key, sse);
         }
         (None, Some(other)) => {
@@ -263,7 +301,10 @@ fn aws(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectS
         (None, None) => {}
     }
 
-    let store = builder.build().map_err(|source| ConfigError::Client { provider: provider.name(), source })?;
+    let store = builder.build().map_err(|source| ConfigError::Client {
+        provider: provider.name(),
+        source,
+    })?;
     Ok(Arc::new(store))
 }
 
@@ -280,7 +321,9 @@ impl S3Endpoint {
             field: "spec.config.s3Url".to_owned(),
             reason: format!("`{url}` {reason}"),
         };
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("has no scheme (use http:// or https://)"))?;
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| invalid("has no scheme (use http:// or https://)"))?;
         if scheme != "http" && scheme != "https" {
             return Err(invalid("must start with http:// or https://"));
         }
@@ -289,8 +332,16 @@ impl S3Endpoint {
             return Err(invalid("has no host"));
         }
         let path = path.trim_end_matches('/');
-        let rest = if path.is_empty() { String::new() } else { format!("/{path}") };
-        Ok(Self { scheme: scheme.to_owned(), host: host.to_owned(), rest })
+        let rest = if path.is_empty() {
+            String::new()
+        } else {
+            format!("/{path}")
+        };
+        Ok(Self {
+            scheme: scheme.to_owned(),
+            host: host.to_owned(),
+            rest,
+        })
     }
 
     fn base(&self) -> String {
@@ -302,7 +353,10 @@ impl S3Endpoint {
     }
 }
 
-fn gcp(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+fn gcp(
+    spec: &LocationSpec,
+    options: &LocationOptions,
+) -> Result<Arc<dyn ObjectStore>, ConfigError> {
     let provider = Provider::Gcp;
     let config = &spec.config;
     check_keys(provider, config, GCP_KEYS, GCP_UNSUPPORTED)?;
@@ -312,7 +366,9 @@ fn gcp(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectS
         // Application default credentials (workload identity, GOOGLE_APPLICATION_CREDENTIALS).
         GoogleCloudStorageBuilder::from_env()
     };
-    builder = builder.with_bucket_name(&spec.bucket).with_retry(retry(options));
+    builder = builder
+        .with_bucket_name(&spec.bucket)
+        .with_retry(retry(options));
     if let Some(bytes) = &spec.credentials {
         let key = String::from_utf8(bytes.clone()).map_err(|_| ConfigError::Credentials {
             provider: provider.name(),
@@ -324,25 +380,38 @@ fn gcp(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectS
         builder = builder.with_base_url(endpoint);
     }
     builder = builder.with_client_options(client_options(spec, options)?);
-    let store = builder.build().map_err(|source| ConfigError::Client { provider: provider.name(), source })?;
+    let store = builder.build().map_err(|source| ConfigError::Client {
+        provider: provider.name(),
+        source,
+    })?;
     Ok(Arc::new(store))
 }
 
-fn azure(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+fn azure(
+    spec: &LocationSpec,
+    options: &LocationOptions,
+) -> Result<Arc<dyn ObjectStore>, ConfigError> {
     let provider = Provider::Azure;
     let config = &spec.config;
     check_keys(provider, config, AZURE_KEYS, AZURE_UNSUPPORTED)?;
-    let account = non_empty(config, "storageAccount")
-        .ok_or(ConfigError::Missing { field: "spec.config.storageAccount", provider: provider.name() })?;
+    let account = non_empty(config, "storageAccount").ok_or(ConfigError::Missing {
+        field: "spec.config.storageAccount",
+        provider: provider.name(),
+    })?;
     let mut builder = if spec.credentials.is_some() {
         MicrosoftAzureBuilder::new()
     } else {
         MicrosoftAzureBuilder::from_env()
     };
-    builder = builder.with_account(account).with_container_name(&spec.bucket).with_retry(retry(options));
+    builder = builder
+        .with_account(account)
+        .with_container_name(&spec.bucket)
+        .with_retry(retry(options));
     if let Some(bytes) = &spec.credentials {
-        let vars = parse_env_file(bytes)
-            .map_err(|source| ConfigError::Credentials { provider: provider.name(), source })?;
+        let vars = parse_env_file(bytes).map_err(|source| ConfigError::Credentials {
+            provider: provider.name(),
+            source,
+        })?;
         let var = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
         if let Some(key_var) = non_empty(config, "storageAccountKeyEnvVar") {
             let key = var(key_var).ok_or_else(|| ConfigError::Invalid {
@@ -351,7 +420,11 @@ fn azure(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn Objec
             })?;
             builder = builder.with_access_key(key);
         } else {
-            match (var("AZURE_TENANT_ID"), var("AZURE_CLIENT_ID"), var("AZURE_CLIENT_SECRET")) {
+            match (
+                var("AZURE_TENANT_ID"),
+                var("AZURE_CLIENT_ID"),
+                var("AZURE_CLIENT_SECRET"),
+            ) {
                 (Some(tenant), Some(client), Some(secret)) => {
                     builder = builder.with_client_secret_authorization(client, secret, tenant);
                 }
@@ -378,29 +451,50 @@ fn azure(spec: &LocationSpec, options: &LocationOptions) -> Result<Arc<dyn Objec
         builder = builder.with_authority_host(authority);
     }
     builder = builder.with_client_options(client);
-    let store = builder.build().map_err(|source| ConfigError::Client { provider: provider.name(), source })?;
+    let store = builder.build().map_err(|source| ConfigError::Client {
+        provider: provider.name(),
+        source,
+    })?;
     Ok(Arc::new(store))
 }
 
 fn filesystem(spec: &LocationSpec) -> Result<Arc<dyn ObjectStore>, ConfigError> {
     let provider = Provider::Filesystem;
     check_keys(provider, &spec.config, FILESYSTEM_KEYS, &[])?;
-    let root = non_empty(&spec.config, "root")
-        .ok_or(ConfigError::Missing { field: "spec.config.root", provider: provider.name() })?;
+    let root = non_empty(&spec.config, "root").ok_or(ConfigError::Missing {
+        field: "spec.config.root",
+        provider: provider.name(),
+    })?;
     let root = PathBuf::from(root);
-    let invalid = |reason: String| ConfigError::Invalid { field: "spec.config.root".to_owned(), reason };
+    let invalid = |reason: String| ConfigError::Invalid {
+        field: "spec.config.root".to_owned(),
+        reason,
+    };
     if !root.is_absolute() {
-        return Err(invalid(format!("`{}` is not an absolute path", root.display())));
+        return Err(invalid(format!(
+            "`{}` is not an absolute path",
+            root.display()
+        )));
     }
     if !root.is_dir() {
-        return Err(invalid(format!("`{}` is not an existing directory", root.display())));
+        return Err(invalid(format!(
+            "`{}` is not an existing directory",
+            root.display()
+        )));
     }
     // The bucket is a directory under the root, created on first use like `mkdir -p`.
     let bucket_dir = root.join(&spec.bucket);
-    std::fs::create_dir_all(&bucket_dir)
-        .map_err(|e| invalid(format!("cannot create bucket directory `{}`: {e}", bucket_dir.display())))?;
+    std::fs::create_dir_all(&bucket_dir).map_err(|e| {
+        invalid(format!(
+            "cannot create bucket directory `{}`: {e}",
+            bucket_dir.display()
+        ))
+    })?;
     let store = LocalFileSystem::new_with_prefix(&bucket_dir)
-        .map_err(|source| ConfigError::Client { provider: provider.name(), source })?
+        .map_err(|source| ConfigError::Client {
+            provider: provider.name(),
+            source,
+        })?
         // Deleting a backup removes its then-empty directory too.
         .with_automatic_cleanup(true);
     Ok(Arc::new(store))
@@ -439,7 +533,11 @@ mod tests {
         assert!(parse_bool(&c, "s3ForcePathStyle").unwrap());
         c.insert("s3ForcePathStyle".to_owned(), "yes".to_owned());
         let err = parse_bool(&c, "s3ForcePathStyle").unwrap_err();
-        assert!(err.to_string().starts_with("spec.config.s3ForcePathStyle is invalid"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("spec.config.s3ForcePathStyle is invalid"),
+            "{err}"
+        );
         assert!(!parse_bool(&c, "absent").unwrap());
     }
 }

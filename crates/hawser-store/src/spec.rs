@@ -40,7 +40,11 @@ impl LocationSpec {
     /// A spec with the given provider and bucket and nothing else set.
     #[must_use]
     pub fn new(provider: impl Into<String>, bucket: impl Into<String>) -> Self {
-        Self { provider: provider.into(), bucket: bucket.into(), ..Self::default() }
+        Self {
+            provider: provider.into(),
+            bucket: bucket.into(),
+            ..Self::default()
+        }
     }
 
     /// Sets `spec.objectStorage.prefix`.

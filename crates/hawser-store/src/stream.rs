@@ -27,7 +27,11 @@ impl ArtifactWriter {
         let options = location.options();
         let inner = BufWriter::with_capacity(location.store().clone(), path, options.part_size)
             .with_max_concurrency(options.max_in_flight_parts.max(1));
-        Self { inner: Some(inner), key: key.to_owned(), written: 0 }
+        Self {
+            inner: Some(inner),
+            key: key.to_owned(),
+            written: 0,
+        }
     }
 
     /// The key being written.
@@ -48,7 +52,9 @@ impl ArtifactWriter {
     /// [`StoreError::Storage`] when a part upload failed; the upload is then aborted.
     pub async fn write(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
         let Some(inner) = self.inner.as_mut() else {
-            return Err(StoreError::Abandoned { key: self.key.clone() });
+            return Err(StoreError::Abandoned {
+                key: self.key.clone(),
+            });
         };
         match inner.write_all(bytes).await {
             Ok(()) => {
@@ -70,7 +76,9 @@ impl ArtifactWriter {
     /// aborted then).
     pub async fn finish(mut self) -> Result<u64, StoreError> {
         let Some(inner) = self.inner.as_mut() else {
-            return Err(StoreError::Abandoned { key: self.key.clone() });
+            return Err(StoreError::Abandoned {
+                key: self.key.clone(),
+            });
         };
         match inner.shutdown().await {
             Ok(()) => {
@@ -120,12 +128,20 @@ fn io_to_store(operation: &'static str, key: &str, error: std::io::Error) -> Sto
     let source = match error.into_inner() {
         Some(inner) => match inner.downcast::<object_store::Error>() {
             Ok(store_error) => *store_error,
-            Err(other) => object_store::Error::Generic { store: "upload", source: other },
+            Err(other) => object_store::Error::Generic {
+                store: "upload",
+                source: other,
+            },
         },
         None => object_store::Error::Generic {
             store: "upload",
             source: Box::new(std::io::Error::other("I/O error without detail")),
         },
     };
-    StoreError::Storage { operation, key: key.to_owned(), kind: FailureKind::of(&source), source }
+    StoreError::Storage {
+        operation,
+        key: key.to_owned(),
+        kind: FailureKind::of(&source),
+        source,
+    }
 }

@@ -1,35 +1,25 @@
 //! Validation of a location as Velero's BSL controller does it: list the top level of the
 //! prefix; every directory there must be one of Velero's (velero-compat §2.4).
 
+use hawser_core::layout::{Layout, TOP_LEVEL_DIRS};
+
 use crate::error::{FailureKind, StoreError};
-use crate::keys::VALID_TOP_LEVEL;
 use crate::location::Location;
 
 /// Why a location is `Unavailable`.
 #[derive(Debug, thiserror::Error)]
 pub enum ValidationError {
     /// The prefix holds directories that are not part of Velero's layout.
-    #[error("{}", invalid_dirs_message(.dirs))]
+    #[error("{message}")]
     InvalidLayout {
         /// Every offending top-level directory, sorted.
         dirs: Vec<String>,
+        /// Velero's message (at most three directories named).
+        message: String,
     },
     /// The location could not be listed.
     #[error("listing the backup storage location failed")]
     Storage(#[source] StoreError),
-}
-
-/// Velero's wording: at most three directories named, then `...`.
-fn invalid_dirs_message(dirs: &[String]) -> String {
-    if dirs.len() > 3 {
-        format!(
-            "Backup store contains {} invalid top-level directories: [{} ...]",
-            dirs.len(),
-            dirs[..3].join(" ")
-        )
-    } else {
-        format!("Backup store contains invalid top-level directories: [{}]", dirs.join(" "))
-    }
 }
 
 impl ValidationError {
@@ -57,7 +47,7 @@ impl ValidationError {
         match self {
             Self::InvalidLayout { .. } => format!(
                 "{self}; only {} may exist under the prefix: use an empty bucket or set spec.objectStorage.prefix",
-                VALID_TOP_LEVEL.join(", ")
+                TOP_LEVEL_DIRS.join(", ")
             ),
             Self::Storage(e) => e.full_message(),
         }
@@ -70,12 +60,20 @@ impl ValidationError {
 /// # Errors
 /// [`ValidationError`]; its [`reason`](ValidationError::reason) is the status message.
 pub async fn validate(location: &Location) -> Result<(), ValidationError> {
-    let dirs = location.list_dirs("").await.map_err(ValidationError::Storage)?;
-    let invalid: Vec<String> = dirs.into_iter().filter(|d| !VALID_TOP_LEVEL.contains(&d.as_str())).collect();
-    if invalid.is_empty() {
-        Ok(())
-    } else {
-        Err(ValidationError::InvalidLayout { dirs: invalid })
+    let dirs = location
+        .list_dirs("")
+        .await
+        .map_err(ValidationError::Storage)?;
+    // Keys of a location are relative to its prefix, so the layout here has no root.
+    match Layout::new(None).check_top_level_dirs(&dirs) {
+        Ok(()) => Ok(()),
+        Err(message) => {
+            let dirs = dirs
+                .into_iter()
+                .filter(|d| !TOP_LEVEL_DIRS.contains(&d.as_str()))
+                .collect();
+            Err(ValidationError::InvalidLayout { dirs, message })
+        }
     }
 }
 
@@ -84,11 +82,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn messages_name_at_most_three_dirs() {
-        let e = ValidationError::InvalidLayout { dirs: vec!["a".into(), "b".into()] };
-        assert_eq!(e.to_string(), "Backup store contains invalid top-level directories: [a b]");
-        let e = ValidationError::InvalidLayout { dirs: vec!["a".into(), "b".into(), "c".into(), "d".into()] };
-        assert_eq!(e.to_string(), "Backup store contains 4 invalid top-level directories: [a b c ...]");
-        assert!(e.reason().contains("spec.objectStorage.prefix"), "{}", e.reason());
+    fn reason_says_what_to_do() {
+        let message = Layout::new(None)
+            .check_top_level_dirs(&["a", "backups"])
+            .unwrap_err();
+        let e = ValidationError::InvalidLayout {
+            dirs: vec!["a".into()],
+            message,
+        };
+        assert_eq!(
+            e.to_string(),
+            "Backup store contains invalid top-level directories: [a]"
+        );
+        assert!(
+            e.reason().contains("set spec.objectStorage.prefix"),
+            "{}",
+            e.reason()
+        );
     }
 }

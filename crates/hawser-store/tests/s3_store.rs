@@ -1,0 +1,302 @@
+//! The `aws` provider against a real S3-protocol server (moto; see `common::S3Server`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Write;
+
+use bytes::Bytes;
+use common::{Proxy, S3Server, artifact, read_blocking, spec_for, test_options, write_blocking};
+use hawser_store::{ConfigError, FailureKind, Location, StoreError, ValidationError, validate};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_artifact_round_trip_with_path_style() {
+    let s3 = S3Server::start();
+    s3.create_bucket("velero");
+    let location = Location::with_options(
+        &s3.spec("velero").with_prefix("/cluster-a/"),
+        test_options(),
+    )
+    .unwrap();
+
+    // 12 MiB with 5 MiB parts: three parts.
+    let data = artifact(12 * 1024 * 1024 + 17, 7);
+    let key = "backups/b1/b1.tar.gz";
+    let size = write_blocking(&location, key, data.clone()).await.unwrap();
+    assert_eq!(size, data.len() as u64);
+
+    let info = location.head(key).await.unwrap();
+    assert_eq!(info.size, data.len() as u64);
+    let e_tag = info.e_tag.unwrap_or_default();
+    assert!(
+        e_tag.trim_matches('"').ends_with("-3"),
+        "not a three-part multipart upload: ETag {e_tag}"
+    );
+
+    assert!(
+        read_blocking(&location, key).await == data,
+        "read-back differs from what was written"
+    );
+
+    // The prefix is applied: a location without it sees the object under `cluster-a/`.
+    let bare = Location::with_options(&s3.spec("velero"), test_options()).unwrap();
+    assert!(bare.exists("cluster-a/backups/b1/b1.tar.gz").await.unwrap());
+    assert_eq!(
+        bare.list_dirs("").await.unwrap(),
+        vec!["cluster-a".to_owned()]
+    );
+
+    // Small objects, listing, commit marker.
+    location
+        .put("restores/r1/restore-r1-logs.gz", Bytes::from_static(b"log"))
+        .await
+        .unwrap();
+    assert!(!location.backup_exists("b1").await.unwrap());
+    location
+        .commit_backup("b1", Bytes::from_static(b"{\"kind\":\"Backup\"}"))
+        .await
+        .unwrap();
+    assert!(location.backup_exists("b1").await.unwrap());
+    assert_eq!(
+        location.backup_metadata("b1").await.unwrap().as_deref(),
+        Some(&b"{\"kind\":\"Backup\"}"[..])
+    );
+    assert_eq!(
+        location.list_backups().await.unwrap(),
+        vec!["b1".to_owned()]
+    );
+    assert_eq!(
+        location.list_restores().await.unwrap(),
+        vec!["r1".to_owned()]
+    );
+    validate(&location).await.unwrap();
+
+    // A small artifact goes through the same writer in a single request.
+    write_blocking(&location, "backups/b1/b1-logs.gz", b"small".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        location.get("backups/b1/b1-logs.gz").await.unwrap(),
+        Bytes::from_static(b"small")
+    );
+
+    assert_eq!(location.delete_backup("b1").await.unwrap(), 3);
+    assert!(location.list_backups().await.unwrap().is_empty());
+    assert!(
+        location
+            .get("backups/b1/b1.tar.gz")
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_from_a_named_profile() {
+    let s3 = S3Server::start();
+    s3.create_bucket("profiled");
+    // `[default]` lacks its secret key: only the named profile can work.
+    let file = "[default]\naws_access_key_id = broken\n\n[backup]\naws_access_key_id = AKIBACKUP\n\
+                aws_secret_access_key = backupsecret\naws_session_token = token\n";
+    let spec = spec_for(&s3.endpoint, "profiled")
+        .with_credentials(file)
+        .with_config("profile", "backup");
+    let location = Location::with_options(&spec, test_options()).unwrap();
+    location
+        .put("backups/x/velero-backup.json", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    assert!(location.backup_exists("x").await.unwrap());
+
+    let default = spec_for(&s3.endpoint, "profiled").with_credentials(file);
+    let err = Location::with_options(&default, test_options()).unwrap_err();
+    assert!(matches!(err, ConfigError::Credentials { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "spec.credential: the referenced Secret key is not usable for provider `aws`"
+    );
+    let missing = spec_for(&s3.endpoint, "profiled")
+        .with_credentials(file)
+        .with_config("profile", "prod");
+    let err = Location::with_options(&missing, test_options()).unwrap_err();
+    let text = hawser_store_chain(&err);
+    assert!(
+        text.contains("no profile `prod` (found: backup, default)"),
+        "{text}"
+    );
+}
+
+fn hawser_store_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_bucket_is_a_clear_error() {
+    let s3 = S3Server::start();
+    let location = Location::with_options(&s3.spec("no-such-bucket"), test_options()).unwrap();
+    let err = validate(&location).await.unwrap_err();
+    assert_eq!(
+        err.failure_kind(),
+        Some(FailureKind::NoSuchBucket),
+        "{err:?}"
+    );
+    assert!(
+        err.reason().contains("the bucket does not exist"),
+        "{}",
+        err.reason()
+    );
+    assert_eq!(err.category(), "NoSuchBucket");
+
+    let err = location
+        .put("backups/b/velero-backup.json", Bytes::from_static(b"{}"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "NoSuchBucket", "{}", err.full_message());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_endpoint_is_a_clear_error() {
+    // A port nobody listens on: bind one, then close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let location = Location::with_options(
+        &spec_for(&format!("http://127.0.0.1:{port}"), "b"),
+        test_options(),
+    )
+    .unwrap();
+    let err = validate(&location).await.unwrap_err();
+    assert_eq!(
+        err.failure_kind(),
+        Some(FailureKind::Unreachable),
+        "{}",
+        err.reason()
+    );
+    assert!(
+        err.reason()
+            .contains("could not be reached: check spec.config (s3Url"),
+        "{}",
+        err.reason()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_layout_makes_the_location_unavailable() {
+    let s3 = S3Server::start();
+    s3.create_bucket("shared");
+    let location = Location::with_options(&s3.spec("shared"), test_options()).unwrap();
+    location
+        .put("backups/b1/velero-backup.json", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    location
+        .put("top-level-file", Bytes::from_static(b"ignored"))
+        .await
+        .unwrap();
+    validate(&location).await.unwrap();
+    location
+        .put("photos/cat.jpg", Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    let err = validate(&location).await.unwrap_err();
+    assert!(
+        matches!(&err, ValidationError::InvalidLayout { dirs, .. } if dirs == &["photos".to_owned()]),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "Backup store contains invalid top-level directories: [photos]"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_failure_mid_upload_stores_nothing() {
+    let s3 = S3Server::start();
+    s3.create_bucket("flaky");
+    let proxy = Proxy::start(&s3.endpoint).await;
+    let through_proxy =
+        Location::with_options(&spec_for(&proxy.endpoint(), "flaky"), test_options()).unwrap();
+    let direct = Location::with_options(&s3.spec("flaky"), test_options()).unwrap();
+
+    let key = "backups/b2/b2.tar.gz";
+    let mut writer = through_proxy.blocking_writer(key).unwrap();
+    let data = artifact(30 * 1024 * 1024, 3);
+    let (cut_tx, cut_rx) = std::sync::mpsc::channel::<()>();
+    let producer = tokio::task::spawn_blocking(move || {
+        for (i, chunk) in data.chunks(256 * 1024).enumerate() {
+            if i == 40 {
+                // 10 MiB written (two parts handed over): the storage goes away.
+                cut_tx.send(()).unwrap();
+            }
+            if let Err(e) = writer.write_all(chunk) {
+                return Err(e.to_string());
+            }
+        }
+        writer.finish().map(|_| ()).map_err(|e| e.full_message())
+    });
+    tokio::task::spawn_blocking(move || cut_rx.recv().unwrap())
+        .await
+        .unwrap();
+    proxy.cut();
+    let outcome = producer.await.unwrap();
+    let err = outcome.expect_err("the upload succeeded although the storage went away mid-way");
+    assert!(
+        err.contains("upload `backups/b2/b2.tar.gz` failed (Unreachable)"),
+        "error does not say what failed: {err}"
+    );
+
+    // The caller does not commit after a failed upload; nothing of the artifact is visible.
+    assert!(
+        !direct.exists(key).await.unwrap(),
+        "a partial artifact became visible"
+    );
+    assert!(!direct.backup_exists("b2").await.unwrap());
+    assert!(direct.list_backups().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_location_refuses_writes() {
+    let s3 = S3Server::start();
+    s3.create_bucket("readonly");
+    let writable = Location::with_options(&s3.spec("readonly"), test_options()).unwrap();
+    writable
+        .commit_backup("b1", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    let read_only = Location::with_options(
+        &s3.spec("readonly")
+            .with_access_mode(hawser_store::AccessMode::ReadOnly),
+        test_options(),
+    )
+    .unwrap();
+    let err = read_only
+        .commit_backup("b2", Bytes::from_static(b"{}"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
+    assert!(read_only.delete_backup("b1").await.is_err());
+    assert!(read_only.blocking_writer("backups/b2/b2.tar.gz").is_err());
+    // Reads still work, and nothing was deleted.
+    assert_eq!(
+        read_only.list_backups().await.unwrap(),
+        vec!["b1".to_owned()]
+    );
+    let mut sink = Vec::new();
+    sink.write_all(
+        &read_only
+            .get("backups/b1/velero-backup.json")
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sink, b"{}");
+}
