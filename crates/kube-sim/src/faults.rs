@@ -212,6 +212,12 @@ pub enum FaultSpec {
     Status(StatusFault),
     Latency(LatencyFault),
     CutWatches,
+    /// Open and new watches stop sending anything (no events, bookmarks, or close at the
+    /// timeout) until the stall ends.
+    StallWatches {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seconds: Option<f64>,
+    },
 }
 
 /// A currently active fault, as `GET /faults` lists it.
@@ -264,6 +270,9 @@ pub struct Faults {
     table: Arc<Mutex<Table>>,
     listener: Arc<watch::Sender<(ListenerState, u64)>>,
     cut: Arc<watch::Sender<u64>>,
+    /// (stalled, epoch) of the watch stall.
+    stall: Arc<watch::Sender<bool>>,
+    stall_epoch: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Default for Faults {
@@ -285,6 +294,8 @@ impl Faults {
             table: Arc::new(Mutex::new(Table::default())),
             listener: Arc::new(watch::channel((ListenerState::Serving, 0)).0),
             cut: Arc::new(watch::channel(0).0),
+            stall: Arc::new(watch::channel(false).0),
+            stall_epoch: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }
     }
 
@@ -303,6 +314,10 @@ impl Faults {
             }
             FaultSpec::CutWatches => {
                 self.cut_watches();
+                0
+            }
+            FaultSpec::StallWatches { seconds } => {
+                self.stall_watches(seconds.map(Duration::from_secs_f64));
                 0
             }
             FaultSpec::Status(ref f) => {
@@ -378,9 +393,33 @@ impl Faults {
         self.cut.send_modify(|n| *n += 1);
     }
 
-    /// Remove every fault and start listening again if refusing.
+    /// Hang every watch (open and new) for `duration` or until cleared.
+    pub fn stall_watches(&self, duration: Option<Duration>) {
+        use std::sync::atomic::Ordering;
+        let epoch = self.stall_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        self.stall.send_replace(true);
+        if let Some(d) = duration {
+            let me = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                if me.stall_epoch.load(Ordering::SeqCst) == epoch {
+                    me.stall.send_replace(false);
+                }
+            });
+        }
+    }
+
+    /// Changes when watches stall or resume.
+    pub fn stall_signal(&self) -> watch::Receiver<bool> {
+        self.stall.subscribe()
+    }
+
+    /// Remove every fault, resume stalled watches and start listening again if refusing.
     pub fn clear(&self) {
         self.lock().entries.clear();
+        self.stall_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.stall.send_replace(false);
         self.stop_refusing();
     }
 

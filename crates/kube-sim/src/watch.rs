@@ -91,14 +91,6 @@ async fn start(
         (None, None | Some(0)) => true,
         (None, Some(_)) => false,
     };
-    if let Some(n) = requested
-        && n > 0
-        && !initial_state
-    {
-        // A future RV: wait briefly like the real server, then 504 as an ERROR event is not
-        // needed for clients here; answer the Status over HTTP.
-        api::wait_for_rv(&shared, n).await?;
-    }
 
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, BodyError>>(256);
     let body = StreamBody::new(futures::stream::unfold(rx, |mut rx| async move {
@@ -170,6 +162,16 @@ impl Watcher {
         let mut changes = self.shared.store.subscribe();
         let mut cut = self.shared.faults.cut_signal();
         cut.borrow_and_update();
+        let mut stall = self.shared.faults.stall_signal();
+        if let Some(n) = requested
+            && n > 0
+            && !initial
+            && let Err(e) = api::wait_for_rv(&self.shared, n).await
+        {
+            // A resourceVersion ahead of the server: 504 as an ERROR event after ~3 s.
+            let _ = self.send(render::error_line(&e.to_status())).await;
+            return;
+        }
         // Initial state or resumption point.
         let mut lines: Vec<Vec<u8>> = Vec::new();
         let start: Result<u64, Vec<u8>> = {
@@ -202,6 +204,11 @@ impl Watcher {
                 return;
             }
         };
+        if *stall.borrow_and_update()
+            && let Step::Stop = self.stalled(&mut stall, &mut cut).await
+        {
+            return;
+        }
         // Changes after the start point that happened before we subscribed.
         match self.drain(&mut cursor) {
             Ok(more) => lines.extend(more),
@@ -235,6 +242,28 @@ impl Watcher {
             Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now()) / 2);
         let mut final_bookmark_sent = false;
         loop {
+            if *stall.borrow_and_update() {
+                if let Step::Stop = self.stalled(&mut stall, &mut cut).await {
+                    return;
+                }
+                continue;
+            }
+            if Instant::now() >= deadline {
+                // Past the timeout (e.g. after a stall): deliver what is pending, then end.
+                match self.drain(&mut cursor) {
+                    Ok(lines) => {
+                        for l in lines {
+                            if let Step::Stop = self.send(l).await {
+                                return;
+                            }
+                        }
+                    }
+                    Err(line) => {
+                        let _ = self.send(line).await;
+                    }
+                }
+                return;
+            }
             let final_bookmark_at = deadline - margin;
             let wake_bookmark = if self.bookmarks {
                 if final_bookmark_sent {
@@ -287,8 +316,28 @@ impl Watcher {
                 _ = self.tx.closed() => {
                     return;
                 }
+                _ = stall.changed() => {}
             }
         }
+    }
+
+    /// Hung: no bytes and no close (not even at the timeout) until the stall ends.
+    async fn stalled(
+        &self,
+        stall: &mut tokio::sync::watch::Receiver<bool>,
+        cut: &mut tokio::sync::watch::Receiver<u64>,
+    ) -> Step {
+        while *stall.borrow_and_update() {
+            tokio::select! {
+                _ = stall.changed() => {}
+                _ = cut.changed() => {
+                    let _ = self.tx.send(Err(Box::new(WatchCut))).await;
+                    return Step::Stop;
+                }
+                _ = self.tx.closed() => return Step::Stop,
+            }
+        }
+        Step::Continue
     }
 
     /// Event lines after the cursor; `Err` = the 410 ERROR line (history compacted meanwhile).

@@ -267,3 +267,50 @@ async fn server_timeout_500_with_reason_override() {
         "other resources are served"
     );
 }
+
+#[tokio::test]
+async fn stalled_watches_send_nothing_until_resumed() {
+    let (sim, c) = start().await;
+    let list_rv = c.get(CMS).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let admin = Raw::new(&sim.admin_url().unwrap());
+    admin
+        .post("/faults", &json!({"kind": "stall-watches"}))
+        .await;
+    let c2 = Raw::new(&c.base);
+    let path = format!("{CMS}?watch=true&timeoutSeconds=1&resourceVersion={list_rv}");
+    let watch =
+        tokio::spawn(async move { c2.watch_lines(&path, 1, Duration::from_secs(10)).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.post(CMS, &cm("during-stall", json!({}))).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !watch.is_finished(),
+        "a stalled watch neither sends nor closes at its timeout"
+    );
+    sim.faults().clear();
+    let (_, lines) = tokio::time::timeout(Duration::from_secs(5), watch)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lines[0]["type"], "ADDED");
+    assert_eq!(lines[0]["object"]["metadata"]["name"], "during-stall");
+}
+
+#[tokio::test]
+async fn watch_from_a_future_rv_gets_a_504_error_event() {
+    let (_sim, c) = start().await;
+    let (status, lines) = c
+        .watch_lines(
+            &format!("{CMS}?watch=true&resourceVersion=999999"),
+            3,
+            Duration::from_secs(8),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["type"], "ERROR");
+    assert_eq!(lines[0]["object"]["code"], 504);
+}
