@@ -148,7 +148,7 @@ async fn watch_landings(sim: &KubeSim, n: usize, t0: Instant, until: Instant) ->
         if landed.iter().all(Option::is_some) || Instant::now() >= until {
             return landed;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -196,10 +196,26 @@ async fn run_hawser(args: &Args, outage: Duration) -> anyhow::Result<Figures> {
     let engine = StatusEngine::new(client, config, metrics.clone());
     let t0 = Instant::now();
     sim.faults().refuse(Some(outage));
-    let writes = (0..n).map(|i| {
+    let rvs: Vec<String> = (0..n)
+        .map(|i| {
+            let obj = sim
+                .store()
+                .get("velero.io/v1", "Backup", NS, &format!("b{i:04}"));
+            obj.and_then(|o| {
+                o.pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default()
+        })
+        .collect();
+    let writes = rvs.into_iter().enumerate().map(|(i, rv)| {
         let engine = engine.clone();
         tokio::spawn(async move {
-            let u = StatusUpdate::backup(NS, format!("b{i:04}"), BackupPhase::Completed);
+            // A controller writes the final status of the object it holds: its resourceVersion
+            // goes along as the precondition.
+            let u = StatusUpdate::backup(NS, format!("b{i:04}"), BackupPhase::Completed)
+                .observed(rv, "InProgress");
             let _outcome = engine.write(u).await;
             t0.elapsed().as_secs_f64()
         })

@@ -68,6 +68,9 @@ pub(crate) struct Writer {
     instance_id: String,
     owner_annotation: &'static str,
     subresource: Mutex<HashMap<Kind, bool>>,
+    /// One discovery request at a time: many writes starting together (e.g. after an outage)
+    /// share its answer instead of each asking.
+    discovering: tokio::sync::Mutex<()>,
 }
 
 fn phase_of(obj: &Value) -> String {
@@ -96,6 +99,7 @@ impl Writer {
             instance_id,
             owner_annotation,
             subresource: Mutex::new(HashMap::new()),
+            discovering: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -121,6 +125,12 @@ impl Writer {
     }
 
     async fn status_subresource(&self, kind: Kind, end: Instant) -> Result<bool, AttemptError> {
+        if let Some(v) = self.cached_subresource(kind) {
+            return Ok(v);
+        }
+        let _one_at_a_time = tokio::time::timeout(left(end), self.discovering.lock())
+            .await
+            .map_err(|_| AttemptError::TimedOut(left(end)))?;
         if let Some(v) = self.cached_subresource(kind) {
             return Ok(v);
         }
