@@ -509,10 +509,7 @@ mod tests {
             let mut t = Duration::ZERO;
             let mut failures = 0;
             let mut last_start = t;
-            loop {
-                let Some(limit) = p.attempt_timeout(t) else {
-                    break;
-                };
+            while let Some(limit) = p.attempt_timeout(t) {
                 last_start = t;
                 t += cost.min(limit);
                 failures += 1;
