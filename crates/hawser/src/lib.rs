@@ -2,5 +2,6 @@
 //!
 //! This library holds the server's parts; `main.rs` wires them together.
 
+pub mod backup;
 pub mod metrics;
 pub mod status;

@@ -1,0 +1,244 @@
+//! Listing: paged LISTs (`limit`, `continue`) of one type at a time, items checked against the
+//! selection and handed to the archive task one page at a time.
+
+use std::collections::BTreeSet;
+
+use hawser_core::selection::{ApiResource, BackedUpItems, NamespaceScope, Selection};
+use kube::Client;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use super::progress::ProgressHandle;
+use super::results::{Messages, Scope};
+use super::sink::Batch;
+
+/// One page of a LIST.
+#[derive(Debug, Deserialize)]
+struct ListPage {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+    #[serde(default)]
+    remaining_item_count: Option<i64>,
+}
+
+/// What listing one type produced besides the items themselves.
+#[derive(Debug, Default)]
+pub(crate) struct ResourceReport {
+    /// Namespaces items were backed up from.
+    pub namespaces: BTreeSet<String>,
+    /// Items handed to the archive.
+    pub selected: u64,
+    /// Warnings and errors.
+    pub messages: Messages,
+    /// The archive task is gone: stop listing.
+    pub stopped: bool,
+}
+
+/// Shared settings of the listing tasks.
+pub(crate) struct Lister<'a> {
+    pub client: &'a Client,
+    pub selection: &'a Selection,
+    pub scope: &'a NamespaceScope,
+    pub page_size: u32,
+    pub progress: ProgressHandle,
+    pub sender: mpsc::Sender<Batch>,
+}
+
+/// The URL path of a LIST of `r`, in `namespace` when given.
+pub(crate) fn list_path(r: &ApiResource, namespace: Option<&str>) -> String {
+    let base = if r.group.is_empty() {
+        format!("/api/{}", r.version)
+    } else {
+        format!("/apis/{}/{}", r.group, r.version)
+    };
+    match namespace {
+        Some(ns) => format!("{base}/namespaces/{ns}/{}", r.plural),
+        None => format!("{base}/{}", r.plural),
+    }
+}
+
+/// Percent-encodes a query value (everything but RFC 3986 unreserved characters).
+fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn page_url(path: &str, limit: u32, selector: &str, token: Option<&str>) -> String {
+    let mut url = format!("{path}?limit={limit}");
+    if !selector.is_empty() {
+        url.push_str("&labelSelector=");
+        url.push_str(&encode(selector));
+    }
+    if let Some(token) = token {
+        url.push_str("&continue=");
+        url.push_str(&encode(token));
+    }
+    url
+}
+
+async fn get_page(client: &Client, url: &str) -> Result<ListPage, kube::Error> {
+    let request = http::Request::get(url)
+        .body(Vec::new())
+        .map_err(kube::Error::HttpError)?;
+    client.request::<ListPage>(request).await
+}
+
+/// Every object of a LIST, page by page (for small collections such as namespaces).
+pub(crate) async fn list_all(
+    client: &Client,
+    path: &str,
+    page_size: u32,
+) -> Result<Vec<serde_json::Value>, kube::Error> {
+    let mut items = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = get_page(client, &page_url(path, page_size, "", token.as_deref())).await?;
+        items.extend(page.items);
+        match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+            Some(next) => token = Some(next),
+            None => return Ok(items),
+        }
+    }
+}
+
+/// HTTP status of an API error, when the server answered.
+pub(crate) fn api_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+impl Lister<'_> {
+    /// Lists every object of `r` the selection keeps and sends them to the archive.
+    pub(crate) async fn collect(&self, r: &ApiResource) -> ResourceReport {
+        let mut report = ResourceReport::default();
+        let namespaces: Vec<Option<&str>> = match (r.namespaced, self.scope) {
+            (true, NamespaceScope::Only(names)) => names.iter().map(|n| Some(n.as_str())).collect(),
+            _ => vec![None],
+        };
+        let selectors = self.selection.list_label_selectors();
+        // With several OR selectors an object may match more than one LIST.
+        let mut seen = (selectors.len() > 1).then(BackedUpItems::default);
+        for namespace in namespaces {
+            for selector in &selectors {
+                let path = list_path(r, namespace);
+                self.collect_list(r, &path, namespace, selector, seen.as_mut(), &mut report)
+                    .await;
+                if report.stopped {
+                    return report;
+                }
+            }
+        }
+        report
+    }
+
+    async fn collect_list(
+        &self,
+        r: &ApiResource,
+        path: &str,
+        namespace: Option<&str>,
+        selector: &str,
+        mut seen: Option<&mut BackedUpItems>,
+        report: &mut ResourceReport,
+    ) {
+        let group_resource = r.group_resource();
+        let api_version = r.api_version();
+        let scope = match namespace {
+            Some(ns) => Scope::Namespace(ns.to_owned()),
+            None => Scope::Cluster,
+        };
+        let mut token: Option<String> = None;
+        let mut remaining_reported: i64 = 0;
+        loop {
+            let url = page_url(path, self.page_size, selector, token.as_deref());
+            let page = match get_page(self.client, &url).await {
+                Ok(page) => page,
+                Err(e) => {
+                    self.progress.page_listed(0, -remaining_reported);
+                    let text = super::error_text(&e);
+                    if api_code(&e) == Some(404) {
+                        report.messages.warn(
+                            scope,
+                            format!("{group_resource} could not be listed, it is no longer served (404): {text}"),
+                        );
+                    } else {
+                        report
+                            .messages
+                            .error(scope, format!("error listing {group_resource}: {text}"));
+                    }
+                    return;
+                }
+            };
+            let mut items = Vec::with_capacity(page.items.len());
+            for mut item in page.items {
+                if let Some(obj) = item.as_object_mut() {
+                    // Items of a LIST carry no type; the archive and the checks need it.
+                    obj.insert("apiVersion".to_owned(), api_version.clone().into());
+                    obj.insert("kind".to_owned(), r.kind.clone().into());
+                }
+                if self.selection.check_item(r, &item, false).is_err() {
+                    continue;
+                }
+                if let Some(seen) = seen.as_deref_mut() {
+                    if seen.insert(&item).is_err() {
+                        continue;
+                    }
+                }
+                if let Some(ns) = item
+                    .pointer("/metadata/namespace")
+                    .and_then(serde_json::Value::as_str)
+                {
+                    if !ns.is_empty() && !report.namespaces.contains(ns) {
+                        report.namespaces.insert(ns.to_owned());
+                    }
+                }
+                items.push(item);
+            }
+            let next = page.metadata.continue_token.filter(|t| !t.is_empty());
+            let remaining = if next.is_some() {
+                page.metadata.remaining_item_count.unwrap_or(0).max(0)
+            } else {
+                0
+            };
+            let selected = items.len() as u64;
+            self.progress
+                .page_listed(selected, remaining - remaining_reported);
+            remaining_reported = remaining;
+            report.selected += selected;
+            if !items.is_empty() {
+                let batch = Batch {
+                    group_resource: group_resource.clone(),
+                    version: r.version.clone(),
+                    api_version: api_version.clone(),
+                    kind: r.kind.clone(),
+                    items,
+                };
+                if self.sender.send(batch).await.is_err() {
+                    report.stopped = true;
+                    return;
+                }
+            }
+            match next {
+                Some(next) => token = Some(next),
+                None => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,582 @@
+//! The backup engine's I/O pipeline: from a Backup object to the artifacts of the backup in a
+//! storage location.
+//!
+//! Pipeline of [`run`]:
+//!
+//! 1. discovery (I/O): the preferred version of every served group → a [`Catalogue`];
+//! 2. the namespaces (I/O, one paged LIST): their names, and those labelled
+//!    `velero.io/exclude-from-backup=true`, which join `excludedNamespaces`;
+//! 3. validate and plan (pure): a [`Selection`] from the spec; an invalid spec is
+//!    [`BackupError::Validation`] with Velero's messages;
+//! 4. act (I/O): per selected type, paged LISTs (`limit`, `continue`, one per label selector
+//!    and, unless every namespace is included, per namespace), [`BackupOptions::concurrency`]
+//!    types at a time; items passing the per-item checks go, one page at a time, through a
+//!    bounded channel to one streaming archive writer on a blocking thread, whose bytes stream
+//!    into the location's upload. Memory is bounded by page size × (concurrency + channel
+//!    capacity), never by the number of objects. Then the Namespace objects of the tracked
+//!    namespaces and, unless CRDs are filtered explicitly, the CRD of every custom resource type
+//!    that had items;
+//! 5. the resource list, the results (warnings and errors per namespace) and the backup's log,
+//!    each gzipped to its layout key;
+//! 6. the [`BackupOutcome`]. `velero-backup.json` is *not* written here: the caller commits it
+//!    last (after the status is settled), with the body from [`record`].
+//!
+//! A type that disappears during the backup (its LIST answers 404) is a warning; any other
+//! failed LIST is an error (the backup ends `PartiallyFailed`). A storage failure ends the run
+//! with [`BackupError::Storage`] or [`BackupError::Archive`]; the unfinished archive upload is
+//! aborted, so no archive is stored and nothing claims success.
+
+mod collect;
+mod discovery;
+mod error;
+mod progress;
+mod results;
+mod sink;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use hawser_api::phase::BackupPhase;
+use hawser_api::{Backup, BackupProgress};
+use hawser_core::archive::gzjson::{Results, to_gz_json};
+use hawser_core::archive::{FORMAT_VERSION, WriterOptions};
+use hawser_core::duration::GoDuration;
+use hawser_core::layout::Layout;
+use hawser_core::selection::{
+    ApiResource, BackupFilters, CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, Selection,
+    namespaces_excluded_by_label,
+};
+use hawser_store::Location;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
+use tokio::sync::{mpsc, watch};
+use tracing::Instrument;
+
+pub use discovery::catalogue;
+pub use error::BackupError;
+pub use hawser_core::selection::Catalogue;
+pub use progress::Progress;
+
+use collect::{Lister, ResourceReport, api_code, list_all};
+use progress::ProgressHandle;
+use results::{BackupLog, Messages, Scope};
+use sink::Batch;
+
+/// Velero's default `spec.ttl` (30 days).
+const DEFAULT_TTL: &str = "720h0m0s";
+
+/// How a backup runs. `BackupOptions::default()` is what the server uses.
+#[derive(Clone)]
+pub struct BackupOptions {
+    /// Items per LIST page (`limit`); default 500.
+    pub page_size: u32,
+    /// Types listed at the same time; default 4.
+    pub concurrency: usize,
+    /// gzip level of the archive, 0–9; default 6.
+    pub gzip_level: u32,
+    /// Receives [`Progress`] after every page, when set.
+    pub progress: Option<watch::Sender<Progress>>,
+    /// The wall clock for timestamps (start, completion, log lines).
+    pub wall: crate::status::WallClock,
+}
+
+impl Default for BackupOptions {
+    fn default() -> Self {
+        Self {
+            page_size: 500,
+            concurrency: 4,
+            gzip_level: 6,
+            progress: None,
+            wall: Arc::new(jiff::Timestamp::now),
+        }
+    }
+}
+
+impl std::fmt::Debug for BackupOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackupOptions")
+            .field("page_size", &self.page_size)
+            .field("concurrency", &self.concurrency)
+            .field("gzip_level", &self.gzip_level)
+            .field("progress", &self.progress.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BackupOptions {
+    /// Sets the LIST page size (at least 1).
+    #[must_use]
+    pub fn with_page_size(mut self, page_size: u32) -> Self {
+        self.page_size = page_size.max(1);
+        self
+    }
+
+    /// Sets how many types are listed at the same time (at least 1).
+    #[must_use]
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// Publishes progress on `sender`.
+    #[must_use]
+    pub fn with_progress(mut self, sender: watch::Sender<Progress>) -> Self {
+        self.progress = Some(sender);
+        self
+    }
+
+    /// Replaces the wall clock.
+    #[must_use]
+    pub fn with_wall_clock(mut self, wall: crate::status::WallClock) -> Self {
+        self.wall = wall;
+        self
+    }
+}
+
+/// What a finished backup run produced (everything but `velero-backup.json`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackupOutcome {
+    /// `Completed` without errors, `PartiallyFailed` with errors, `Failed` (only from
+    /// [`BackupOutcome::failed`]).
+    pub phase: BackupPhase,
+    /// When the run started.
+    pub started: jiff::Timestamp,
+    /// When the last artifact was stored.
+    pub completed: jiff::Timestamp,
+    /// Items written to the archive.
+    pub items_backed_up: u64,
+    /// Warnings and errors, as stored in the results file.
+    pub results: Results,
+    /// Size of the stored archive in bytes.
+    pub archive_bytes: u64,
+    /// Why the backup failed (only for `Failed`).
+    pub failure_reason: Option<String>,
+}
+
+impl BackupOutcome {
+    /// Number of warnings.
+    #[must_use]
+    pub fn warnings(&self) -> u64 {
+        self.results.warnings.count() as u64
+    }
+
+    /// Number of errors.
+    #[must_use]
+    pub fn errors(&self) -> u64 {
+        self.results.errors.count() as u64
+    }
+
+    /// The outcome of a run that ended with `error`, for recording a `Failed` (or
+    /// `FailedValidation`) backup.
+    #[must_use]
+    pub fn failed(
+        error: &BackupError,
+        started: jiff::Timestamp,
+        completed: jiff::Timestamp,
+    ) -> Self {
+        Self {
+            phase: error.phase(),
+            started,
+            completed,
+            items_backed_up: 0,
+            results: Results::default(),
+            archive_bytes: 0,
+            failure_reason: Some(error.full_message()),
+        }
+    }
+}
+
+/// The body of `backups/<name>/velero-backup.json`: the Backup object with its final status
+/// (phase, format version, start, completion and expiration, counts, progress).
+///
+/// # Errors
+/// Serialising the Backup failed (not expected: every map key of the type is a string).
+pub fn record(
+    backup: &Backup,
+    outcome: &BackupOutcome,
+) -> Result<serde_json::Value, serde_json::Error> {
+    let mut backup = backup.clone();
+    let mut status = backup.status.take().unwrap_or_default();
+    status.version = Some(1);
+    status.format_version = Some(FORMAT_VERSION.to_owned());
+    status.phase = outcome.phase.clone();
+    status.start_timestamp = Some(Time(outcome.started));
+    status.completion_timestamp = Some(Time(outcome.completed));
+    let ttl = backup
+        .spec
+        .ttl
+        .or_else(|| GoDuration::parse(DEFAULT_TTL).ok());
+    status.expiration = ttl
+        .and_then(|ttl| hawser_api::time::add(outcome.started, ttl))
+        .map(Time);
+    status.warnings = Some(i64::try_from(outcome.warnings()).unwrap_or(i64::MAX));
+    status.errors = Some(i64::try_from(outcome.errors()).unwrap_or(i64::MAX));
+    let items = i64::try_from(outcome.items_backed_up).unwrap_or(i64::MAX);
+    status.progress = Some(BackupProgress {
+        total_items: Some(items),
+        items_backed_up: Some(items),
+    });
+    status.failure_reason = outcome.failure_reason.clone();
+    backup.status = Some(status);
+    serde_json::to_value(&backup)
+}
+
+/// An error's message with its causes.
+pub(crate) fn error_text(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Runs one backup of `backup` into `location` (see the module docs).
+///
+/// # Errors
+/// [`BackupError`]: [`BackupError::phase`] says whether the backup is `FailedValidation` or
+/// `Failed`.
+pub async fn run(
+    client: Client,
+    location: &Location,
+    backup: &Backup,
+    options: BackupOptions,
+) -> Result<BackupOutcome, BackupError> {
+    let name = backup
+        .metadata
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or(BackupError::Unnamed)?;
+    let namespace = backup.metadata.namespace.clone().unwrap_or_default();
+    let span = tracing::info_span!("backup", namespace = %namespace, name = %name);
+    run_named(client, location, backup, options, name, namespace)
+        .instrument(span)
+        .await
+}
+
+async fn run_named(
+    client: Client,
+    location: &Location,
+    backup: &Backup,
+    options: BackupOptions,
+    name: String,
+    namespace: String,
+) -> Result<BackupOutcome, BackupError> {
+    if location.is_read_only() {
+        return Err(BackupError::ReadOnlyLocation);
+    }
+    let started = (options.wall)();
+    let mut log = BackupLog::new(format!("{namespace}/{name}"), options.wall.clone());
+    log.info("Starting backup");
+    let mut messages = Messages::default();
+
+    let catalogue = discovery::catalogue(&client).await?;
+    let namespaces_resource = catalogue.resolve(NAMESPACES).cloned();
+    let namespace_objects = match &namespaces_resource {
+        Some(r) => list_all(&client, &collect::list_path(r, None), options.page_size)
+            .await
+            .map_err(BackupError::Namespaces)?,
+        None => Vec::new(),
+    };
+
+    let filters = filters_of(backup, &namespace_objects)?;
+    let selection = Selection::new(&filters, &catalogue)
+        .map_err(|messages| BackupError::Validation { messages })?;
+    let existing: Vec<String> = namespace_objects
+        .iter()
+        .filter_map(|ns| {
+            ns.pointer("/metadata/name")
+                .and_then(serde_json::Value::as_str)
+        })
+        .map(str::to_owned)
+        .collect();
+    for missing in selection.missing_included_namespaces(&existing) {
+        messages.error(
+            Scope::Server,
+            format!("included namespace {missing} does not exist"),
+        );
+    }
+    let scope = selection.namespace_scope(&existing);
+    let walked = selection.resources_to_back_up();
+    let (namespace_type, types): (Vec<&ApiResource>, Vec<&ApiResource>) = walked
+        .iter()
+        .partition(|r| r.group_resource() == NAMESPACES);
+
+    let layout = Layout::new(None);
+    let archive_key = layout.backup_contents(&name);
+    let out = location
+        .blocking_writer(&archive_key)
+        .map_err(|source| BackupError::Storage {
+            key: archive_key.clone(),
+            source,
+        })?;
+    let concurrency = options.concurrency.max(1);
+    let (sender, receiver) = mpsc::channel::<Batch>(concurrency);
+    let progress = ProgressHandle::new(options.progress.clone());
+    let writer_options = WriterOptions {
+        mtime: u64::try_from(started.as_second()).unwrap_or(0),
+        level: options.gzip_level,
+    };
+    let writer_progress = progress.clone();
+    let span = tracing::Span::current();
+    let writer = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        sink::write_archive(out, writer_options, receiver, writer_progress)
+    });
+
+    let lister = Lister {
+        client: &client,
+        selection: &selection,
+        scope: &scope,
+        page_size: options.page_size.max(1),
+        progress: progress.clone(),
+        sender,
+    };
+    let reports: Vec<(String, ResourceReport)> = futures::stream::iter(types.iter().copied())
+        .map(|r| {
+            let lister = &lister;
+            async move {
+                if lister.sender.is_closed() {
+                    return (
+                        r.group_resource(),
+                        ResourceReport {
+                            stopped: true,
+                            ..ResourceReport::default()
+                        },
+                    );
+                }
+                (r.group_resource(), lister.collect(r).await)
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+
+    let mut item_namespaces = BTreeSet::new();
+    let mut stopped = false;
+    let mut custom_types = Vec::new();
+    for (group_resource, report) in reports {
+        stopped |= report.stopped;
+        if !report.stopped {
+            log.info(&format!(
+                "Backed up {} items of {group_resource}",
+                report.selected
+            ));
+        }
+        log.messages(&report.messages);
+        if report.selected > 0 {
+            custom_types.push(group_resource);
+        }
+        item_namespaces.extend(report.namespaces);
+        messages.append(report.messages);
+    }
+
+    if !stopped {
+        if let Some(r) = namespace_type.first() {
+            let mut tracker = selection.namespace_tracker(&namespace_objects);
+            for ns in &item_namespaces {
+                tracker.track(ns);
+            }
+            let items: Vec<serde_json::Value> = namespace_objects
+                .iter()
+                .filter(|ns| {
+                    ns.pointer("/metadata/name")
+                        .and_then(serde_json::Value::as_str)
+                        .is_some_and(|n| tracker.is_tracked(n))
+                })
+                .map(|ns| typed(ns.clone(), r))
+                .filter(|ns| selection.check_item(r, ns, false).is_ok())
+                .collect();
+            log.info(&format!("Backed up {} items of {NAMESPACES}", items.len()));
+            send(&lister.sender, r, items, &progress).await;
+        }
+        let crd_type = catalogue.resolve(CUSTOM_RESOURCE_DEFINITIONS).cloned();
+        let crds_walked = walked
+            .iter()
+            .any(|r| r.group_resource() == CUSTOM_RESOURCE_DEFINITIONS);
+        if let (Some(crd_type), false, true) = (
+            crd_type,
+            crds_walked,
+            selection.adds_crds_of_custom_resources(),
+        ) {
+            let crds = crds_of(&client, &crd_type, &custom_types, &mut messages).await;
+            if !crds.is_empty() {
+                log.info(&format!(
+                    "Backed up {} CustomResourceDefinitions of backed-up custom resources",
+                    crds.len()
+                ));
+            }
+            send(&lister.sender, &crd_type, crds, &progress).await;
+        }
+    }
+    drop(lister);
+
+    let report = writer.await.map_err(BackupError::WriterGone)??;
+    for (ns, message) in &report.item_errors {
+        let scope = ns.clone().map_or(Scope::Cluster, Scope::Namespace);
+        log.line("error", message);
+        messages.error(scope, message.clone());
+    }
+    progress.finish(report.stats.items);
+
+    let results = messages.to_results();
+    put_gz(
+        location,
+        &layout.backup_resource_list(&name),
+        &report.resource_list,
+    )
+    .await?;
+    put_gz(location, &layout.backup_results(&name), &results).await?;
+    let phase = if results.errors.count() > 0 {
+        BackupPhase::PartiallyFailed
+    } else {
+        BackupPhase::Completed
+    };
+    log.info(&format!(
+        "Backup finished: {} items, {} warnings, {} errors, phase {phase:?}",
+        report.stats.items,
+        results.warnings.count(),
+        results.errors.count()
+    ));
+    let log_key = layout.backup_log(&name);
+    let log_bytes = gzip_bytes(&log.into_bytes()).map_err(|source| BackupError::Encode {
+        key: log_key.clone(),
+        source,
+    })?;
+    location
+        .put(&log_key, Bytes::from(log_bytes))
+        .await
+        .map_err(|source| BackupError::Storage {
+            key: log_key,
+            source,
+        })?;
+
+    Ok(BackupOutcome {
+        phase,
+        started,
+        completed: (options.wall)(),
+        items_backed_up: report.stats.items,
+        results,
+        archive_bytes: report.size,
+        failure_reason: None,
+    })
+}
+
+/// The selection fields of the spec, with the namespaces labelled for exclusion added.
+fn filters_of(
+    backup: &Backup,
+    namespaces: &[serde_json::Value],
+) -> Result<BackupFilters, BackupError> {
+    let spec = serde_json::to_value(&backup.spec).map_err(|e| BackupError::Validation {
+        messages: vec![format!("the backup spec cannot be read: {e}")],
+    })?;
+    let mut filters: BackupFilters =
+        serde_json::from_value(spec).map_err(|e| BackupError::Validation {
+            messages: vec![format!("the backup spec cannot be read: {e}")],
+        })?;
+    for excluded in namespaces_excluded_by_label(namespaces) {
+        if !filters.excluded_namespaces.contains(&excluded) {
+            filters.excluded_namespaces.push(excluded);
+        }
+    }
+    Ok(filters)
+}
+
+/// Sets `apiVersion` and `kind` (absent on the items of a LIST).
+fn typed(mut obj: serde_json::Value, r: &ApiResource) -> serde_json::Value {
+    if let Some(map) = obj.as_object_mut() {
+        map.insert("apiVersion".to_owned(), r.api_version().into());
+        map.insert("kind".to_owned(), r.kind.clone().into());
+    }
+    obj
+}
+
+async fn send(
+    sender: &mpsc::Sender<Batch>,
+    r: &ApiResource,
+    items: Vec<serde_json::Value>,
+    progress: &ProgressHandle,
+) {
+    if items.is_empty() {
+        return;
+    }
+    progress.page_listed(items.len() as u64, 0);
+    let batch = Batch {
+        group_resource: r.group_resource(),
+        version: r.version.clone(),
+        api_version: r.api_version(),
+        kind: r.kind.clone(),
+        items,
+    };
+    // A closed channel means the archive task failed; its error is reported when it is joined.
+    let _ = sender.send(batch).await;
+}
+
+/// The CRDs of the custom resource types among `types` (group resources with items). A type
+/// without a CRD (built in, or served by an aggregated API) is skipped.
+async fn crds_of(
+    client: &Client,
+    crd_type: &ApiResource,
+    types: &[String],
+    messages: &mut Messages,
+) -> Vec<serde_json::Value> {
+    let mut crds = Vec::new();
+    for group_resource in types.iter().filter(|gr| gr.contains('.')) {
+        let path = format!("{}/{group_resource}", collect::list_path(crd_type, None));
+        let request = match http::Request::get(&path).body(Vec::new()) {
+            Ok(request) => request,
+            Err(e) => {
+                messages.error(
+                    Scope::Cluster,
+                    format!("error getting the CRD of {group_resource}: {e}"),
+                );
+                continue;
+            }
+        };
+        match client.request::<serde_json::Value>(request).await {
+            Ok(crd) => crds.push(typed(crd, crd_type)),
+            Err(e) if api_code(&e) == Some(404) => {}
+            Err(e) => messages.error(
+                Scope::Cluster,
+                format!(
+                    "error getting the CRD of {group_resource}: {}",
+                    error_text(&e)
+                ),
+            ),
+        }
+    }
+    crds
+}
+
+async fn put_gz<T: serde::Serialize>(
+    location: &Location,
+    key: &str,
+    value: &T,
+) -> Result<(), BackupError> {
+    let bytes = to_gz_json(value).map_err(|source| BackupError::Encode {
+        key: key.to_owned(),
+        source,
+    })?;
+    location
+        .put(key, Bytes::from(bytes))
+        .await
+        .map_err(|source| BackupError::Storage {
+            key: key.to_owned(),
+            source,
+        })
+}
+
+/// gzips raw bytes (the log is text, not JSON).
+fn gzip_bytes(bytes: &[u8]) -> Result<Vec<u8>, hawser_core::archive::gzjson::GzJsonError> {
+    use std::io::Write;
+    let mut gz = hawser_core::archive::gzjson::gzip_writer(Vec::new());
+    gz.write_all(bytes)
+        .map_err(hawser_core::archive::gzjson::GzJsonError::Write)?;
+    gz.finish()
+        .map_err(hawser_core::archive::gzjson::GzJsonError::Write)
+}
