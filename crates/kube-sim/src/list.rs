@@ -187,10 +187,12 @@ pub async fn wait_for_rv(shared: &Shared, rv: u64) -> Result<(), ApiError> {
 
 /// Iterates the state of one resource as it was at `at` (current state when `at` is the
 /// store's RV), after `after`, restricted to `ns`.
+type CurrentIter<'a> = Box<dyn Iterator<Item = (&'a Key, &'a Arc<Value>)> + 'a>;
+type OverrideIter<'a> = Box<dyn Iterator<Item = (&'a Key, &'a Option<Arc<Value>>)> + 'a>;
+
 pub struct SnapshotIter<'a> {
-    current: std::iter::Peekable<Box<dyn Iterator<Item = (&'a Key, &'a Arc<Value>)> + 'a>>,
-    overrides:
-        std::iter::Peekable<Box<dyn Iterator<Item = (&'a Key, &'a Option<Arc<Value>>)> + 'a>>,
+    current: std::iter::Peekable<CurrentIter<'a>>,
+    overrides: std::iter::Peekable<OverrideIter<'a>>,
 }
 
 impl<'a> Iterator for SnapshotIter<'a> {

@@ -180,7 +180,7 @@ pub fn validate_meta(obj: &Value) -> Vec<Cause> {
                             causes.push(Cause {
                                 reason: "FieldValueInvalid",
                                 message: format!("Invalid value: {}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')", v),
-                                field: format!("metadata.labels"),
+                                field: "metadata.labels".to_string(),
                             });
                         }
                         Value::String(_) => {}

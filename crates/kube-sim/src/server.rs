@@ -409,7 +409,7 @@ async fn dispatch(
                 ApiError::new(
                     405,
                     "MethodNotAllowed",
-                    format!("create not allowed while custom resource definition is terminating"),
+                    "create not allowed while custom resource definition is terminating",
                 )
             } else {
                 ApiError::method_not_allowed(verb, &served.info)

@@ -223,13 +223,13 @@ impl Watcher {
                 return;
             }
         }
-        if initial_end_bookmark && self.bookmarks {
-            if let Step::Stop = self
+        if initial_end_bookmark
+            && self.bookmarks
+            && let Step::Stop = self
                 .send(render::bookmark_line(&self.out, &self.served, cursor, true))
                 .await
-            {
-                return;
-            }
+        {
+            return;
         }
         let interval = self
             .shared

@@ -125,7 +125,7 @@ fn spec_changed(a: &Value, b: &Value, ignore_status: bool) -> bool {
     let ma = a.as_object().unwrap_or(&empty);
     let mb = b.as_object().unwrap_or(&empty);
     let relevant = |k: &str| {
-        !matches!(k, "metadata" | "apiVersion" | "kind") && !(ignore_status && k == "status")
+        !(matches!(k, "metadata" | "apiVersion" | "kind") || (ignore_status && k == "status"))
     };
     ma.iter()
         .filter(|(k, _)| relevant(k))
@@ -216,10 +216,11 @@ fn merge_for_write(
                         }
                     }
                 }
-                if !keep_managed && let Some(mf) = cur_meta.get("managedFields") {
-                    if !dm.get("managedFields").is_some_and(Value::is_array) {
-                        dm.insert("managedFields".into(), mf.clone());
-                    }
+                if !keep_managed
+                    && let Some(mf) = cur_meta.get("managedFields")
+                    && !dm.get("managedFields").is_some_and(Value::is_array)
+                {
+                    dm.insert("managedFields".into(), mf.clone());
                 }
             }
             if served.info.status_subresource && served.storage != NAMESPACES {

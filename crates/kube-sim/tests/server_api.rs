@@ -782,3 +782,53 @@ async fn garbage_collector_deletes_dependents_of_missing_owners() {
         "deleting the owner collects the dependent"
     );
 }
+
+#[tokio::test]
+async fn multi_version_crd_serves_every_version_preferred_first() {
+    let (_sim, c) = start().await;
+    let schema = json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Cluster",
+            "names": {"plural": "things", "kind": "Thing"},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": false, "schema": schema},
+                {"name": "v1", "served": true, "storage": true, "schema": schema},
+            ]
+        }
+    });
+    assert_eq!(
+        c.post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            &crd
+        )
+        .await
+        .status,
+        StatusCode::CREATED
+    );
+    let group = c.get("/apis/example.com").await.json();
+    assert_eq!(group["preferredVersion"]["version"], "v1");
+    c.post(
+        "/apis/example.com/v1/things",
+        &json!({"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}}),
+    )
+    .await;
+    let old = c.get("/apis/example.com/v1beta1/things/t").await.json();
+    assert_eq!(old["apiVersion"], "example.com/v1beta1");
+    let list = c.get("/apis/example.com/v1beta1/things").await.json();
+    assert_eq!(
+        list["items"][0]["apiVersion"], "example.com/v1beta1",
+        "custom resource list items carry their apiVersion"
+    );
+    assert_eq!(
+        c.get("/apis/example.com/v1/namespaces/default/things")
+            .await
+            .status,
+        StatusCode::NOT_FOUND,
+        "cluster-scoped"
+    );
+}
