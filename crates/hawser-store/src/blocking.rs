@@ -129,11 +129,11 @@ impl BlockingWriter {
     /// # Errors
     /// The upload's [`StoreError`]; nothing is stored then.
     pub fn finish(mut self) -> Result<u64, StoreError> {
-        if self.hand_over().is_ok() {
-            if let Some(sender) = self.sender.take() {
-                // A send error means the task stopped; its result says why.
-                let _ = sender.blocking_send(Message::Finish);
-            }
+        if self.hand_over().is_ok()
+            && let Some(sender) = self.sender.take()
+        {
+            // A send error means the task stopped; its result says why.
+            let _ = sender.blocking_send(Message::Finish);
         }
         self.sender = None;
         self.wait_result()

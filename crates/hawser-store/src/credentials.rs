@@ -166,6 +166,7 @@ pub fn parse_env_file(bytes: &[u8]) -> Result<BTreeMap<String, String>, Credenti
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
 mod tests {
     use super::*;
 

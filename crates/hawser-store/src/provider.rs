@@ -501,6 +501,7 @@ fn filesystem(spec: &LocationSpec) -> Result<Arc<dyn ObjectStore>, ConfigError> 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
 mod tests {
     use super::*;
 

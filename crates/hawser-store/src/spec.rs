@@ -4,6 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hawser_api::{BackupStorageLocationAccessMode, BackupStorageLocationSpec};
+
+use crate::error::ConfigError;
+
 /// `spec.accessMode` of a BackupStorageLocation. Unset behaves as [`AccessMode::ReadWrite`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AccessMode {
@@ -45,6 +49,40 @@ impl LocationSpec {
             bucket: bucket.into(),
             ..Self::default()
         }
+    }
+
+    /// The spec of a BackupStorageLocation object, with the bytes of the Secret key its
+    /// `spec.credential` names and of its `spec.objectStorage.caCertRef` (the caller reads both
+    /// Secrets). The deprecated inline `caCert` is used when no `caCertRef` is set.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] when both `caCert` and `caCertRef` are set (Velero marks such a
+    /// location `Unavailable`).
+    pub fn from_bsl(
+        bsl: &BackupStorageLocationSpec,
+        credentials: Option<Vec<u8>>,
+        ca_cert_from_ref: Option<Vec<u8>>,
+    ) -> Result<Self, ConfigError> {
+        let storage = &bsl.object_storage;
+        if storage.ca_cert.is_some() && storage.ca_cert_ref.is_some() {
+            return Err(ConfigError::Invalid {
+                field: "spec.objectStorage.caCertRef".to_owned(),
+                reason: "it cannot be set together with spec.objectStorage.caCert".to_owned(),
+            });
+        }
+        let ca_cert = ca_cert_from_ref.or_else(|| storage.ca_cert.as_ref().map(|b| b.0.clone()));
+        Ok(Self {
+            provider: bsl.provider.clone(),
+            bucket: storage.bucket.clone(),
+            prefix: storage.prefix.clone(),
+            config: bsl.config.clone().unwrap_or_default(),
+            credentials,
+            ca_cert,
+            access_mode: match bsl.access_mode {
+                Some(BackupStorageLocationAccessMode::ReadOnly) => AccessMode::ReadOnly,
+                _ => AccessMode::ReadWrite,
+            },
+        })
     }
 
     /// Sets `spec.objectStorage.prefix`.
@@ -122,5 +160,56 @@ impl LocationOptions {
     pub fn writer_memory_bound(&self) -> usize {
         self.part_size * (1 + self.max_in_flight_parts.max(1))
             + crate::blocking::CHANNEL_CAPACITY * crate::blocking::CHUNK_SIZE
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
+mod tests {
+    use super::*;
+    use hawser_api::ObjectStorageLocation;
+
+    fn bsl() -> BackupStorageLocationSpec {
+        BackupStorageLocationSpec {
+            provider: "aws".into(),
+            config: Some(BTreeMap::from([(
+                "region".to_owned(),
+                "eu-west-1".to_owned(),
+            )])),
+            object_storage: ObjectStorageLocation {
+                bucket: "velero".into(),
+                prefix: Some("/cluster-a/".into()),
+                ..ObjectStorageLocation::default()
+            },
+            access_mode: Some(BackupStorageLocationAccessMode::ReadOnly),
+            ..BackupStorageLocationSpec::default()
+        }
+    }
+
+    #[test]
+    fn from_bsl_copies_every_field() {
+        let spec = LocationSpec::from_bsl(&bsl(), Some(b"creds".to_vec()), None).unwrap();
+        assert_eq!(
+            spec,
+            LocationSpec::new("aws", "velero")
+                .with_prefix("/cluster-a/")
+                .with_config("region", "eu-west-1")
+                .with_credentials("creds")
+                .with_access_mode(AccessMode::ReadOnly)
+        );
+    }
+
+    #[test]
+    fn ca_cert_inline_or_ref_but_not_both() {
+        let mut b = bsl();
+        b.object_storage.ca_cert = Some(k8s_openapi::ByteString(b"inline".to_vec()));
+        let spec = LocationSpec::from_bsl(&b, None, None).unwrap();
+        assert_eq!(spec.ca_cert.as_deref(), Some(&b"inline"[..]));
+        b.object_storage.ca_cert_ref = Some(Default::default());
+        let err = LocationSpec::from_bsl(&b, None, Some(b"ref".to_vec())).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.objectStorage.caCertRef is invalid: it cannot be set together with spec.objectStorage.caCert"
+        );
     }
 }

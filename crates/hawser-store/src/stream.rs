@@ -99,10 +99,10 @@ impl ArtifactWriter {
     }
 
     async fn abort_inner(&mut self) {
-        if let Some(mut inner) = self.inner.take() {
-            if let Err(e) = inner.abort().await {
-                tracing::warn!(key = %self.key, error = %crate::error::chain_text(&e), "aborting an upload failed; the store may keep its parts until its own cleanup");
-            }
+        if let Some(mut inner) = self.inner.take()
+            && let Err(e) = inner.abort().await
+        {
+            tracing::warn!(key = %self.key, error = %crate::error::chain_text(&e), "aborting an upload failed; the store may keep its parts until its own cleanup");
         }
     }
 }
@@ -110,15 +110,15 @@ impl ArtifactWriter {
 impl Drop for ArtifactWriter {
     fn drop(&mut self) {
         // Dropped without `finish`: the artifact is incomplete, abort the upload in the background.
-        if let Some(mut inner) = self.inner.take() {
-            if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                let key = std::mem::take(&mut self.key);
-                handle.spawn(async move {
-                    if let Err(e) = inner.abort().await {
-                        tracing::warn!(%key, error = %crate::error::chain_text(&e), "aborting a dropped upload failed");
-                    }
-                });
-            }
+        if let Some(mut inner) = self.inner.take()
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let key = std::mem::take(&mut self.key);
+            handle.spawn(async move {
+                if let Err(e) = inner.abort().await {
+                    tracing::warn!(%key, error = %crate::error::chain_text(&e), "aborting a dropped upload failed");
+                }
+            });
         }
     }
 }

@@ -78,6 +78,7 @@ pub async fn validate(location: &Location) -> Result<(), ValidationError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
 mod tests {
     use super::*;
 
