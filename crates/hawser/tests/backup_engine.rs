@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config};
-use kube_sim::{KubeSim, SimConfig, StatusFault};
+use kube_sim::{KubeSim, LatencyFault, SimConfig, StatusFault};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::watch;
@@ -652,4 +652,68 @@ async fn invalid_spec_is_a_validation_error_and_stores_nothing() {
     .await
     .unwrap_err();
     assert!(matches!(error, BackupError::ReadOnlyLocation), "{error:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_continue_token_resumes_the_list_with_the_offered_token() {
+    let Cluster { sim, client } = cluster().await;
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    sim.faults().latency(
+        LatencyFault::new(Duration::from_millis(300))
+            .verbs(&["list"])
+            .resources(&["configmaps"]),
+    );
+    let backup = Backup::named("b4").including_namespaces(&["shop"]);
+    let task = {
+        let (client, location, backup) = (client.clone(), location.clone(), backup.clone());
+        tokio::spawn(async move {
+            let options = BackupOptions::default().with_page_size(2);
+            backup::run(client, &location, &backup, options).await
+        })
+    };
+    // After the first page, a write and a compaction make the first page's token too old.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !sim
+            .requests()
+            .iter()
+            .any(|r| r.verb == "list" && r.resource == "configmaps")
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the first ConfigMap page is served");
+    sim.store()
+        .insert(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late", "namespace": "other"}}))
+        .unwrap();
+    sim.store().compact_history();
+
+    let outcome = task.await.unwrap().unwrap();
+
+    let cm_lists: Vec<_> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "list" && r.resource == "configmaps")
+        .collect();
+    assert!(cm_lists.iter().any(|r| r.code == 410), "{cm_lists:?}");
+    let list = resource_list(&location, "b4").await;
+    assert_eq!(
+        list.get("v1/ConfigMap"),
+        [
+            "shop/cm-0",
+            "shop/cm-1",
+            "shop/cm-2",
+            "shop/cm-3",
+            "shop/cm-4"
+        ]
+    );
+    let warnings = &outcome.results.warnings.namespaces["shop"];
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("continue token expired")),
+        "{warnings:?}"
+    );
+    assert_eq!(outcome.phase, BackupPhase::Completed);
 }

@@ -117,6 +117,21 @@ pub(crate) async fn list_all(
     }
 }
 
+/// Resumptions of one LIST after an expired continue token.
+const MAX_RESUMES: u32 = 3;
+
+/// The continue token a 410 `Expired` answer offers for going on with a LIST.
+fn fresh_token(error: &kube::Error) -> Option<String> {
+    match error {
+        kube::Error::Api(status) if status.code == 410 => status
+            .metadata
+            .as_ref()
+            .and_then(|m| m.continue_.clone())
+            .filter(|t| !t.is_empty()),
+        _ => None,
+    }
+}
+
 /// HTTP status of an API error, when the server answered.
 pub(crate) fn api_code(error: &kube::Error) -> Option<u16> {
     match error {
@@ -166,10 +181,22 @@ impl Lister<'_> {
         };
         let mut token: Option<String> = None;
         let mut remaining_reported: i64 = 0;
+        let mut resumes = 0;
         loop {
             let url = page_url(path, self.page_size, selector, token.as_deref());
             let page = match get_page(self.client, &url).await {
                 Ok(page) => page,
+                Err(e) if token.is_some() && resumes < MAX_RESUMES && fresh_token(&e).is_some() => {
+                    // The continue token expired (410); the server offers a token that goes on
+                    // after the last item returned, at its current state.
+                    resumes += 1;
+                    token = fresh_token(&e);
+                    report.messages.warn(
+                        scope.clone(),
+                        format!("listing {group_resource} resumed after its continue token expired; items changed meanwhile may be missed"),
+                    );
+                    continue;
+                }
                 Err(e) => {
                     self.progress.page_listed(0, -remaining_reported);
                     let text = super::error_text(&e);
@@ -196,18 +223,18 @@ impl Lister<'_> {
                 if self.selection.check_item(r, &item, false).is_err() {
                     continue;
                 }
-                if let Some(seen) = seen.as_deref_mut() {
-                    if seen.insert(&item).is_err() {
-                        continue;
-                    }
+                if let Some(seen) = seen.as_deref_mut()
+                    && seen.insert(&item).is_err()
+                {
+                    continue;
                 }
                 if let Some(ns) = item
                     .pointer("/metadata/namespace")
                     .and_then(serde_json::Value::as_str)
+                    && !ns.is_empty()
+                    && !report.namespaces.contains(ns)
                 {
-                    if !ns.is_empty() && !report.namespaces.contains(ns) {
-                        report.namespaces.insert(ns.to_owned());
-                    }
+                    report.namespaces.insert(ns.to_owned());
                 }
                 items.push(item);
             }

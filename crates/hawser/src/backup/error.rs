@@ -37,7 +37,7 @@ pub enum BackupError {
         key: String,
         /// The cause.
         #[source]
-        source: StoreError,
+        source: Box<StoreError>,
     },
     /// Producing the archive failed (the stream broke, usually because the upload failed).
     #[error("writing the backup archive")]
@@ -60,6 +60,13 @@ pub enum BackupError {
 }
 
 impl BackupError {
+    pub(crate) fn storage(key: impl Into<String>, source: StoreError) -> Self {
+        Self::Storage {
+            key: key.into(),
+            source: Box::new(source),
+        }
+    }
+
     /// Stable short category (Event reason, metric label).
     #[must_use]
     pub fn category(&self) -> &'static str {

@@ -311,10 +311,7 @@ async fn run_named(
     let archive_key = layout.backup_contents(&name);
     let out = location
         .blocking_writer(&archive_key)
-        .map_err(|source| BackupError::Storage {
-            key: archive_key.clone(),
-            source,
-        })?;
+        .map_err(|source| BackupError::storage(archive_key.clone(), source))?;
     let concurrency = options.concurrency.max(1);
     let (sender, receiver) = mpsc::channel::<Batch>(concurrency);
     let progress = ProgressHandle::new(options.progress.clone());
@@ -337,22 +334,11 @@ async fn run_named(
         progress: progress.clone(),
         sender,
     };
-    let reports: Vec<(String, ResourceReport)> = futures::stream::iter(types.iter().copied())
-        .map(|r| {
-            let lister = &lister;
-            async move {
-                if lister.sender.is_closed() {
-                    return (
-                        r.group_resource(),
-                        ResourceReport {
-                            stopped: true,
-                            ..ResourceReport::default()
-                        },
-                    );
-                }
-                (r.group_resource(), lister.collect(r).await)
-            }
-        })
+    // Owned resources and a plain reference keep the future `Send` (no higher-ranked closure).
+    let owned: Vec<ApiResource> = types.iter().map(|r| (*r).clone()).collect();
+    let lister_ref = &lister;
+    let reports: Vec<(String, ResourceReport)> = futures::stream::iter(owned)
+        .map(move |r: ApiResource| collect_one(lister_ref, r))
         .buffer_unordered(concurrency)
         .collect()
         .await;
@@ -451,10 +437,7 @@ async fn run_named(
     location
         .put(&log_key, Bytes::from(log_bytes))
         .await
-        .map_err(|source| BackupError::Storage {
-            key: log_key,
-            source,
-        })?;
+        .map_err(|source| BackupError::storage(log_key, source))?;
 
     Ok(BackupOutcome {
         phase,
@@ -465,6 +448,18 @@ async fn run_named(
         archive_bytes: report.size,
         failure_reason: None,
     })
+}
+
+async fn collect_one(lister: &Lister<'_>, r: ApiResource) -> (String, ResourceReport) {
+    if lister.sender.is_closed() {
+        let report = ResourceReport {
+            stopped: true,
+            ..ResourceReport::default()
+        };
+        return (r.group_resource(), report);
+    }
+    let report = lister.collect(&r).await;
+    (r.group_resource(), report)
 }
 
 /// The selection fields of the spec, with the namespaces labelled for exclusion added.
@@ -565,10 +560,7 @@ async fn put_gz<T: serde::Serialize>(
     location
         .put(key, Bytes::from(bytes))
         .await
-        .map_err(|source| BackupError::Storage {
-            key: key.to_owned(),
-            source,
-        })
+        .map_err(|source| BackupError::storage(key.to_owned(), source))
 }
 
 /// gzips raw bytes (the log is text, not JSON).

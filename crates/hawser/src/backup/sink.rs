@@ -86,7 +86,7 @@ pub(crate) fn write_archive(
     report.stats = stats;
     report.size = out
         .finish()
-        .map_err(|source| BackupError::Storage { key, source })?;
+        .map_err(|source| BackupError::storage(key, source))?;
     Ok(report)
 }
 
