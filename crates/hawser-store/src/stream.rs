@@ -72,8 +72,8 @@ impl ArtifactWriter {
     /// Completes the upload; only now does the object exist. Returns the artifact's size.
     ///
     /// # Errors
-    /// [`StoreError::Storage`] when the last part or the completion failed (the upload is
-    /// aborted then).
+    /// [`StoreError::Storage`] when the last part or the completion failed (the object then does
+    /// not exist).
     pub async fn finish(mut self) -> Result<u64, StoreError> {
         let Some(inner) = self.inner.as_mut() else {
             return Err(StoreError::Abandoned {
@@ -86,8 +86,12 @@ impl ArtifactWriter {
                 Ok(self.written)
             }
             Err(e) => {
+                // A failed shutdown has consumed the multipart upload: object_store's writer can
+                // no longer abort it (and panics if asked to). The object was never completed, so
+                // it does not exist; parts already sent are left to the store's own cleanup.
+                self.inner = None;
                 let error = io_to_store("upload", &self.key, e);
-                self.abort_inner().await;
+                tracing::warn!(key = %self.key, "completing an upload failed; its parts are left to the store's cleanup");
                 Err(error)
             }
         }
