@@ -3,6 +3,7 @@
 
 pub mod backoff;
 pub mod duration;
+pub mod errors;
 pub mod selection;
 pub mod layout;
 pub mod archive;

@@ -169,17 +169,7 @@ impl FailureKind {
     }
 }
 
-/// All messages of an error and its sources, joined by `: `.
-pub(crate) fn chain_text(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use hawser_core::errors::chain_text;
 
 /// A failed operation on a location.
 #[derive(Debug, thiserror::Error)]

@@ -119,22 +119,11 @@ async fn credentials_from_a_named_profile() {
         .with_credentials(file)
         .with_config("profile", "prod");
     let err = Location::with_options(&missing, test_options()).unwrap_err();
-    let text = hawser_store_chain(&err);
+    let text = hawser_core::errors::chain_text(&err);
     assert!(
         text.contains("no profile `prod` (found: backup, default)"),
         "{text}"
     );
-}
-
-fn hawser_store_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -223,17 +223,7 @@ pub fn record(
     serde_json::to_value(&backup)
 }
 
-/// An error's message with its causes.
-pub(crate) fn error_text(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use hawser_core::errors::chain_text as error_text;
 
 /// Runs one backup of `backup` into `location` (see the module docs).
 ///
