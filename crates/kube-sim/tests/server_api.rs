@@ -490,15 +490,15 @@ async fn crd_lifecycle_and_status_subresource() {
 async fn finalizers_and_namespace_deletion() {
     let (_sim, c) = start().await;
     let ns = c
-        .post("/api/v1/namespaces", &json!({"metadata": {"name": "work"}}))
+        .post("/api/v1/namespaces", &json!({"metadata": {"name": "shop"}}))
         .await
         .json();
     assert_eq!(
         ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
-        "work"
+        "shop"
     );
     assert_eq!(ns["status"]["phase"], "Active");
-    const W: &str = "/api/v1/namespaces/work/configmaps";
+    const W: &str = "/api/v1/namespaces/shop/configmaps";
     c.post(
         W,
         &json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
@@ -506,7 +506,7 @@ async fn finalizers_and_namespace_deletion() {
     .await;
     c.post(W, &cm("free", json!({}))).await;
 
-    let del = c.delete("/api/v1/namespaces/work", "{}").await.json();
+    let del = c.delete("/api/v1/namespaces/shop", "{}").await.json();
     assert_eq!(del["status"]["phase"], "Terminating");
     let forbidden = c.post(W, &cm("new", json!({}))).await;
     assert_eq!(forbidden.status, StatusCode::FORBIDDEN);
