@@ -3,5 +3,8 @@
 //! This library holds the server's parts; `main.rs` wires them together.
 
 pub mod backup;
+pub mod cli;
 pub mod metrics;
+pub mod restore;
+pub mod server;
 pub mod status;

@@ -1,0 +1,1 @@
+//! The `hawser` command line: Velero's verbs and flags.

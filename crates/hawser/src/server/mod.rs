@@ -1,0 +1,1 @@
+//! `hawser server`: the controllers, the status engine, `/metrics`, `/livez` and `/readyz`.
