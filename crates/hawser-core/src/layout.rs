@@ -231,6 +231,12 @@ impl Layout {
         self.restore_file(restore, "-itemoperations.json.gz")
     }
 
+    /// `restore-<restore>-status.json`: hawser's record of a restore's outcome (not a Velero
+    /// file), written before the final status so that the status can be recovered from it.
+    pub fn restore_record(&self, restore: &str) -> String {
+        self.restore_file(restore, "-status.json")
+    }
+
     /// `<restore>-volumeinfo.json.gz` (no `restore-` prefix, as in Velero).
     pub fn restore_volume_info(&self, restore: &str) -> String {
         format!("{}{restore}-volumeinfo.json.gz", self.restore_dir(restore))

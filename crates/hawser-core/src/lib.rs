@@ -7,3 +7,4 @@ pub mod errors;
 pub mod selection;
 pub mod layout;
 pub mod archive;
+pub mod restore;

@@ -37,7 +37,7 @@ mod glob;
 mod labels;
 mod namespaces;
 mod ordered;
-mod validate;
+pub(crate) mod validate;
 
 use std::collections::HashSet;
 

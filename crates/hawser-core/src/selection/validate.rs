@@ -76,7 +76,7 @@ fn sorted(items: &[String]) -> BTreeSet<&str> {
 }
 
 /// `ValidateIncludesExcludes`: the old resource lists and the namespace lists.
-fn includes_excludes(includes: &[String], excludes: &[String]) -> Vec<String> {
+pub(crate) fn includes_excludes(includes: &[String], excludes: &[String]) -> Vec<String> {
     let (inc, exc) = (sorted(includes), sorted(excludes));
     let mut errs = Vec::new();
     if inc.len() > 1 && inc.contains("*") {
@@ -125,7 +125,7 @@ fn scoped(includes: &[String], excludes: &[String]) -> Vec<String> {
 }
 
 /// `ValidateNamespaceIncludesExcludes`.
-fn namespaces(includes: &[String], excludes: &[String]) -> Vec<String> {
+pub(crate) fn namespaces(includes: &[String], excludes: &[String]) -> Vec<String> {
     let mut errs = includes_excludes(includes, excludes);
     for ns in sorted(includes).into_iter().chain(sorted(excludes)) {
         errs.extend(namespace_name(ns));
@@ -189,7 +189,7 @@ fn wildcard_pattern(pattern: &str) -> Result<(), &'static str> {
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 
 /// Kubernetes `IsDNS1123Label`, with its messages.
-fn dns1123_label(value: &str) -> Vec<String> {
+pub(crate) fn dns1123_label(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 63 {
         errs.push("must be no more than 63 characters".to_string());

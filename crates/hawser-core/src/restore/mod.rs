@@ -1,0 +1,17 @@
+//! Pure restore logic (velero-compat §7): the resource priority list, the order in which a
+//! restore walks the archived types, the filters and namespace mapping, spec validation, object
+//! cleaning and the comparison with existing objects. Built on [`crate::selection::Catalogue`]
+//! for name resolution; no client and no I/O.
+
+pub mod filters;
+pub mod order;
+pub mod priorities;
+pub mod validate;
+
+pub use filters::{
+    FILTER_BYPASS, FilterSkip, NON_RESTORABLE, RESTORE_STATUS_ANNOTATION, RestoreFilters,
+    RestoreSelection, RestoreStatusFilter,
+};
+pub use order::{CRDS, Tier, is_crd, restore_order};
+pub use priorities::{Priorities, PrioritiesError, Resolved};
+pub use validate::{RESTORE_BOTH_SELECTORS_MESSAGE, validate};
