@@ -1,1 +1,65 @@
 //! The `hawser` command line: Velero's verbs and flags.
+//!
+//! `main.rs` calls [`main`]; it parses the arguments (clap exits with code 2 on a usage error),
+//! sets up logging, builds a Kubernetes client and runs one command. Exit codes are listed on
+//! [`error::ExitStatus`].
+
+pub mod bsl;
+pub mod error;
+pub mod global;
+pub mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use error::{CliError, ExitStatus};
+pub use global::GlobalArgs;
+
+/// `hawser`: a Kubernetes backup and restore server speaking Velero's `velero.io/v1` API.
+#[derive(Parser, Debug)]
+#[command(name = "hawser", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands of `hawser`.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Work with backup storage locations.
+    #[command(name = "backup-location", alias = "bsl")]
+    BackupLocation(bsl::BslArgs),
+}
+
+/// Parses the process arguments, runs the command and turns the outcome into an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(err) = global::init_logging(&cli.global) {
+        eprintln!("error: {err}");
+        return ExitStatus::Failure.into();
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: could not start the async runtime: {err}");
+            return ExitStatus::Failure.into();
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(status) => status.into(),
+        Err(err) => {
+            eprintln!("{}", err.for_people());
+            err.exit_status().into()
+        }
+    }
+}
+
+/// Runs one parsed command.
+pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
+    match cli.command {
+        Command::BackupLocation(args) => bsl::run(&cli.global, args).await,
+    }
+}

@@ -1,0 +1,106 @@
+//! `hawser backup-location create|get` and the global error handling, run as a process against
+//! kube-sim.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+
+use cli_support::Cluster;
+
+const BSL: (&str, &str) = ("velero.io/v1", "BackupStorageLocation");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_sends_the_spec_of_the_flags() {
+    let cluster = Cluster::start().await;
+    let run = cluster
+        .hawser(&[
+            "backup-location", "create", "primary", "--provider", "aws", "--bucket", "b1",
+            "--prefix", "cluster-a", "--config", "region=eu-west-1,s3ForcePathStyle=true",
+            "--credential", "cloud-credentials=cloud", "--default", "--access-mode", "ReadOnly",
+            "--validation-frequency", "90s",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let bsl = cluster.get(BSL.0, BSL.1, "primary").expect("BSL created");
+    let spec = &bsl["spec"];
+    assert_eq!(spec["provider"], "aws");
+    assert_eq!(spec["objectStorage"]["bucket"], "b1");
+    assert_eq!(spec["objectStorage"]["prefix"], "cluster-a");
+    assert_eq!(spec["config"]["region"], "eu-west-1");
+    assert_eq!(spec["config"]["s3ForcePathStyle"], "true");
+    assert_eq!(spec["credential"]["name"], "cloud-credentials");
+    assert_eq!(spec["credential"]["key"], "cloud");
+    assert_eq!(spec["default"], true);
+    assert_eq!(spec["accessMode"], "ReadOnly");
+    assert_eq!(spec["validationFrequency"], "1m30s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_lists_locations_in_a_table_and_as_yaml() {
+    let cluster = Cluster::start().await;
+    for (name, bucket) in [("one", "bucket-1"), ("two", "bucket-2")] {
+        let run = cluster
+            .hawser(&["backup-location", "create", name, "--provider", "filesystem", "--bucket", bucket])
+            .await;
+        assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    }
+    let run = cluster.hawser(&["backup-location", "get"]).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(lines[0].starts_with("NAME"), "{}", run.stdout);
+    assert!(lines[0].contains("BUCKET/PREFIX") && lines[0].contains("ACCESS MODE"));
+    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    assert!(lines[1].starts_with("one ") && lines[1].contains("bucket-1"));
+    assert!(lines[2].starts_with("two ") && lines[2].contains("bucket-2"));
+
+    let run = cluster.hawser(&["backup-location", "get", "two", "-o", "yaml"]).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let value: serde_json::Value = serde_yaml::from_str(&run.stdout).unwrap();
+    assert_eq!(value["spec"]["objectStorage"]["bucket"], "bucket-2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_flag_prints_without_creating() {
+    let cluster = Cluster::start().await;
+    let run = cluster
+        .hawser(&["backup-location", "create", "dry", "--provider", "aws", "--bucket", "b", "-o", "json"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let value: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(value["kind"], "BackupStorageLocation");
+    assert_eq!(value["metadata"]["namespace"], "velero");
+    assert!(cluster.get(BSL.0, BSL.1, "dry").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_exits_2_and_creates_nothing() {
+    let cluster = Cluster::start().await;
+    let run = cluster
+        .hawser(&["backup-location", "create", "x", "--provider", "aws", "--bucket", "b", "--config", "region"])
+        .await;
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--config") && run.stderr.contains("key=value"), "{}", run.stderr);
+    let run = cluster
+        .hawser(&["backup-location", "create", "x", "--provider", "aws", "--bucket", "b", "--validation-frequency", "soon"])
+        .await;
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--validation-frequency"), "{}", run.stderr);
+    // clap's own errors: a missing required flag.
+    let run = cluster.hawser(&["backup-location", "create", "x", "--provider", "aws"]).await;
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--bucket"), "{}", run.stderr);
+    assert!(cluster.get(BSL.0, BSL.1, "x").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_exit_1_naming_the_object() {
+    let cluster = Cluster::start().await;
+    let run = cluster.hawser(&["backup-location", "get", "missing"]).await;
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("BackupStorageLocation velero/missing not found"), "{}", run.stderr);
+    let args = ["backup-location", "create", "dup", "--provider", "aws", "--bucket", "b"];
+    assert_eq!(cluster.hawser(&args).await.code, 0);
+    let run = cluster.hawser(&args).await;
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("could not create BackupStorageLocation velero/dup"), "{}", run.stderr);
+}
