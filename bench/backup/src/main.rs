@@ -1,0 +1,182 @@
+//! Backup engine wall time and peak memory against a floor measured in the same run.
+//! `cargo run --release -p bench-backup`. kube-sim runs in this (parent) process; the floor
+//! and the backup each run in a child process (this binary in worker mode) whose own peak RSS
+//! (`VmHWM`) is reported. Goals are printed with PASS/MISS, never asserted.
+
+mod seed;
+mod worker;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use kube::{Client, Config};
+use kube_sim::{KubeSim, SimConfig};
+
+#[derive(Parser, Debug)]
+#[command(about = "hawser backup engine against a paged LIST + gzip floor")]
+struct Args {
+    #[command(subcommand)]
+    worker: Option<Worker>,
+    /// Object counts, ascending (the first and last are compared for the RSS growth goal).
+    #[arg(long, env = "BENCH_SIZES", value_delimiter = ',', default_values_t = [10_000, 100_000])]
+    sizes: Vec<usize>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Worker {
+    /// Child: bare paged LISTs plus gzip.
+    Floor {
+        #[arg(long)]
+        url: String,
+    },
+    /// Child: hawser backup into a filesystem location under `root`.
+    Backup {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        root: PathBuf,
+    },
+}
+
+/// What a child printed.
+#[derive(Debug, Default, Clone, Copy)]
+struct Measured {
+    objects: u64,
+    secs: f64,
+    peak_rss_kib: u64,
+    archive_items: Option<u64>,
+}
+
+fn parse_child(stdout: &str) -> Result<Measured> {
+    let mut m = Measured::default();
+    let mut seen = false;
+    for line in stdout.lines() {
+        let mut fields = line.split_whitespace();
+        match fields.next() {
+            Some("result") => seen = true,
+            Some("archive") => {}
+            _ => continue,
+        }
+        for field in fields {
+            let (k, v) = field.split_once('=').context("malformed child field")?;
+            match k {
+                "objects" => m.objects = v.parse()?,
+                "secs" => m.secs = v.parse()?,
+                "peak_rss_kib" => m.peak_rss_kib = v.parse()?,
+                "items" => m.archive_items = Some(v.parse()?),
+                _ => {}
+            }
+        }
+    }
+    anyhow::ensure!(seen, "child printed no result line: {stdout}");
+    Ok(m)
+}
+
+async fn run_child(args: &[&str]) -> Result<Measured> {
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let out = tokio::process::Command::new(exe)
+        .args(args)
+        .output()
+        .await
+        .context("running a worker")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    anyhow::ensure!(
+        out.status.success(),
+        "worker {args:?} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_child(&stdout)
+}
+
+fn mib(kib: u64) -> f64 {
+    // KiB counts are far below 2^52: exact
+    #[allow(clippy::cast_precision_loss)]
+    let kib = kib as f64;
+    kib / 1024.0
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "MISS" }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    match args.worker {
+        Some(Worker::Floor { url }) => return worker::floor(&url).await,
+        Some(Worker::Backup { url, root }) => return worker::backup(&url, &root).await,
+        None => {}
+    }
+    anyhow::ensure!(!args.sizes.is_empty(), "--sizes is empty");
+    let sim = KubeSim::start(SimConfig {
+        admin_listen: None,
+        ..SimConfig::default()
+    })
+    .await
+    .context("starting kube-sim")?;
+    let url = sim.api_url();
+    let client = Client::try_from(Config::new(url.parse().context("kube-sim URL")?))
+        .context("building the client")?;
+    seed::install_crd(&client).await?;
+    let store = sim.store();
+    seed::namespaces(&store)?;
+
+    let mut rows = Vec::new();
+    let mut loaded = 0;
+    for &n in &args.sizes {
+        let started = std::time::Instant::now();
+        seed::objects(&store, loaded, n)?;
+        loaded = loaded.max(n);
+        println!(
+            "seed     n={n} (store, not HTTP) secs={:.2}",
+            started.elapsed().as_secs_f64()
+        );
+        let floor = run_child(&["floor", "--url", &url]).await?;
+        anyhow::ensure!(floor.objects == n as u64, "floor listed {} of {n}", floor.objects);
+        let dir = tempfile::tempdir().context("temporary directory")?;
+        let root = dir.path().to_str().context("temporary directory is not UTF-8")?;
+        let backup = run_child(&["backup", "--url", &url, "--root", root]).await?;
+        let archived = backup.archive_items.unwrap_or(0);
+        anyhow::ensure!(archived == n as u64, "archive holds {archived} of {n} objects");
+        // counts are far below 2^52: exact
+        #[allow(clippy::cast_precision_loss)]
+        let rate = n as f64 / backup.secs;
+        println!(
+            "floor    n={n} secs={:.3} peak_rss_mib={:.1}",
+            floor.secs,
+            mib(floor.peak_rss_kib)
+        );
+        println!(
+            "backup   n={n} items={} archived={archived} secs={:.3} objects_per_sec={rate:.0} peak_rss_mib={:.1} ratio_to_floor={:.2}",
+            backup.objects,
+            backup.secs,
+            mib(backup.peak_rss_kib),
+            backup.secs / floor.secs
+        );
+        rows.push((n, floor, backup));
+    }
+
+    println!("goals");
+    for (n, floor, backup) in &rows {
+        let ratio = backup.secs / floor.secs;
+        println!("  n={n} wall <= 1.5x floor: {ratio:.2}x {}", verdict(ratio <= 1.5));
+    }
+    if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
+        let rss = mib(last.2.peak_rss_kib);
+        println!("  n={} peak RSS <= 128 MiB: {rss:.1} MiB {}", last.0, verdict(rss <= 128.0));
+        if rows.len() > 1 {
+            // KiB counts are far below 2^52: exact
+            #[allow(clippy::cast_precision_loss)]
+            let growth = last.2.peak_rss_kib as f64 / first.2.peak_rss_kib as f64;
+            println!(
+                "  RSS n={} / n={} <= 1.3: {growth:.2} {}",
+                last.0,
+                first.0,
+                verdict(growth <= 1.3)
+            );
+        }
+    }
+    sim.shutdown().await;
+    Ok(())
+}
