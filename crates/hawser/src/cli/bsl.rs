@@ -26,7 +26,7 @@ pub struct BslArgs {
 #[derive(Subcommand, Debug)]
 pub enum BslCommand {
     /// Create a backup storage location.
-    Create(BslCreateArgs),
+    Create(Box<BslCreateArgs>),
     /// Show one or all backup storage locations.
     Get(BslGetArgs),
 }
@@ -84,7 +84,7 @@ pub struct BslGetArgs {
 /// Runs a `backup-location` subcommand.
 pub async fn run(global: &GlobalArgs, args: BslArgs) -> Result<ExitStatus, CliError> {
     match args.command {
-        BslCommand::Create(create) => create_location(global, create).await,
+        BslCommand::Create(create) => create_location(global, *create).await,
         BslCommand::Get(get) => get_locations(global, get).await,
     }
 }

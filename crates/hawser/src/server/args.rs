@@ -208,6 +208,7 @@ impl ServerArgs {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
 mod tests {
     use clap::Parser;
 
