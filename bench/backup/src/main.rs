@@ -133,12 +133,22 @@ async fn main() -> Result<()> {
             started.elapsed().as_secs_f64()
         );
         let floor = run_child(&["floor", "--url", &url]).await?;
-        anyhow::ensure!(floor.objects == n as u64, "floor listed {} of {n}", floor.objects);
+        anyhow::ensure!(
+            floor.objects == n as u64,
+            "floor listed {} of {n}",
+            floor.objects
+        );
         let dir = tempfile::tempdir().context("temporary directory")?;
-        let root = dir.path().to_str().context("temporary directory is not UTF-8")?;
+        let root = dir
+            .path()
+            .to_str()
+            .context("temporary directory is not UTF-8")?;
         let backup = run_child(&["backup", "--url", &url, "--root", root]).await?;
         let archived = backup.archive_items.unwrap_or(0);
-        anyhow::ensure!(archived == n as u64, "archive holds {archived} of {n} objects");
+        anyhow::ensure!(
+            archived == n as u64,
+            "archive holds {archived} of {n} objects"
+        );
         // counts are far below 2^52: exact
         #[allow(clippy::cast_precision_loss)]
         let rate = n as f64 / backup.secs;
@@ -160,11 +170,18 @@ async fn main() -> Result<()> {
     println!("goals");
     for (n, floor, backup) in &rows {
         let ratio = backup.secs / floor.secs;
-        println!("  n={n} wall <= 1.5x floor: {ratio:.2}x {}", verdict(ratio <= 1.5));
+        println!(
+            "  n={n} wall <= 1.5x floor: {ratio:.2}x {}",
+            verdict(ratio <= 1.5)
+        );
     }
     if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
         let rss = mib(last.2.peak_rss_kib);
-        println!("  n={} peak RSS <= 128 MiB: {rss:.1} MiB {}", last.0, verdict(rss <= 128.0));
+        println!(
+            "  n={} peak RSS <= 128 MiB: {rss:.1} MiB {}",
+            last.0,
+            verdict(rss <= 128.0)
+        );
         if rows.len() > 1 {
             // KiB counts are far below 2^52: exact
             #[allow(clippy::cast_precision_loss)]

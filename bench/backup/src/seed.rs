@@ -57,8 +57,11 @@ pub fn namespaces(store: &SimStore) -> Result<()> {
 
 /// Deterministic pseudo-random text (so gzip sees realistic, not trivially repetitive, data).
 fn text(seed: u64, len: usize) -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789=-_.:/ \n";
-    let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+    const ALPHABET: &[u8] =
+        b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789=-_.:/ \n";
+    let mut x = seed
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
     (0..len)
         .map(|_| {
             x ^= x << 13;

@@ -44,7 +44,8 @@ fn client(url: &str) -> Result<Client> {
 
 /// Peak resident set size of this process in KiB (`VmHWM`).
 fn peak_rss_kib() -> Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     let line = status
         .lines()
         .find(|l| l.starts_with("VmHWM:"))
@@ -59,7 +60,10 @@ fn peak_rss_kib() -> Result<u64> {
 /// Prints the line the parent parses: `result objects=<n> secs=<s> peak_rss_kib=<k>`.
 fn report(objects: u64, started: Instant) -> Result<()> {
     let secs = started.elapsed().as_secs_f64();
-    println!("result objects={objects} secs={secs:.4} peak_rss_kib={}", peak_rss_kib()?);
+    println!(
+        "result objects={objects} secs={secs:.4} peak_rss_kib={}",
+        peak_rss_kib()?
+    );
     Ok(())
 }
 
@@ -77,8 +81,13 @@ pub async fn floor(url: &str) -> Result<()> {
                 uri.push_str("&continue=");
                 uri.push_str(t);
             }
-            let request = http::Request::get(&uri).body(Vec::new()).context("LIST request")?;
-            let body = client.request_text(request).await.with_context(|| format!("LIST {uri}"))?;
+            let request = http::Request::get(&uri)
+                .body(Vec::new())
+                .context("LIST request")?;
+            let body = client
+                .request_text(request)
+                .await
+                .with_context(|| format!("LIST {uri}"))?;
             let list: serde_json::Value = serde_json::from_str(&body).context("LIST body")?;
             let items = list["items"].as_array().map_or(0, Vec::len);
             objects += items as u64;
@@ -103,14 +112,18 @@ pub async fn floor(url: &str) -> Result<()> {
 pub async fn backup(url: &str, root: &Path) -> Result<()> {
     let client = client(url)?;
     let root = root.to_str().context("temporary directory is not UTF-8")?;
-    let location = Location::new(&LocationSpec::new("filesystem", "bench").with_config("root", root))
-        .context("filesystem location")?;
+    let location =
+        Location::new(&LocationSpec::new("filesystem", "bench").with_config("root", root))
+            .context("filesystem location")?;
     let mut object = Backup::new("bench", hawser_api::BackupSpec::default());
     object.metadata.namespace = Some("velero".to_owned());
     let options = BackupOptions::default()
         .with_page_size(PAGE)
         .with_concurrency(4);
-    let options = BackupOptions { gzip_level: GZIP_LEVEL, ..options };
+    let options = BackupOptions {
+        gzip_level: GZIP_LEVEL,
+        ..options
+    };
 
     let started = Instant::now();
     let outcome = backup::run(client, &location, &object, options)
@@ -123,7 +136,11 @@ pub async fn backup(url: &str, root: &Path) -> Result<()> {
         .await
         .context("committing velero-backup.json")?;
     report(outcome.items_backed_up, started)?;
-    anyhow::ensure!(outcome.errors() == 0, "backup had {} errors", outcome.errors());
+    anyhow::ensure!(
+        outcome.errors() == 0,
+        "backup had {} errors",
+        outcome.errors()
+    );
 
     let bytes = location
         .get(&Layout::new(None).backup_contents("bench"))

@@ -25,6 +25,9 @@ mod tests {
     #[test]
     fn joins_every_cause_in_order() {
         let e = Outer(std::io::Error::other("disk gone"));
-        assert_eq!(super::chain_text(&e), "reading the record failed: disk gone");
+        assert_eq!(
+            super::chain_text(&e),
+            "reading the record failed: disk gone"
+        );
     }
 }

@@ -1,10 +1,10 @@
 //! Pure logic of hawser, with no Kubernetes client and no I/O: Go-style durations, backoff and
 //! deadline arithmetic, and (as they are built) selection, ordering and the archive format.
 
+pub mod archive;
 pub mod backoff;
 pub mod duration;
 pub mod errors;
-pub mod selection;
 pub mod layout;
-pub mod archive;
 pub mod restore;
+pub mod selection;

@@ -14,10 +14,24 @@ async fn create_sends_the_spec_of_the_flags() {
     let cluster = Cluster::start().await;
     let run = cluster
         .hawser(&[
-            "backup-location", "create", "primary", "--provider", "aws", "--bucket", "b1",
-            "--prefix", "cluster-a", "--config", "region=eu-west-1,s3ForcePathStyle=true",
-            "--credential", "cloud-credentials=cloud", "--default", "--access-mode", "ReadOnly",
-            "--validation-frequency", "90s",
+            "backup-location",
+            "create",
+            "primary",
+            "--provider",
+            "aws",
+            "--bucket",
+            "b1",
+            "--prefix",
+            "cluster-a",
+            "--config",
+            "region=eu-west-1,s3ForcePathStyle=true",
+            "--credential",
+            "cloud-credentials=cloud",
+            "--default",
+            "--access-mode",
+            "ReadOnly",
+            "--validation-frequency",
+            "90s",
         ])
         .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
@@ -40,7 +54,15 @@ async fn get_lists_locations_in_a_table_and_as_yaml() {
     let cluster = Cluster::start().await;
     for (name, bucket) in [("one", "bucket-1"), ("two", "bucket-2")] {
         let run = cluster
-            .hawser(&["backup-location", "create", name, "--provider", "filesystem", "--bucket", bucket])
+            .hawser(&[
+                "backup-location",
+                "create",
+                name,
+                "--provider",
+                "filesystem",
+                "--bucket",
+                bucket,
+            ])
             .await;
         assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     }
@@ -53,7 +75,9 @@ async fn get_lists_locations_in_a_table_and_as_yaml() {
     assert!(lines[1].starts_with("one ") && lines[1].contains("bucket-1"));
     assert!(lines[2].starts_with("two ") && lines[2].contains("bucket-2"));
 
-    let run = cluster.hawser(&["backup-location", "get", "two", "-o", "yaml"]).await;
+    let run = cluster
+        .hawser(&["backup-location", "get", "two", "-o", "yaml"])
+        .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     let value: serde_json::Value = serde_yaml::from_str(&run.stdout).unwrap();
     assert_eq!(value["spec"]["objectStorage"]["bucket"], "bucket-2");
@@ -63,7 +87,17 @@ async fn get_lists_locations_in_a_table_and_as_yaml() {
 async fn output_flag_prints_without_creating() {
     let cluster = Cluster::start().await;
     let run = cluster
-        .hawser(&["backup-location", "create", "dry", "--provider", "aws", "--bucket", "b", "-o", "json"])
+        .hawser(&[
+            "backup-location",
+            "create",
+            "dry",
+            "--provider",
+            "aws",
+            "--bucket",
+            "b",
+            "-o",
+            "json",
+        ])
         .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     let value: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
@@ -76,17 +110,47 @@ async fn output_flag_prints_without_creating() {
 async fn bad_input_exits_2_and_creates_nothing() {
     let cluster = Cluster::start().await;
     let run = cluster
-        .hawser(&["backup-location", "create", "x", "--provider", "aws", "--bucket", "b", "--config", "region"])
+        .hawser(&[
+            "backup-location",
+            "create",
+            "x",
+            "--provider",
+            "aws",
+            "--bucket",
+            "b",
+            "--config",
+            "region",
+        ])
         .await;
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("--config") && run.stderr.contains("key=value"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--config") && run.stderr.contains("key=value"),
+        "{}",
+        run.stderr
+    );
     let run = cluster
-        .hawser(&["backup-location", "create", "x", "--provider", "aws", "--bucket", "b", "--validation-frequency", "soon"])
+        .hawser(&[
+            "backup-location",
+            "create",
+            "x",
+            "--provider",
+            "aws",
+            "--bucket",
+            "b",
+            "--validation-frequency",
+            "soon",
+        ])
         .await;
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("--validation-frequency"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--validation-frequency"),
+        "{}",
+        run.stderr
+    );
     // clap's own errors: a missing required flag.
-    let run = cluster.hawser(&["backup-location", "create", "x", "--provider", "aws"]).await;
+    let run = cluster
+        .hawser(&["backup-location", "create", "x", "--provider", "aws"])
+        .await;
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("--bucket"), "{}", run.stderr);
     assert!(cluster.get(BSL.0, BSL.1, "x").is_none());
@@ -97,10 +161,28 @@ async fn failures_exit_1_naming_the_object() {
     let cluster = Cluster::start().await;
     let run = cluster.hawser(&["backup-location", "get", "missing"]).await;
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("BackupStorageLocation velero/missing not found"), "{}", run.stderr);
-    let args = ["backup-location", "create", "dup", "--provider", "aws", "--bucket", "b"];
+    assert!(
+        run.stderr
+            .contains("BackupStorageLocation velero/missing not found"),
+        "{}",
+        run.stderr
+    );
+    let args = [
+        "backup-location",
+        "create",
+        "dup",
+        "--provider",
+        "aws",
+        "--bucket",
+        "b",
+    ];
     assert_eq!(cluster.hawser(&args).await.code, 0);
     let run = cluster.hawser(&args).await;
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("could not create BackupStorageLocation velero/dup"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("could not create BackupStorageLocation velero/dup"),
+        "{}",
+        run.stderr
+    );
 }

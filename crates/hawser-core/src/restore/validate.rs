@@ -2,7 +2,7 @@
 //! where Velero has one. An empty result means valid.
 
 use crate::selection::Catalogue;
-use crate::selection::validate::{dns1123_label, includes_excludes, namespaces};
+use crate::selection::validate::{dns1123_label, includes_excludes, namespaces_and_selectors};
 
 use super::filters::{NON_RESTORABLE, RestoreFilters};
 
@@ -22,28 +22,13 @@ pub fn validate(filters: &RestoreFilters, catalogue: &Catalogue) -> Vec<String> 
     for e in includes_excludes(&filters.included_resources, &filters.excluded_resources) {
         errs.push(format!("Invalid included/excluded resource lists: {e}"));
     }
-    let star = vec!["*".to_string()];
-    let included_namespaces = if filters.included_namespaces.is_empty() {
-        &star
-    } else {
-        &filters.included_namespaces
-    };
-    for e in namespaces(included_namespaces, &filters.excluded_namespaces) {
-        errs.push(format!("Invalid included/excluded namespace lists: {e}"));
-    }
-    if filters.label_selector.is_some() && filters.or_label_selectors.is_some() {
-        errs.push(RESTORE_BOTH_SELECTORS_MESSAGE.to_string());
-    }
-    if let Some(selector) = &filters.label_selector
-        && let Err(e) = selector.compile()
-    {
-        errs.push(format!("invalid labelSelector: {e}"));
-    }
-    for (i, selector) in filters.or_label_selectors.iter().flatten().enumerate() {
-        if let Err(e) = selector.compile() {
-            errs.push(format!("invalid orLabelSelectors[{i}]: {e}"));
-        }
-    }
+    errs.extend(namespaces_and_selectors(
+        &filters.included_namespaces,
+        &filters.excluded_namespaces,
+        filters.label_selector.as_ref(),
+        filters.or_label_selectors.as_deref(),
+        RESTORE_BOTH_SELECTORS_MESSAGE,
+    ));
     match filters.existing_resource_policy.as_deref() {
         None | Some("" | "none" | "update") => {}
         Some(other) => errs.push(format!("invalid existingResourcePolicy: {other}")),

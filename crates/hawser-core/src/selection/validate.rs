@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use super::BackupFilters;
 use super::glob::Glob;
+use super::{BackupFilters, LabelSelector};
 
 /// The message for mixing old and new resource filters (verbatim, with its line breaks).
 pub const MIXED_FILTERS_MESSAGE: &str = "include-resources, exclude-resources and include-cluster-resources are old filter parameters.\n\
@@ -46,24 +46,44 @@ pub fn validate(filters: &BackupFilters) -> Vec<String> {
             ));
         }
     }
-    let star = vec!["*".to_string()];
-    let included_namespaces = if filters.included_namespaces.is_empty() {
-        &star
+    errs.extend(namespaces_and_selectors(
+        &filters.included_namespaces,
+        &filters.excluded_namespaces,
+        filters.label_selector.as_ref(),
+        filters.or_label_selectors.as_deref(),
+        BOTH_SELECTORS_MESSAGE,
+    ));
+    errs
+}
+
+/// The namespace lists and the label selectors, which Velero checks the same way for backups and
+/// restores; `both_selectors` is the message for setting both selector kinds.
+pub(crate) fn namespaces_and_selectors(
+    included_namespaces: &[String],
+    excluded_namespaces: &[String],
+    label_selector: Option<&LabelSelector>,
+    or_label_selectors: Option<&[LabelSelector]>,
+    both_selectors: &str,
+) -> Vec<String> {
+    let mut errs = Vec::new();
+    let star = ["*".to_string()];
+    let included = if included_namespaces.is_empty() {
+        &star[..]
     } else {
-        &filters.included_namespaces
+        included_namespaces
     };
-    for e in namespaces(included_namespaces, &filters.excluded_namespaces) {
+    for e in namespaces(included, excluded_namespaces) {
         errs.push(format!("Invalid included/excluded namespace lists: {e}"));
     }
-    if filters.label_selector.is_some() && filters.or_label_selectors.is_some() {
-        errs.push(BOTH_SELECTORS_MESSAGE.to_string());
+    if label_selector.is_some() && or_label_selectors.is_some() {
+        errs.push(both_selectors.to_string());
     }
-    if let Some(selector) = &filters.label_selector
+    if let Some(selector) = label_selector
         && let Err(e) = selector.compile()
     {
         errs.push(format!("invalid labelSelector: {e}"));
     }
-    for (i, selector) in filters.or_label_selectors.iter().flatten().enumerate() {
+    for (i, selector) in or_label_selectors.into_iter().flatten().enumerate() {
         if let Err(e) = selector.compile() {
             errs.push(format!("invalid orLabelSelectors[{i}]: {e}"));
         }

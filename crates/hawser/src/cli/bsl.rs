@@ -109,8 +109,12 @@ pub fn parse_key_values(
 
 /// Parses a Go duration flag value.
 pub fn parse_duration(flag: &'static str, value: &str) -> Result<GoDuration, CliError> {
-    GoDuration::parse(value)
-        .map_err(|err| CliError::usage(flag, format!("{value:?} is not a duration like 90s or 1h30m: {err}")))
+    GoDuration::parse(value).map_err(|err| {
+        CliError::usage(
+            flag,
+            format!("{value:?} is not a duration like 90s or 1h30m: {err}"),
+        )
+    })
 }
 
 /// Builds the BackupStorageLocation `create` describes (pure; no API calls).
@@ -162,7 +166,10 @@ pub fn location_from_args(
             ..ObjectStorageLocation::default()
         },
         default: args.default,
-        access_mode: args.access_mode.as_deref().map(BackupStorageLocationAccessMode::parse),
+        access_mode: args
+            .access_mode
+            .as_deref()
+            .map(BackupStorageLocationAccessMode::parse),
         backup_sync_period,
         validation_frequency,
     };
@@ -188,7 +195,10 @@ async fn create_location(global: &GlobalArgs, args: BslCreateArgs) -> Result<Exi
     api.create(&PostParams::default(), &location)
         .await
         .map_err(|err| CliError::api("create", object, err))?;
-    println!("Backup storage location {:?} submitted successfully.", args.name);
+    println!(
+        "Backup storage location {:?} submitted successfully.",
+        args.name
+    );
     Ok(ExitStatus::Success)
 }
 
@@ -198,7 +208,11 @@ async fn get_locations(global: &GlobalArgs, args: BslGetArgs) -> Result<ExitStat
     let locations = match &args.name {
         Some(name) => {
             let object = format!("BackupStorageLocation {}/{name}", global.namespace);
-            match api.get_opt(name).await.map_err(|err| CliError::api("get", object.clone(), err))? {
+            match api
+                .get_opt(name)
+                .await
+                .map_err(|err| CliError::api("get", object.clone(), err))?
+            {
                 Some(location) => vec![location],
                 None => {
                     return Err(CliError::NotFound {
@@ -219,7 +233,13 @@ async fn get_locations(global: &GlobalArgs, args: BslGetArgs) -> Result<ExitStat
     match args.output {
         OutputFormat::Table => print!("{}", locations_table(&locations)),
         format if args.name.is_some() => print!("{}", encode(&locations[0], format)?),
-        format => print!("{}", encode(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": locations}), format)?),
+        format => print!(
+            "{}",
+            encode(
+                &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": locations}),
+                format
+            )?
+        ),
     }
     Ok(ExitStatus::Success)
 }
@@ -239,9 +259,17 @@ pub fn locations_table(locations: &[BackupStorageLocation]) -> String {
                 l.metadata.name.clone().unwrap_or_default(),
                 l.spec.provider.clone(),
                 bucket,
-                or_none(status.and_then(|s| s.phase.as_ref()).map(|p| p.as_str().to_owned()))
-                    .replace("<none>", "Unknown"),
-                or_none(status.and_then(|s| s.last_validation_time.as_ref()).map(|t| t.0.to_string())),
+                or_none(
+                    status
+                        .and_then(|s| s.phase.as_ref())
+                        .map(|p| p.as_str().to_owned()),
+                )
+                .replace("<none>", "Unknown"),
+                or_none(
+                    status
+                        .and_then(|s| s.last_validation_time.as_ref())
+                        .map(|t| t.0.to_string()),
+                ),
                 l.spec
                     .access_mode
                     .as_ref()
@@ -252,7 +280,15 @@ pub fn locations_table(locations: &[BackupStorageLocation]) -> String {
         })
         .collect();
     table(
-        &["NAME", "PROVIDER", "BUCKET/PREFIX", "PHASE", "LAST VALIDATED", "ACCESS MODE", "DEFAULT"],
+        &[
+            "NAME",
+            "PROVIDER",
+            "BUCKET/PREFIX",
+            "PHASE",
+            "LAST VALIDATED",
+            "ACCESS MODE",
+            "DEFAULT",
+        ],
         &rows,
     )
 }

@@ -116,27 +116,43 @@ impl CliError {
                 "pass --kubeconfig (or set KUBECONFIG) and --kubecontext, or run inside a cluster"
                     .to_owned(),
             ),
-            Self::Api { source: kube::Error::Api(status), .. } if status.code == 403 => Some(
-                "the credentials in use lack RBAC permission for this request".to_owned(),
-            ),
-            Self::Api { source: kube::Error::Api(status), .. } if status.code == 409 => {
+            Self::Api {
+                source: kube::Error::Api(status),
+                ..
+            } if status.code == 403 => {
+                Some("the credentials in use lack RBAC permission for this request".to_owned())
+            }
+            Self::Api {
+                source: kube::Error::Api(status),
+                ..
+            } if status.code == 409 => {
                 Some("the object already exists; choose another name".to_owned())
             }
-            Self::Api { source: kube::Error::Api(_), .. } => None,
-            Self::Api { .. } => Some(
-                "is the API server reachable? check --kubeconfig/--kubecontext".to_owned(),
-            ),
+            Self::Api {
+                source: kube::Error::Api(_),
+                ..
+            } => None,
+            Self::Api { .. } => {
+                Some("is the API server reachable? check --kubeconfig/--kubecontext".to_owned())
+            }
             _ => None,
         }
     }
 
     /// Shorthand for an API error.
     pub fn api(action: &'static str, object: impl Into<String>, source: kube::Error) -> Self {
-        Self::Api { action, object: object.into(), source }
+        Self::Api {
+            action,
+            object: object.into(),
+            source,
+        }
     }
 
     /// Shorthand for a usage error.
     pub fn usage(flag: &'static str, reason: impl Into<String>) -> Self {
-        Self::Usage { flag, reason: reason.into() }
+        Self::Usage {
+            flag,
+            reason: reason.into(),
+        }
     }
 }

@@ -11,7 +11,13 @@ use super::error::CliError;
 #[derive(Args, Debug, Clone)]
 pub struct GlobalArgs {
     /// Namespace of the hawser server and its velero.io objects.
-    #[arg(short = 'n', long, global = true, env = "VELERO_NAMESPACE", default_value = "velero")]
+    #[arg(
+        short = 'n',
+        long,
+        global = true,
+        env = "VELERO_NAMESPACE",
+        default_value = "velero"
+    )]
     pub namespace: String,
     /// Path of the kubeconfig file; without it and without KUBECONFIG the in-cluster
     /// configuration (or ~/.kube/config) is used.
@@ -41,12 +47,16 @@ pub enum LogFormat {
 pub fn init_logging(args: &GlobalArgs) -> Result<(), CliError> {
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .map_err(|err| CliError::usage("--log-level", err.to_string()))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let result = match args.log_format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
-    result.map_err(|err| CliError::Output { source: anyhow::anyhow!(err) })
+    result.map_err(|err| CliError::Output {
+        source: anyhow::anyhow!(err),
+    })
 }
 
 impl GlobalArgs {
@@ -67,9 +77,9 @@ impl GlobalArgs {
                     .await
                     .map_err(anyhow::Error::new)
             }
-            None if self.kubecontext.is_some() => {
-                kube::Config::from_kubeconfig(&options).await.map_err(anyhow::Error::new)
-            }
+            None if self.kubecontext.is_some() => kube::Config::from_kubeconfig(&options)
+                .await
+                .map_err(anyhow::Error::new),
             None => kube::Config::infer().await.map_err(anyhow::Error::new),
         };
         config.map_err(|source| CliError::Config { source })
@@ -78,7 +88,8 @@ impl GlobalArgs {
     /// A client for the cluster.
     pub async fn client(&self) -> Result<kube::Client, CliError> {
         let config = self.kube_config().await?;
-        kube::Client::try_from(config)
-            .map_err(|err| CliError::Config { source: anyhow::Error::new(err) })
+        kube::Client::try_from(config).map_err(|err| CliError::Config {
+            source: anyhow::Error::new(err),
+        })
     }
 }

@@ -64,7 +64,9 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 /// `Some(time)` as RFC 3339, or `<none>`/the given placeholder.
 pub fn or_none(value: Option<String>) -> String {
-    value.filter(|v| !v.is_empty()).unwrap_or_else(|| "<none>".to_owned())
+    value
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "<none>".to_owned())
 }
 
 #[cfg(test)]
@@ -73,7 +75,10 @@ mod tests {
 
     #[test]
     fn table_pads_columns_to_widest_cell() {
-        let text = table(&["NAME", "PHASE"], &[vec!["a-long-name".into(), "Available".into()]]);
+        let text = table(
+            &["NAME", "PHASE"],
+            &[vec!["a-long-name".into(), "Available".into()]],
+        );
         assert_eq!(text, "NAME          PHASE\na-long-name   Available\n");
     }
 }

@@ -100,7 +100,10 @@ pub enum ArgsError {
 
 /// The checked form of [`ServerArgs`], in the types the server uses.
 #[derive(Debug, Clone)]
-#[allow(dead_code, reason = "read by the controllers, which are not wired into serve yet")]
+#[allow(
+    dead_code,
+    reason = "read by the controllers, which are not wired into serve yet"
+)]
 pub(crate) struct Settings {
     pub(crate) resource_timeout: Duration,
     /// `None`: periodic validation disabled.
@@ -181,8 +184,10 @@ impl ServerArgs {
         if self.default_backup_storage_location.trim().is_empty() {
             return Err(ArgsError::EmptyLocation);
         }
-        let store_validation_frequency =
-            non_negative("store-validation-frequency", self.store_validation_frequency)?;
+        let store_validation_frequency = non_negative(
+            "store-validation-frequency",
+            self.store_validation_frequency,
+        )?;
         Ok(Settings {
             resource_timeout: positive("resource-timeout", self.resource_timeout)?,
             store_validation_frequency: (!store_validation_frequency.is_zero())
@@ -268,8 +273,14 @@ mod tests {
             (&["--client-qps=-1"][..], "--client-qps"),
             (&["--concurrent-backups=0"][..], "--concurrent-backups"),
             (&["--resource-timeout=0s"][..], "--resource-timeout"),
-            (&["--status-resync-period=-1m"][..], "--status-resync-period"),
-            (&["--store-validation-frequency=-1s"][..], "--store-validation-frequency"),
+            (
+                &["--status-resync-period=-1m"][..],
+                "--status-resync-period",
+            ),
+            (
+                &["--store-validation-frequency=-1s"][..],
+                "--store-validation-frequency",
+            ),
             (&["--metrics-address=8085"][..], "--metrics-address"),
         ] {
             let err = parse(args).unwrap().settings().unwrap_err();

@@ -25,10 +25,14 @@ pub struct Run {
 
 impl Cluster {
     pub async fn start() -> Self {
-        let sim = KubeSim::start(SimConfig::default()).await.expect("kube-sim starts");
+        let sim = KubeSim::start(SimConfig::default())
+            .await
+            .expect("kube-sim starts");
         let store = sim.store();
         for crd in hawser_api::crd::crds() {
-            store.insert(serde_json::to_value(crd).unwrap()).expect("CRD installs");
+            store
+                .insert(serde_json::to_value(crd).unwrap())
+                .expect("CRD installs");
         }
         store
             .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
@@ -36,7 +40,11 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         sim.write_kubeconfig(&kubeconfig).unwrap();
-        Self { sim, kubeconfig, _dir: dir }
+        Self {
+            sim,
+            kubeconfig,
+            _dir: dir,
+        }
     }
 
     /// Runs `hawser ARGS` against this cluster.
