@@ -109,51 +109,31 @@ async fn output_flag_prints_without_creating() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_exits_2_and_creates_nothing() {
     let cluster = Cluster::start().await;
-    let run = cluster
-        .hawser(&[
-            "backup-location",
-            "create",
-            "x",
-            "--provider",
-            "aws",
-            "--bucket",
-            "b",
-            "--config",
-            "region",
-        ])
-        .await;
-    assert_eq!(run.code, 2);
-    assert!(
-        run.stderr.contains("--config") && run.stderr.contains("key=value"),
-        "{}",
-        run.stderr
-    );
-    let run = cluster
-        .hawser(&[
-            "backup-location",
-            "create",
-            "x",
-            "--provider",
-            "aws",
-            "--bucket",
-            "b",
-            "--validation-frequency",
-            "soon",
-        ])
-        .await;
-    assert_eq!(run.code, 2);
-    assert!(
-        run.stderr.contains("--validation-frequency"),
-        "{}",
-        run.stderr
-    );
-    // clap's own errors: a missing required flag.
-    let run = cluster
-        .hawser(&["backup-location", "create", "x", "--provider", "aws"])
-        .await;
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("--bucket"), "{}", run.stderr);
-    assert!(cluster.get(BSL.0, BSL.1, "x").is_none());
+    let create = ["backup-location", "create", "x", "--provider", "aws"];
+    // (extra arguments, what the message must name); the last is clap's own missing-flag error.
+    let cases: [(&[&str], &[&str]); 3] = [
+        (
+            &["--bucket", "b", "--config", "region"],
+            &["--config", "key=value"],
+        ),
+        (
+            &["--bucket", "b", "--validation-frequency", "soon"],
+            &["--validation-frequency"],
+        ),
+        (&[], &["--bucket"]),
+    ];
+    for (extra, named) in cases {
+        let args: Vec<&str> = create.iter().chain(extra).copied().collect();
+        let run = cluster.hawser(&args).await;
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        for word in named {
+            assert!(run.stderr.contains(word), "{args:?}: {}", run.stderr);
+        }
+        assert!(
+            cluster.get(BSL.0, BSL.1, "x").is_none(),
+            "{args:?} created x"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
