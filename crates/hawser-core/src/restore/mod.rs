@@ -3,11 +3,18 @@
 //! cleaning and the comparison with existing objects. Built on [`crate::selection::Catalogue`]
 //! for name resolution; no client and no I/O.
 
+pub mod clean;
+pub mod existing;
 pub mod filters;
 pub mod order;
 pub mod priorities;
 pub mod validate;
 
+pub use clean::{
+    BACKUP_NAME_LABEL, CleanContext, Cleaned, ItemSkip, RESTORE_NAME_LABEL, clean,
+    namespace_object, skip_reason, valid_label_value,
+};
+pub use existing::{Existing, ExistingPolicy, decide, differs_warning, merge_patch};
 pub use filters::{
     FILTER_BYPASS, FilterSkip, NON_RESTORABLE, RESTORE_STATUS_ANNOTATION, RestoreFilters,
     RestoreSelection, RestoreStatusFilter,

@@ -1,0 +1,505 @@
+//! What a restore changes in an archived object before it creates it (velero-compat §7.5), and
+//! which archived objects it skips entirely. Only the built-in actions listed below are done;
+//! there are no plugins.
+//!
+//! * Skipped: pods in `Succeeded`/`Failed`, mirror pods, Jobs with `status.completionTime`,
+//!   auto-generated `<sa>-token-*` service-account token Secrets.
+//! * Metadata removed: `generateName`, `selfLink`, `uid`, `resourceVersion`, `generation`,
+//!   `creationTimestamp`, `deletionTimestamp`, `deletionGracePeriodSeconds`, `ownerReferences`.
+//!   `managedFields` are kept in the object that is created (the API server accepts them on
+//!   create), so no separate patch re-applies them.
+//! * `status` removed, and handed back separately when status is to be restored (§7.7).
+//! * Labels `velero.io/backup-name` and `velero.io/restore-name` added.
+//! * Service: `clusterIP`/`clusterIPs` cleared unless headless; `nodePort`s and
+//!   `healthCheckNodePort` cleared unless `preserveNodePorts` or set explicitly (found in the
+//!   `kubectl.kubernetes.io/last-applied-configuration` annotation or in `managedFields`).
+//! * Pod: `nodeName` and `priority` cleared; legacy `<sa>-token-*` volumes and mounts dropped.
+//! * Job: `controller-uid` labels removed from the selector and the pod template.
+//! * PVC and PV: annotations `pv.kubernetes.io/bind-completed` and
+//!   `pv.kubernetes.io/bound-by-controller` removed; PV `claimRef.uid`/`resourceVersion`
+//!   removed and `claimRef.namespace` mapped.
+//! * ServiceAccount: `<sa>-token-*` entries dropped from `secrets`.
+//! * Secret of type `kubernetes.io/service-account-token`: the `kubernetes.io/service-account.uid`
+//!   annotation and the `token` data key removed.
+//! * Namespaced objects: `metadata.namespace` set to the target namespace of the namespace the
+//!   item was archived under.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Label naming the backup an object was restored from.
+pub const BACKUP_NAME_LABEL: &str = "velero.io/backup-name";
+/// Label naming the restore that created an object.
+pub const RESTORE_NAME_LABEL: &str = "velero.io/restore-name";
+
+/// Metadata fields a restore removes.
+pub const REMOVED_METADATA: [&str; 9] = [
+    "generateName",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "ownerReferences",
+];
+
+const BIND_ANNOTATIONS: [&str; 2] = [
+    "pv.kubernetes.io/bind-completed",
+    "pv.kubernetes.io/bound-by-controller",
+];
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+const MIRROR_POD: &str = "kubernetes.io/config.mirror";
+const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
+const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
+const SA_UID_ANNOTATION: &str = "kubernetes.io/service-account.uid";
+const CONTROLLER_UID_LABELS: [&str; 2] = ["controller-uid", "batch.kubernetes.io/controller-uid"];
+
+/// Why an archived object is not restored at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemSkip {
+    /// A pod in phase `Succeeded` or `Failed`.
+    FinishedPod,
+    /// A mirror (static) pod.
+    MirrorPod,
+    /// A Job that has completed.
+    CompletedJob,
+    /// A token Secret the cluster generates for a service account.
+    ServiceAccountToken,
+}
+
+impl ItemSkip {
+    /// Stable short name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FinishedPod => "finished_pod",
+            Self::MirrorPod => "mirror_pod",
+            Self::CompletedJob => "completed_job",
+            Self::ServiceAccountToken => "service_account_token",
+        }
+    }
+}
+
+/// What the cleaning step needs to know about the restore.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanContext<'a> {
+    /// The backup's name (value of [`BACKUP_NAME_LABEL`]).
+    pub backup_name: &'a str,
+    /// The restore's name (value of [`RESTORE_NAME_LABEL`]).
+    pub restore_name: &'a str,
+    /// `spec.preserveNodePorts == true`.
+    pub preserve_node_ports: bool,
+    /// Source → target namespaces.
+    pub namespace_mapping: &'a BTreeMap<String, String>,
+}
+
+impl CleanContext<'_> {
+    fn target<'b>(&'b self, source: &'b str) -> &'b str {
+        self.namespace_mapping
+            .get(source)
+            .map_or(source, String::as_str)
+    }
+}
+
+/// An object ready to create, and the archived status when status is to be restored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cleaned {
+    /// The object to create.
+    pub object: Value,
+    /// The archived `status`, present only when the caller asked for it and there was one.
+    pub status: Option<Value>,
+}
+
+fn str_at<'v>(obj: &'v Value, pointer: &str) -> Option<&'v str> {
+    obj.pointer(pointer).and_then(Value::as_str)
+}
+
+/// Whether `obj` of type `group_resource` is skipped entirely, and why.
+pub fn skip_reason(group_resource: &str, obj: &Value) -> Option<ItemSkip> {
+    match group_resource {
+        "pods" => {
+            if matches!(str_at(obj, "/status/phase"), Some("Succeeded" | "Failed")) {
+                Some(ItemSkip::FinishedPod)
+            } else if obj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(MIRROR_POD))
+                .is_some()
+            {
+                Some(ItemSkip::MirrorPod)
+            } else {
+                None
+            }
+        }
+        "jobs.batch" => obj
+            .pointer("/status/completionTime")
+            .is_some_and(|v| !v.is_null())
+            .then_some(ItemSkip::CompletedJob),
+        "secrets" if str_at(obj, "/type") == Some(SA_TOKEN_TYPE) => {
+            let name = str_at(obj, "/metadata/name").unwrap_or("");
+            let sa = obj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(SA_NAME_ANNOTATION))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            (!sa.is_empty() && name.starts_with(&format!("{sa}-token-")))
+                .then_some(ItemSkip::ServiceAccountToken)
+        }
+        _ => None,
+    }
+}
+
+/// Cleans `obj` of type `group_resource`, archived under `source_namespace` (`None` for a
+/// cluster-scoped item), for creation (see the module docs). `with_status` asks for the
+/// archived status to be handed back.
+pub fn clean(
+    group_resource: &str,
+    mut obj: Value,
+    source_namespace: Option<&str>,
+    ctx: &CleanContext<'_>,
+    with_status: bool,
+) -> Cleaned {
+    let status = obj.as_object_mut().and_then(|o| o.remove("status"));
+    let status = status.filter(|s| with_status && !s.is_null());
+    strip_metadata(&mut obj);
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        add_restore_labels(meta, ctx);
+        match source_namespace.filter(|ns| !ns.is_empty()) {
+            Some(ns) => {
+                meta.insert("namespace".into(), Value::from(ctx.target(ns)));
+            }
+            None => {
+                meta.remove("namespace");
+            }
+        }
+    }
+    match group_resource {
+        "services" => clean_service(&mut obj, ctx.preserve_node_ports),
+        "pods" => clean_pod(&mut obj),
+        "jobs.batch" => clean_job(&mut obj),
+        "persistentvolumeclaims" => remove_annotations(&mut obj, &BIND_ANNOTATIONS),
+        "persistentvolumes" => clean_pv(&mut obj, ctx),
+        "serviceaccounts" => clean_service_account(&mut obj),
+        "secrets" if str_at(&obj, "/type") == Some(SA_TOKEN_TYPE) => {
+            remove_annotations(&mut obj, &[SA_UID_ANNOTATION]);
+            if let Some(data) = obj.get_mut("data").and_then(Value::as_object_mut) {
+                data.remove("token");
+            }
+        }
+        _ => {}
+    }
+    Cleaned {
+        object: obj,
+        status,
+    }
+}
+
+/// The Namespace object a restore creates for target namespace `target`: labels, annotations
+/// and spec of the archived Namespace object (when the archive has one), the restore labels,
+/// and name `target`.
+pub fn namespace_object(target: &str, archived: Option<&Value>, ctx: &CleanContext<'_>) -> Value {
+    let mut meta = Map::new();
+    meta.insert("name".into(), Value::from(target));
+    for key in ["labels", "annotations"] {
+        if let Some(v) = archived
+            .and_then(|a| a.pointer(&format!("/metadata/{key}")))
+            .filter(|v| v.is_object())
+        {
+            meta.insert(key.into(), v.clone());
+        }
+    }
+    add_restore_labels(&mut meta, ctx);
+    if let Some(labels) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+        // The API server sets this label from the name; an archived value names the source.
+        labels.remove("kubernetes.io/metadata.name");
+    }
+    let mut ns = Map::new();
+    ns.insert("apiVersion".into(), Value::from("v1"));
+    ns.insert("kind".into(), Value::from("Namespace"));
+    ns.insert("metadata".into(), Value::Object(meta));
+    if let Some(spec) = archived
+        .and_then(|a| a.get("spec"))
+        .filter(|v| v.is_object())
+    {
+        ns.insert("spec".into(), spec.clone());
+    }
+    Value::Object(ns)
+}
+
+/// Removes the metadata fields of [`REMOVED_METADATA`]; used on archived objects before create
+/// and on live objects before comparison.
+pub fn strip_metadata(obj: &mut Value) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in REMOVED_METADATA {
+            meta.remove(field);
+        }
+    }
+}
+
+/// The object under `key` of `map`, made an empty object first when absent or not an object.
+fn object_entry<'m>(
+    map: &'m mut Map<String, Value>,
+    key: &str,
+) -> Option<&'m mut Map<String, Value>> {
+    if !map.get(key).is_some_and(Value::is_object) {
+        map.insert(key.to_string(), Value::Object(Map::new()));
+    }
+    map.get_mut(key).and_then(Value::as_object_mut)
+}
+
+/// Sets the backup and restore labels in `meta`.
+fn add_restore_labels(meta: &mut Map<String, Value>, ctx: &CleanContext<'_>) {
+    if let Some(labels) = object_entry(meta, "labels") {
+        labels.insert(
+            BACKUP_NAME_LABEL.into(),
+            Value::from(valid_label_value(ctx.backup_name)),
+        );
+        labels.insert(
+            RESTORE_NAME_LABEL.into(),
+            Value::from(valid_label_value(ctx.restore_name)),
+        );
+    }
+}
+
+fn remove_annotations(obj: &mut Value, keys: &[&str]) {
+    if let Some(a) = obj
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        for k in keys {
+            a.remove(*k);
+        }
+    }
+}
+
+/// Node ports set explicitly: by name for named ports, by value for unnamed ones (from the
+/// last-applied configuration), and by `port/protocol` (from managedFields).
+#[derive(Default)]
+struct ExplicitPorts {
+    names: Vec<String>,
+    unnamed_values: Vec<i64>,
+    port_protocols: Vec<(i64, String)>,
+    health_check: bool,
+}
+
+fn as_port_number(v: &Value) -> Option<i64> {
+    v.as_i64()
+        .or_else(|| v.as_f64().map(|f| f as i64))
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+}
+
+fn explicit_ports(obj: &Value) -> ExplicitPorts {
+    let mut out = ExplicitPorts::default();
+    let applied: Option<Value> = obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .and_then(Value::as_str)
+        .and_then(|s| serde_json::from_str(s).ok());
+    if let Some(applied) = applied {
+        for port in applied
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(node_port) = port.get("nodePort").and_then(as_port_number) else {
+                continue;
+            };
+            if node_port <= 0 {
+                continue;
+            }
+            match port.get("name").and_then(Value::as_str) {
+                Some(name) => out.names.push(name.to_string()),
+                None => out.unnamed_values.push(node_port),
+            }
+        }
+        out.health_check |= applied
+            .pointer("/spec/healthCheckNodePort")
+            .and_then(as_port_number)
+            .is_some_and(|p| p > 0);
+    }
+    for entry in obj
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(spec) = entry.pointer("/fieldsV1/f:spec") else {
+            continue;
+        };
+        out.health_check |= spec.get("f:healthCheckNodePort").is_some();
+        for (key, fields) in spec
+            .get("f:ports")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if fields.get("f:nodePort").is_none() {
+                continue;
+            }
+            // Keys look like `k:{"port":80,"protocol":"TCP"}`.
+            let Some(k) = key
+                .strip_prefix("k:")
+                .and_then(|k| serde_json::from_str::<Value>(k).ok())
+            else {
+                continue;
+            };
+            if let Some(port) = k.get("port").and_then(as_port_number) {
+                let protocol = k.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                out.port_protocols.push((port, protocol.to_string()));
+            }
+        }
+    }
+    out
+}
+
+fn clean_service(obj: &mut Value, preserve_node_ports: bool) {
+    let explicit = explicit_ports(obj);
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if spec.get("clusterIP").and_then(Value::as_str) != Some("None") {
+        spec.remove("clusterIP");
+        spec.remove("clusterIPs");
+    }
+    if preserve_node_ports || spec.get("type").and_then(Value::as_str) == Some("ExternalName") {
+        return;
+    }
+    if !explicit.health_check {
+        spec.remove("healthCheckNodePort");
+    }
+    for port in spec
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        let name = port
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty());
+        let node_port = port.get("nodePort").and_then(as_port_number);
+        let number = port.get("port").and_then(as_port_number);
+        let protocol = port
+            .get("protocol")
+            .and_then(Value::as_str)
+            .unwrap_or("TCP");
+        let by_annotation = match name {
+            Some(n) => explicit.names.iter().any(|e| e == n),
+            None => node_port.is_some_and(|p| explicit.unnamed_values.contains(&p)),
+        };
+        let by_fields = number.is_some_and(|n| {
+            explicit
+                .port_protocols
+                .iter()
+                .any(|(p, proto)| *p == n && proto == protocol)
+        });
+        if !by_annotation && !by_fields {
+            port.remove("nodePort");
+        }
+    }
+}
+
+fn is_legacy_token_volume(name: &str, service_account: &str) -> bool {
+    name.starts_with(&format!("{service_account}-token-"))
+}
+
+fn clean_pod(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.remove("nodeName");
+    spec.remove("priority");
+    let sa = spec
+        .get("serviceAccountName")
+        .or_else(|| spec.get("serviceAccount"))
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
+    let is_token = |v: &Value| {
+        v.get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| is_legacy_token_volume(n, &sa))
+    };
+    if let Some(volumes) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
+        volumes.retain(|v| !is_token(v));
+    }
+    for key in ["containers", "initContainers"] {
+        for container in spec
+            .get_mut(key)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(mounts) = container
+                .get_mut("volumeMounts")
+                .and_then(Value::as_array_mut)
+            {
+                mounts.retain(|m| !is_token(m));
+            }
+        }
+    }
+}
+
+fn clean_job(obj: &mut Value) {
+    for pointer in [
+        "/spec/selector/matchLabels",
+        "/spec/template/metadata/labels",
+    ] {
+        if let Some(labels) = obj.pointer_mut(pointer).and_then(Value::as_object_mut) {
+            for l in CONTROLLER_UID_LABELS {
+                labels.remove(l);
+            }
+        }
+    }
+}
+
+fn clean_pv(obj: &mut Value, ctx: &CleanContext<'_>) {
+    remove_annotations(obj, &BIND_ANNOTATIONS);
+    if let Some(claim) = obj
+        .pointer_mut("/spec/claimRef")
+        .and_then(Value::as_object_mut)
+    {
+        claim.remove("uid");
+        claim.remove("resourceVersion");
+        if let Some(ns) = claim.get("namespace").and_then(Value::as_str) {
+            let target = ctx.target(ns).to_string();
+            claim.insert("namespace".into(), Value::from(target));
+        }
+    }
+}
+
+fn clean_service_account(obj: &mut Value) {
+    let name = str_at(obj, "/metadata/name").unwrap_or("").to_string();
+    if let Some(secrets) = obj.get_mut("secrets").and_then(Value::as_array_mut) {
+        secrets.retain(|s| {
+            !s.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| is_legacy_token_volume(n, &name))
+        });
+    }
+}
+
+/// Velero's `GetValidName`: a label value of at most 63 characters. Longer values keep their
+/// first 57 characters followed by the first 6 hex digits of the SHA-256 of the whole value.
+pub fn valid_label_value(value: &str) -> String {
+    const MAX: usize = 63;
+    if value.len() <= MAX {
+        return value.to_string();
+    }
+    let digest = Sha256::digest(value.as_bytes());
+    let hex: String = digest.iter().take(3).map(|b| format!("{b:02x}")).collect();
+    let mut cut = MAX - 6;
+    while !value.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{hex}", &value[..cut])
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
+#[path = "clean_tests.rs"]
+mod tests;

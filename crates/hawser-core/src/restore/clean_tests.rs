@@ -1,0 +1,355 @@
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
+    CleanContext {
+        backup_name: "nightly",
+        restore_name: "nightly-20261203",
+        preserve_node_ports: false,
+        namespace_mapping: mapping,
+    }
+}
+
+fn no_mapping() -> BTreeMap<String, String> {
+    BTreeMap::new()
+}
+
+#[test]
+fn server_metadata_and_status_are_removed_and_labels_added() {
+    let obj = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": "cm", "namespace": "shop", "generateName": "cm-", "selfLink": "/x",
+            "uid": "u", "resourceVersion": "7", "generation": 3,
+            "creationTimestamp": "2026-01-01T00:00:00Z", "deletionTimestamp": "2026-01-02T00:00:00Z",
+            "deletionGracePeriodSeconds": 30, "ownerReferences": [{"name": "o"}],
+            "managedFields": [{"manager": "kubectl"}], "labels": {"app": "a"},
+            "annotations": {"note": "kept"}
+        },
+        "data": {"k": "v"},
+        "status": {"x": 1}
+    });
+    let m = no_mapping();
+    let out = clean("configmaps", obj, Some("shop"), &ctx(&m), false);
+    assert_eq!(out.status, None);
+    assert_eq!(
+        out.object,
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {
+                "name": "cm", "namespace": "shop",
+                "managedFields": [{"manager": "kubectl"}],
+                "labels": {"app": "a", BACKUP_NAME_LABEL: "nightly", RESTORE_NAME_LABEL: "nightly-20261203"},
+                "annotations": {"note": "kept"}
+            },
+            "data": {"k": "v"}
+        })
+    );
+}
+
+#[test]
+fn status_is_handed_back_only_when_asked() {
+    let obj = json!({"kind": "Widget", "metadata": {"name": "w"}, "status": {"ready": true}});
+    let m = no_mapping();
+    let with = clean("widgets.example.com", obj.clone(), None, &ctx(&m), true);
+    assert_eq!(with.status, Some(json!({"ready": true})));
+    assert!(with.object.get("status").is_none());
+    let without = clean("widgets.example.com", obj, None, &ctx(&m), false);
+    assert_eq!(without.status, None);
+}
+
+#[test]
+fn namespace_is_mapped_and_cluster_items_have_none() {
+    let mut m = BTreeMap::new();
+    m.insert("shop".to_string(), "shop-copy".to_string());
+    let obj = json!({"kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "shop"}});
+    let out = clean("configmaps", obj, Some("shop"), &ctx(&m), false);
+    assert_eq!(
+        out.object.pointer("/metadata/namespace"),
+        Some(&json!("shop-copy"))
+    );
+    let unmapped = json!({"kind": "ConfigMap", "metadata": {"name": "cm"}});
+    let out = clean("configmaps", unmapped, Some("other"), &ctx(&m), false);
+    assert_eq!(
+        out.object.pointer("/metadata/namespace"),
+        Some(&json!("other"))
+    );
+    let cluster = json!({"kind": "ClusterRole", "metadata": {"name": "r", "namespace": "stray"}});
+    let out = clean(
+        "clusterroles.rbac.authorization.k8s.io",
+        cluster,
+        None,
+        &ctx(&m),
+        false,
+    );
+    assert_eq!(out.object.pointer("/metadata/namespace"), None);
+}
+
+#[test]
+fn long_label_values_follow_get_valid_name() {
+    assert_eq!(valid_label_value("short"), "short");
+    let exactly = "a".repeat(63);
+    assert_eq!(valid_label_value(&exactly), exactly);
+    let long = "b".repeat(70);
+    let got = valid_label_value(&long);
+    assert_eq!(got.len(), 63);
+    assert_eq!(&got[..57], &long[..57]);
+    // sha256("b" * 70) begins with b94440 (computed independently).
+    assert_eq!(&got[57..], "b94440");
+    assert_ne!(valid_label_value(&"b".repeat(71)), got);
+}
+
+fn service(spec: Value, annotations: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "s", "namespace": "shop", "annotations": annotations},
+        "spec": spec})
+}
+
+#[test]
+fn service_cluster_ip_cleared_unless_headless() {
+    let m = no_mapping();
+    let svc = service(
+        json!({"clusterIP": "10.0.0.5", "clusterIPs": ["10.0.0.5"], "ports": [{"port": 80}]}),
+        json!({}),
+    );
+    let out = clean("services", svc, Some("shop"), &ctx(&m), false).object;
+    assert_eq!(out.pointer("/spec/clusterIP"), None);
+    assert_eq!(out.pointer("/spec/clusterIPs"), None);
+    let headless = service(
+        json!({"clusterIP": "None", "clusterIPs": ["None"]}),
+        json!({}),
+    );
+    let out = clean("services", headless, Some("shop"), &ctx(&m), false).object;
+    assert_eq!(out.pointer("/spec/clusterIP"), Some(&json!("None")));
+    assert_eq!(out.pointer("/spec/clusterIPs"), Some(&json!(["None"])));
+}
+
+#[test]
+fn service_node_ports_cleared_unless_explicit_or_preserved() {
+    let applied = json!({"spec": {"ports": [{"name": "http", "port": 80, "nodePort": 30080}, {"port": 9000, "nodePort": 30900}]}}).to_string();
+    let spec = json!({
+        "type": "LoadBalancer", "externalTrafficPolicy": "Local", "healthCheckNodePort": 31000,
+        "ports": [
+            {"name": "http", "port": 80, "nodePort": 30080},
+            {"name": "https", "port": 443, "nodePort": 30443},
+            {"port": 9000, "nodePort": 30900},
+            {"port": 9001, "nodePort": 30901}
+        ]
+    });
+    let svc = service(
+        spec.clone(),
+        json!({"kubectl.kubernetes.io/last-applied-configuration": applied}),
+    );
+    let m = no_mapping();
+    let out = clean("services", svc.clone(), Some("shop"), &ctx(&m), false).object;
+    let ports: Vec<Option<&Value>> = out
+        .pointer("/spec/ports")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.get("nodePort"))
+        .collect();
+    assert_eq!(
+        ports,
+        [Some(&json!(30080)), None, Some(&json!(30900)), None]
+    );
+    assert_eq!(out.pointer("/spec/healthCheckNodePort"), None);
+
+    let mut preserve = ctx(&m);
+    preserve.preserve_node_ports = true;
+    let out = clean("services", svc, Some("shop"), &preserve, false).object;
+    assert_eq!(out.pointer("/spec/ports"), spec.get("ports"));
+    assert_eq!(
+        out.pointer("/spec/healthCheckNodePort"),
+        Some(&json!(31000))
+    );
+}
+
+#[test]
+fn service_node_ports_set_through_managed_fields_are_kept() {
+    let mut svc = service(
+        json!({"type": "NodePort", "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}, {"port": 81, "protocol": "TCP", "nodePort": 30081}]}),
+        json!({}),
+    );
+    svc["metadata"]["managedFields"] = json!([{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:ports": {
+        "k:{\"port\":80,\"protocol\":\"TCP\"}": {"f:nodePort": {}, "f:port": {}},
+        "k:{\"port\":81,\"protocol\":\"TCP\"}": {"f:port": {}}
+    }}}}]);
+    let m = no_mapping();
+    let out = clean("services", svc, Some("shop"), &ctx(&m), false).object;
+    assert_eq!(out.pointer("/spec/ports/0/nodePort"), Some(&json!(30080)));
+    assert_eq!(out.pointer("/spec/ports/1/nodePort"), None);
+}
+
+#[test]
+fn pod_node_name_priority_and_legacy_token_volumes_are_dropped() {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop"},
+        "spec": {
+            "nodeName": "node-1", "priority": 100, "serviceAccountName": "app",
+            "volumes": [{"name": "app-token-abcde"}, {"name": "data"}],
+            "containers": [{"name": "c", "volumeMounts": [{"name": "app-token-abcde", "mountPath": "/var/run"}, {"name": "data", "mountPath": "/data"}]}]
+        },
+        "status": {"phase": "Running"}});
+    let m = no_mapping();
+    assert_eq!(skip_reason("pods", &pod), None);
+    let out = clean("pods", pod, Some("shop"), &ctx(&m), false).object;
+    assert_eq!(out.pointer("/spec/nodeName"), None);
+    assert_eq!(out.pointer("/spec/priority"), None);
+    assert_eq!(
+        out.pointer("/spec/volumes"),
+        Some(&json!([{"name": "data"}]))
+    );
+    assert_eq!(
+        out.pointer("/spec/containers/0/volumeMounts"),
+        Some(&json!([{"name": "data", "mountPath": "/data"}]))
+    );
+}
+
+#[test]
+fn skip_rules() {
+    let cases = [
+        (
+            "pods",
+            json!({"metadata": {"name": "p"}, "status": {"phase": "Succeeded"}}),
+            Some(ItemSkip::FinishedPod),
+        ),
+        (
+            "pods",
+            json!({"metadata": {"name": "p"}, "status": {"phase": "Failed"}}),
+            Some(ItemSkip::FinishedPod),
+        ),
+        (
+            "pods",
+            json!({"metadata": {"name": "p"}, "status": {"phase": "Pending"}}),
+            None,
+        ),
+        (
+            "pods",
+            json!({"metadata": {"name": "p", "annotations": {"kubernetes.io/config.mirror": "x"}}}),
+            Some(ItemSkip::MirrorPod),
+        ),
+        (
+            "jobs.batch",
+            json!({"metadata": {"name": "j"}, "status": {"completionTime": "2026-01-01T00:00:00Z"}}),
+            Some(ItemSkip::CompletedJob),
+        ),
+        (
+            "jobs.batch",
+            json!({"metadata": {"name": "j"}, "status": {"active": 1}}),
+            None,
+        ),
+        (
+            "secrets",
+            json!({"type": "kubernetes.io/service-account-token", "metadata": {"name": "app-token-x1y2z", "annotations": {"kubernetes.io/service-account.name": "app"}}}),
+            Some(ItemSkip::ServiceAccountToken),
+        ),
+        (
+            "secrets",
+            json!({"type": "kubernetes.io/service-account-token", "metadata": {"name": "app-long-lived", "annotations": {"kubernetes.io/service-account.name": "app"}}}),
+            None,
+        ),
+        (
+            "secrets",
+            json!({"type": "Opaque", "metadata": {"name": "app-token-x1y2z"}}),
+            None,
+        ),
+        (
+            "configmaps",
+            json!({"metadata": {"name": "c"}, "status": {"phase": "Failed"}}),
+            None,
+        ),
+    ];
+    for (gr, obj, want) in cases {
+        assert_eq!(skip_reason(gr, &obj), want, "{gr} {obj}");
+    }
+}
+
+#[test]
+fn kept_service_account_token_secret_loses_uid_and_token() {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "app-long-lived", "namespace": "shop", "annotations": {
+            "kubernetes.io/service-account.name": "app", "kubernetes.io/service-account.uid": "u-1"}},
+        "data": {"token": "dG9r", "ca.crt": "Y2E="}});
+    let m = no_mapping();
+    let out = clean("secrets", secret, Some("shop"), &ctx(&m), false).object;
+    assert_eq!(
+        out.pointer("/metadata/annotations"),
+        Some(&json!({"kubernetes.io/service-account.name": "app"}))
+    );
+    assert_eq!(out.get("data"), Some(&json!({"ca.crt": "Y2E="})));
+}
+
+#[test]
+fn job_controller_uid_labels_are_removed() {
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "shop"},
+        "spec": {"selector": {"matchLabels": {"controller-uid": "u", "batch.kubernetes.io/controller-uid": "u", "app": "j"}},
+            "template": {"metadata": {"labels": {"controller-uid": "u", "job-name": "j"}}}}});
+    let m = no_mapping();
+    let out = clean("jobs.batch", job, Some("shop"), &ctx(&m), false).object;
+    assert_eq!(
+        out.pointer("/spec/selector/matchLabels"),
+        Some(&json!({"app": "j"}))
+    );
+    assert_eq!(
+        out.pointer("/spec/template/metadata/labels"),
+        Some(&json!({"job-name": "j"}))
+    );
+}
+
+#[test]
+fn pv_and_pvc_bind_state_is_removed_and_claim_namespace_mapped() {
+    let mut m = BTreeMap::new();
+    m.insert("shop".to_string(), "shop-copy".to_string());
+    let bind = json!({"pv.kubernetes.io/bind-completed": "yes", "pv.kubernetes.io/bound-by-controller": "yes", "keep": "1"});
+    let pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv", "annotations": bind},
+        "spec": {"claimRef": {"namespace": "shop", "name": "data", "uid": "u", "resourceVersion": "9"}}});
+    let out = clean("persistentvolumes", pv, None, &ctx(&m), false).object;
+    assert_eq!(
+        out.pointer("/metadata/annotations"),
+        Some(&json!({"keep": "1"}))
+    );
+    assert_eq!(
+        out.pointer("/spec/claimRef"),
+        Some(&json!({"namespace": "shop-copy", "name": "data"}))
+    );
+    let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "shop", "annotations": bind}});
+    let out = clean("persistentvolumeclaims", pvc, Some("shop"), &ctx(&m), false).object;
+    assert_eq!(
+        out.pointer("/metadata/annotations"),
+        Some(&json!({"keep": "1"}))
+    );
+}
+
+#[test]
+fn service_account_drops_its_legacy_token_secret() {
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app", "namespace": "shop"},
+        "secrets": [{"name": "app-token-abcde"}, {"name": "other"}]});
+    let m = no_mapping();
+    let out = clean("serviceaccounts", sa, Some("shop"), &ctx(&m), false).object;
+    assert_eq!(out.get("secrets"), Some(&json!([{"name": "other"}])));
+}
+
+#[test]
+fn namespace_object_keeps_archived_labels_annotations_and_spec() {
+    let archived = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "shop", "uid": "u", "labels": {"team": "a", "kubernetes.io/metadata.name": "shop"},
+            "annotations": {"owner": "x"}},
+        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+    let m = no_mapping();
+    let ns = namespace_object("shop-copy", Some(&archived), &ctx(&m));
+    assert_eq!(
+        ns,
+        json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "shop-copy",
+            "labels": {"team": "a", BACKUP_NAME_LABEL: "nightly", RESTORE_NAME_LABEL: "nightly-20261203"},
+            "annotations": {"owner": "x"}},
+        "spec": {"finalizers": ["kubernetes"]}})
+    );
+    let bare = namespace_object("fresh", None, &ctx(&m));
+    assert_eq!(bare.pointer("/metadata/name"), Some(&json!("fresh")));
+    assert!(bare.get("spec").is_none());
+}
