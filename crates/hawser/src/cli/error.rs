@@ -77,6 +77,18 @@ pub enum CliError {
         /// What to do about it.
         hint: String,
     },
+    /// The watch of a `--wait` ended without a final phase.
+    #[error("the watch of {object} ended before it reached a final phase")]
+    WatchEnded {
+        /// The object, as `Kind name`.
+        object: String,
+    },
+    /// The object of a `--wait` was deleted before it reached a final phase.
+    #[error("{object} was deleted before it reached a final phase")]
+    DeletedWhileWaiting {
+        /// The object, as `Kind name`.
+        object: String,
+    },
     /// Printing or encoding output failed.
     #[error("could not write the output")]
     Output {
@@ -112,6 +124,9 @@ impl CliError {
     fn hint(&self) -> Option<String> {
         match self {
             Self::NotFound { hint, .. } => Some(hint.clone()),
+            Self::WatchEnded { .. } => {
+                Some("the object was created; follow it with the `describe` command".to_owned())
+            }
             Self::Config { .. } => Some(
                 "pass --kubeconfig (or set KUBECONFIG) and --kubecontext, or run inside a cluster"
                     .to_owned(),

@@ -4,10 +4,15 @@
 //! sets up logging, builds a Kubernetes client and runs one command. Exit codes are listed on
 //! [`error::ExitStatus`].
 
+pub mod backup;
 pub mod bsl;
+pub mod describe;
 pub mod error;
+pub mod flags;
 pub mod global;
 pub mod output;
+pub mod selector;
+pub mod wait;
 
 use std::process::ExitCode;
 
@@ -32,6 +37,8 @@ pub enum Command {
     /// Work with backup storage locations.
     #[command(name = "backup-location", alias = "bsl")]
     BackupLocation(bsl::BslArgs),
+    /// Work with backups.
+    Backup(backup::BackupArgs),
 }
 
 /// Parses the process arguments, runs the command and turns the outcome into an exit code.
@@ -61,5 +68,6 @@ pub fn main() -> ExitCode {
 pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
     match cli.command {
         Command::BackupLocation(args) => bsl::run(&cli.global, args).await,
+        Command::Backup(args) => backup::run(&cli.global, args).await,
     }
 }

@@ -5,6 +5,9 @@ use std::fmt::Write as _;
 use clap::ValueEnum;
 use serde::Serialize;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
 use super::error::CliError;
 
 /// `-o/--output`.
@@ -69,8 +72,47 @@ pub fn or_none(value: Option<String>) -> String {
         .unwrap_or_else(|| "<none>".to_owned())
 }
 
+/// A timestamp as `2024-03-01 10:00:00 UTC`, or `<none>`.
+pub fn when(time: Option<&Time>) -> String {
+    time.map_or_else(
+        || "<none>".to_owned(),
+        |t| t.0.strftime("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
+/// How long until `time`, in its largest unit (`29d`, `5h`, `3m`, `12s`); `expired` once past;
+/// `<none>` when unset.
+pub fn until(time: Option<&Time>, now: Timestamp) -> String {
+    let Some(time) = time else {
+        return "<none>".to_owned();
+    };
+    let seconds = time.0.as_second() - now.as_second();
+    match seconds {
+        s if s <= 0 => "expired".to_owned(),
+        s if s >= 2 * 86_400 => format!("{}d", s / 86_400),
+        s if s >= 2 * 3_600 => format!("{}h", s / 3_600),
+        s if s >= 2 * 60 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// A count from a status, `0` when unset.
+pub fn count(value: Option<i64>) -> String {
+    value.unwrap_or(0).to_string()
+}
+
+/// A list for human output: comma-separated, or `fallback` when empty.
+pub fn joined(items: Option<&[String]>, fallback: &str) -> String {
+    match items {
+        Some(items) if !items.is_empty() => items.join(", "),
+        _ => fallback.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     #[test]
@@ -80,5 +122,22 @@ mod tests {
             &[vec!["a-long-name".into(), "Available".into()]],
         );
         assert_eq!(text, "NAME          PHASE\na-long-name   Available\n");
+    }
+
+    #[test]
+    fn times_print_in_utc_and_expiry_in_its_largest_unit() {
+        let now: Timestamp = "2024-03-01T10:00:00Z".parse().unwrap();
+        let at = |s: &str| Time(s.parse().unwrap());
+        assert_eq!(
+            when(Some(&at("2024-03-01T10:00:00Z"))),
+            "2024-03-01 10:00:00 UTC"
+        );
+        assert_eq!(when(None), "<none>");
+        assert_eq!(until(Some(&at("2024-03-31T10:00:00Z")), now), "30d");
+        assert_eq!(until(Some(&at("2024-03-02T09:00:00Z")), now), "23h");
+        assert_eq!(until(Some(&at("2024-03-01T10:05:00Z")), now), "5m");
+        assert_eq!(until(Some(&at("2024-03-01T10:00:30Z")), now), "30s");
+        assert_eq!(until(Some(&at("2024-03-01T09:00:00Z")), now), "expired");
+        assert_eq!(until(None, now), "<none>");
     }
 }

@@ -16,6 +16,19 @@ pub struct Cluster {
     _dir: tempfile::TempDir,
 }
 
+/// The outcome of a spawned run, once it exited.
+pub async fn finished(child: tokio::process::Child) -> Run {
+    let output = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("hawser exits in time")
+        .expect("hawser output");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
 /// What one run of the binary produced.
 pub struct Run {
     pub code: i32,
@@ -61,6 +74,54 @@ impl Cluster {
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         }
+    }
+
+    /// Starts `hawser ARGS` against this cluster without waiting for it (for `--wait`).
+    pub fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("VELERO_NAMESPACE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("hawser starts")
+    }
+
+    /// Waits (up to 10 s) until the object exists, and returns it.
+    pub async fn until_exists(&self, api_version: &str, kind: &str, name: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(found) = self.get(api_version, kind, name) {
+                return found;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{kind} {name} was not created"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Replaces the `status` of a stored object, as the server would.
+    pub fn set_status(&self, api_version: &str, kind: &str, name: &str, status: Value) {
+        let mut object = self.get(api_version, kind, name).expect("object exists");
+        object["status"] = status;
+        self.sim.store().insert(object).expect("status written");
+    }
+
+    /// Stores a BackupStorageLocation `name` in the velero namespace.
+    pub fn add_location(&self, name: &str) {
+        self.sim
+            .store()
+            .insert(json!({
+                "apiVersion": "velero.io/v1",
+                "kind": "BackupStorageLocation",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"provider": "aws", "objectStorage": {"bucket": "b"}},
+            }))
+            .expect("location stored");
     }
 
     /// The stored object, or `None`.

@@ -1,0 +1,278 @@
+//! The human text of `backup describe` and `restore describe` (pure: object in, text out).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use hawser_api::{Backup, Restore};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::ObjectMeta;
+
+use super::output::{count, joined, or_none, when};
+use super::selector::format_selector;
+
+/// Lines of `key: value` pairs, values aligned; sections are separated by blank lines.
+struct Text(String);
+
+impl Text {
+    fn section(&mut self, rows: &[(&str, String)]) {
+        let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+        for (key, value) in rows {
+            let label = format!("{key}:");
+            let _ = writeln!(self.0, "{label:<width$}  {value}");
+        }
+        self.0.push('\n');
+    }
+
+    fn list(&mut self, title: &str, items: &[String]) {
+        let _ = writeln!(self.0, "{title}:");
+        for item in items {
+            let _ = writeln!(self.0, "  {item}");
+        }
+        self.0.push('\n');
+    }
+}
+
+fn map_text(map: Option<&BTreeMap<String, String>>) -> String {
+    match map {
+        Some(map) if !map.is_empty() => map
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => "<none>".to_owned(),
+    }
+}
+
+fn metadata_rows(metadata: &ObjectMeta) -> Vec<(&'static str, String)> {
+    vec![
+        ("Name", metadata.name.clone().unwrap_or_default()),
+        ("Namespace", metadata.namespace.clone().unwrap_or_default()),
+        ("Labels", map_text(metadata.labels.as_ref())),
+        ("Annotations", map_text(metadata.annotations.as_ref())),
+    ]
+}
+
+fn optional_bool(value: Option<bool>, unset: &str) -> String {
+    value.map_or_else(|| unset.to_owned(), |v| v.to_string())
+}
+
+fn selectors_rows(
+    selector: Option<&LabelSelector>,
+    or_selectors: Option<&[LabelSelector]>,
+) -> Vec<(&'static str, String)> {
+    let or_text = match or_selectors {
+        Some(list) if !list.is_empty() => list
+            .iter()
+            .map(format_selector)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ => "<none>".to_owned(),
+    };
+    vec![
+        (
+            "Label selector",
+            selector.map_or_else(|| "<none>".to_owned(), format_selector),
+        ),
+        ("Or label selector", or_text),
+    ]
+}
+
+/// The description of one backup.
+pub fn backup(backup: &Backup) -> String {
+    let mut text = Text(String::new());
+    let spec = &backup.spec;
+    let status = backup.status.clone().unwrap_or_default();
+    text.section(&metadata_rows(&backup.metadata));
+    text.section(&[("Phase", backup.phase().as_str().to_owned())]);
+    text.section(&[
+        ("Errors", count(status.errors)),
+        ("Warnings", count(status.warnings)),
+    ]);
+    if let Some(errors) = status
+        .validation_errors
+        .as_deref()
+        .filter(|e| !e.is_empty())
+    {
+        text.list("Validation errors", errors);
+    }
+    if let Some(reason) = status.failure_reason.as_deref().filter(|r| !r.is_empty()) {
+        text.section(&[("Failure reason", reason.to_owned())]);
+    }
+    text.section(&[
+        (
+            "Included namespaces",
+            joined(spec.included_namespaces.as_deref(), "*"),
+        ),
+        (
+            "Excluded namespaces",
+            joined(spec.excluded_namespaces.as_deref(), "<none>"),
+        ),
+    ]);
+    let uses_new = [
+        &spec.included_cluster_scoped_resources,
+        &spec.excluded_cluster_scoped_resources,
+        &spec.included_namespace_scoped_resources,
+        &spec.excluded_namespace_scoped_resources,
+    ]
+    .iter()
+    .any(|l| l.as_ref().is_some_and(|l| !l.is_empty()));
+    if uses_new {
+        text.section(&[
+            (
+                "Included cluster-scoped resources",
+                joined(spec.included_cluster_scoped_resources.as_deref(), "<none>"),
+            ),
+            (
+                "Excluded cluster-scoped resources",
+                joined(spec.excluded_cluster_scoped_resources.as_deref(), "<none>"),
+            ),
+            (
+                "Included namespace-scoped resources",
+                joined(spec.included_namespace_scoped_resources.as_deref(), "*"),
+            ),
+            (
+                "Excluded namespace-scoped resources",
+                joined(
+                    spec.excluded_namespace_scoped_resources.as_deref(),
+                    "<none>",
+                ),
+            ),
+        ]);
+    } else {
+        text.section(&[
+            (
+                "Included resources",
+                joined(spec.included_resources.as_deref(), "*"),
+            ),
+            (
+                "Excluded resources",
+                joined(spec.excluded_resources.as_deref(), "<none>"),
+            ),
+            (
+                "Cluster-scoped",
+                optional_bool(spec.include_cluster_resources, "auto"),
+            ),
+        ]);
+    }
+    text.section(&selectors_rows(
+        spec.label_selector.as_ref(),
+        spec.or_label_selectors.as_deref(),
+    ));
+    text.section(&[
+        ("Storage location", or_none(spec.storage_location.clone())),
+        (
+            "TTL",
+            spec.ttl
+                .map_or_else(|| "<server default>".to_owned(), |t| t.to_string()),
+        ),
+    ]);
+    text.section(&[
+        ("Created", when(backup.metadata.creation_timestamp.as_ref())),
+        ("Started", when(status.start_timestamp.as_ref())),
+        ("Completed", when(status.completion_timestamp.as_ref())),
+        ("Expiration", when(status.expiration.as_ref())),
+    ]);
+    if let Some(progress) = &status.progress {
+        text.section(&[
+            ("Total items to be backed up", count(progress.total_items)),
+            ("Items backed up", count(progress.items_backed_up)),
+        ]);
+    }
+    text.0
+}
+
+/// The description of one restore.
+pub fn restore(restore: &Restore) -> String {
+    let mut text = Text(String::new());
+    let spec = &restore.spec;
+    let status = restore.status.clone().unwrap_or_default();
+    text.section(&metadata_rows(&restore.metadata));
+    text.section(&[("Phase", restore.phase().as_str().to_owned())]);
+    text.section(&[
+        ("Errors", count(status.errors)),
+        ("Warnings", count(status.warnings)),
+    ]);
+    if let Some(errors) = status
+        .validation_errors
+        .as_deref()
+        .filter(|e| !e.is_empty())
+    {
+        text.list("Validation errors", errors);
+    }
+    if let Some(reason) = status.failure_reason.as_deref().filter(|r| !r.is_empty()) {
+        text.section(&[("Failure reason", reason.to_owned())]);
+    }
+    text.section(&[
+        ("Backup", or_none(spec.backup_name.clone())),
+        (
+            "Included namespaces",
+            joined(spec.included_namespaces.as_deref(), "*"),
+        ),
+        (
+            "Excluded namespaces",
+            joined(spec.excluded_namespaces.as_deref(), "<none>"),
+        ),
+        (
+            "Included resources",
+            joined(spec.included_resources.as_deref(), "*"),
+        ),
+        (
+            "Excluded resources",
+            joined(spec.excluded_resources.as_deref(), "<none>"),
+        ),
+        (
+            "Cluster-scoped",
+            optional_bool(spec.include_cluster_resources, "auto"),
+        ),
+        (
+            "Namespace mappings",
+            map_text(spec.namespace_mapping.as_ref())
+                .replace(',', ", ")
+                .replace('=', ":"),
+        ),
+    ]);
+    text.section(&selectors_rows(
+        spec.label_selector.as_ref(),
+        spec.or_label_selectors.as_deref(),
+    ));
+    let restore_status = spec.restore_status.as_ref();
+    text.section(&[
+        (
+            "Existing resource policy",
+            or_none(spec.existing_resource_policy.clone()),
+        ),
+        (
+            "Restore status of",
+            joined(
+                restore_status.and_then(|r| r.included_resources.as_deref()),
+                "<none>",
+            ),
+        ),
+        (
+            "Except status of",
+            joined(
+                restore_status.and_then(|r| r.excluded_resources.as_deref()),
+                "<none>",
+            ),
+        ),
+        (
+            "Preserve node ports",
+            optional_bool(spec.preserve_node_ports, "auto"),
+        ),
+    ]);
+    text.section(&[
+        (
+            "Created",
+            when(restore.metadata.creation_timestamp.as_ref()),
+        ),
+        ("Started", when(status.start_timestamp.as_ref())),
+        ("Completed", when(status.completion_timestamp.as_ref())),
+    ]);
+    if let Some(progress) = &status.progress {
+        text.section(&[
+            ("Total items to be restored", count(progress.total_items)),
+            ("Items restored", count(progress.items_restored)),
+        ]);
+    }
+    text.0
+}

@@ -1,0 +1,137 @@
+//! Flags and helpers shared by `backup` and `restore`: label selectors, labels and annotations of
+//! the new object, list flags, and the lookups of referenced objects.
+
+use std::collections::BTreeMap;
+
+use clap::Args;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::ObjectMeta;
+use kube::{Api, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::bsl::parse_key_values;
+use super::error::CliError;
+use super::output::{OutputFormat, encode};
+use super::selector::{parse_or_selectors, parse_selector};
+
+/// `-l/--selector` and `--or-selector` of `create`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SelectorArgs {
+    /// Only items whose labels match this selector (`app=web,tier!=db,env in (a,b),!legacy`).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Items matching any of these selectors, separated by ` or ` (`"a=b or c=d"`); cannot be
+    /// combined with --selector.
+    #[arg(long)]
+    pub or_selector: Option<String>,
+}
+
+/// The selectors of the spec: `labelSelector`, `orLabelSelectors`.
+pub type Selectors = (Option<LabelSelector>, Option<Vec<LabelSelector>>);
+
+impl SelectorArgs {
+    /// Parses both flags; setting both is a usage error, as Velero's server would refuse it.
+    pub fn resolve(&self) -> Result<Selectors, CliError> {
+        if self.selector.is_some() && self.or_selector.is_some() {
+            return Err(CliError::usage(
+                "--or-selector",
+                "it cannot be combined with --selector; use one of them",
+            ));
+        }
+        let selector = self
+            .selector
+            .as_deref()
+            .map(|s| parse_selector(s).map_err(|e| CliError::usage("--selector", e)))
+            .transpose()?;
+        let or_selectors = self
+            .or_selector
+            .as_deref()
+            .map(|s| parse_or_selectors(s).map_err(|e| CliError::usage("--or-selector", e)))
+            .transpose()?;
+        Ok((selector, or_selectors))
+    }
+}
+
+/// `--labels` and `--annotations` of the created object.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MetaArgs {
+    /// Labels of the new object, `key=value,...`.
+    #[arg(long, value_delimiter = ',')]
+    pub labels: Vec<String>,
+    /// Annotations of the new object, `key=value,...`.
+    #[arg(long, value_delimiter = ',')]
+    pub annotations: Vec<String>,
+}
+
+impl MetaArgs {
+    /// The metadata of a new object `namespace/name` with these labels and annotations.
+    pub fn metadata(&self, namespace: &str, name: &str) -> Result<ObjectMeta, CliError> {
+        let labels = parse_key_values("--labels", &self.labels)?;
+        let annotations = parse_key_values("--annotations", &self.annotations)?;
+        Ok(ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: non_empty_map(labels),
+            annotations: non_empty_map(annotations),
+            ..ObjectMeta::default()
+        })
+    }
+}
+
+fn non_empty_map(map: BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
+    (!map.is_empty()).then_some(map)
+}
+
+/// A list flag as a spec field: empty items dropped, `None` when nothing is left.
+pub fn list(values: &[String]) -> Option<Vec<String>> {
+    let items: Vec<String> = values
+        .iter()
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (!items.is_empty()).then_some(items)
+}
+
+/// Reads `name`, turning absence into [`CliError::NotFound`] with `hint`.
+pub async fn get_required<K>(
+    api: &Api<K>,
+    object: String,
+    name: &str,
+    hint: String,
+) -> Result<K, CliError>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match api
+        .get_opt(name)
+        .await
+        .map_err(|err| CliError::api("get", object.clone(), err))?
+    {
+        Some(found) => Ok(found),
+        None => Err(CliError::NotFound { object, hint }),
+    }
+}
+
+/// Prints the objects of a `get`: one object as itself when one name was asked for, otherwise a
+/// `v1` List. `table` renders the table format.
+pub fn print_objects<K: Serialize + Resource>(
+    objects: &[K],
+    single: bool,
+    format: OutputFormat,
+    table: impl FnOnce(&[K]) -> String,
+) -> Result<(), CliError> {
+    match (format, objects) {
+        (OutputFormat::Table, _) => print!("{}", table(objects)),
+        (format, [one]) if single => print!("{}", encode(one, format)?),
+        (format, _) => print!(
+            "{}",
+            encode(
+                &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects}),
+                format
+            )?
+        ),
+    }
+    Ok(())
+}

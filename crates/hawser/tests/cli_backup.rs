@@ -1,0 +1,355 @@
+//! `hawser backup create|get|describe`, run as a process against kube-sim.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+
+use std::time::Duration;
+
+use cli_support::{Cluster, finished};
+use serde_json::{Value, json};
+
+const BACKUP: (&str, &str) = ("velero.io/v1", "Backup");
+
+fn spec_keys(spec: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = spec
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_with_the_old_filters_sends_exactly_those_fields() {
+    let cluster = Cluster::start().await;
+    cluster.add_location("primary");
+    let run = cluster
+        .hawser(&[
+            "backup",
+            "create",
+            "b1",
+            "--include-namespaces",
+            "app-*,db",
+            "--exclude-namespaces",
+            "db-scratch",
+            "--include-resources",
+            "deployments.apps,configmaps",
+            "--exclude-resources",
+            "secrets",
+            "--include-cluster-resources=false",
+            "-l",
+            "app=web,tier in (front,back)",
+            "--ttl",
+            "36h",
+            "--storage-location",
+            "primary",
+            "--labels",
+            "team=a",
+            "--annotations",
+            "note=nightly",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert!(run.stdout.contains("\"b1\" submitted"), "{}", run.stdout);
+    let backup = cluster
+        .get(BACKUP.0, BACKUP.1, "b1")
+        .expect("backup created");
+    let spec = &backup["spec"];
+    assert_eq!(
+        spec_keys(spec),
+        [
+            "excludedNamespaces",
+            "excludedResources",
+            "includeClusterResources",
+            "includedNamespaces",
+            "includedResources",
+            "labelSelector",
+            "storageLocation",
+            "ttl",
+        ]
+    );
+    assert_eq!(spec["includedNamespaces"], json!(["app-*", "db"]));
+    assert_eq!(spec["excludedNamespaces"], json!(["db-scratch"]));
+    assert_eq!(
+        spec["includedResources"],
+        json!(["deployments.apps", "configmaps"])
+    );
+    assert_eq!(spec["excludedResources"], json!(["secrets"]));
+    assert_eq!(spec["includeClusterResources"], false);
+    assert_eq!(
+        spec["labelSelector"],
+        json!({"matchLabels": {"app": "web"}, "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["front", "back"]}
+        ]})
+    );
+    assert_eq!(spec["ttl"], "36h0m0s");
+    assert_eq!(spec["storageLocation"], "primary");
+    assert_eq!(backup["metadata"]["labels"]["team"], "a");
+    assert_eq!(backup["metadata"]["annotations"]["note"], "nightly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_with_the_new_filters_leaves_unset_fields_absent() {
+    let cluster = Cluster::start().await;
+    let run = cluster
+        .hawser(&[
+            "backup",
+            "create",
+            "b2",
+            "--include-cluster-scoped-resources",
+            "persistentvolumes,storageclasses",
+            "--exclude-cluster-scoped-resources",
+            "nodes",
+            "--include-namespace-scoped-resources",
+            "*",
+            "--exclude-namespace-scoped-resources",
+            "events",
+            "--or-selector",
+            "a=b or c=d",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let spec = cluster.get(BACKUP.0, BACKUP.1, "b2").unwrap()["spec"].clone();
+    assert_eq!(
+        spec_keys(&spec),
+        [
+            "excludedClusterScopedResources",
+            "excludedNamespaceScopedResources",
+            "includedClusterScopedResources",
+            "includedNamespaceScopedResources",
+            "includedNamespaces",
+            "orLabelSelectors",
+        ]
+    );
+    assert_eq!(spec["includedNamespaces"], json!(["*"]));
+    assert_eq!(
+        spec["includedClusterScopedResources"],
+        json!(["persistentvolumes", "storageclasses"])
+    );
+    assert_eq!(spec["excludedClusterScopedResources"], json!(["nodes"]));
+    assert_eq!(spec["includedNamespaceScopedResources"], json!(["*"]));
+    assert_eq!(spec["excludedNamespaceScopedResources"], json!(["events"]));
+    assert_eq!(
+        spec["orLabelSelectors"],
+        json!([{"matchLabels": {"a": "b"}}, {"matchLabels": {"c": "d"}}])
+    );
+
+    // The bare flag means true.
+    let run = cluster
+        .hawser(&["backup", "create", "--include-cluster-resources", "b3"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let spec = cluster.get(BACKUP.0, BACKUP.1, "b3").unwrap()["spec"].clone();
+    assert_eq!(spec["includeClusterResources"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_fails_clearly_and_creates_nothing() {
+    let cluster = Cluster::start().await;
+    // (extra arguments, exit code, what stderr must say)
+    let cases: [(&[&str], i32, &[&str]); 7] = [
+        (
+            &["--storage-location", "nowhere"],
+            1,
+            &[
+                "BackupStorageLocation velero/nowhere not found",
+                "hint:",
+                "hawser backup-location create nowhere",
+            ],
+        ),
+        (&["--ttl", "a week"], 2, &["--ttl", "duration"]),
+        (&["--ttl=-1h"], 2, &["--ttl", "negative"]),
+        (
+            &[
+                "--include-resources",
+                "pods",
+                "--include-cluster-scoped-resources",
+                "nodes",
+            ],
+            2,
+            &["cannot be combined", "--include-resources"],
+        ),
+        (
+            &["-l", "a=b", "--or-selector", "c=d or e=f"],
+            2,
+            &["--or-selector", "--selector"],
+        ),
+        (&["-l", "a in (x"], 2, &["--selector", "unclosed"]),
+        (&["--labels", "novalue"], 2, &["--labels", "key=value"]),
+    ];
+    for (extra, code, said) in cases {
+        let args: Vec<&str> = ["backup", "create", "x"]
+            .iter()
+            .chain(extra)
+            .copied()
+            .collect();
+        let run = cluster.hawser(&args).await;
+        assert_eq!(run.code, code, "{args:?}: {}", run.stderr);
+        for words in said {
+            assert!(run.stderr.contains(words), "{args:?}: {}", run.stderr);
+        }
+        assert!(
+            cluster.get(BACKUP.0, BACKUP.1, "x").is_none(),
+            "{args:?} created x"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_flag_prints_without_creating() {
+    let cluster = Cluster::start().await;
+    let run = cluster
+        .hawser(&["backup", "create", "dry", "--ttl", "1h", "-o", "yaml"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let value: Value = serde_yaml::from_str(&run.stdout).unwrap();
+    assert_eq!(value["kind"], "Backup");
+    assert_eq!(value["apiVersion"], "velero.io/v1");
+    assert_eq!(value["metadata"]["namespace"], "velero");
+    assert_eq!(value["spec"]["ttl"], "1h0m0s");
+    assert!(cluster.get(BACKUP.0, BACKUP.1, "dry").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_and_describe_show_phase_counts_and_filters() {
+    let cluster = Cluster::start().await;
+    for args in [
+        &["backup", "create", "one", "-l", "app=web"][..],
+        &[
+            "backup",
+            "create",
+            "two",
+            "--exclude-namespaces",
+            "kube-system",
+        ][..],
+    ] {
+        let run = cluster.hawser(args).await;
+        assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    }
+    cluster.set_status(
+        BACKUP.0,
+        BACKUP.1,
+        "two",
+        json!({
+            "phase": "PartiallyFailed", "errors": 2, "warnings": 5,
+            "expiration": "2999-01-01T00:00:00Z",
+            "failureReason": "one namespace could not be listed",
+            "progress": {"totalItems": 12, "itemsBackedUp": 10},
+        }),
+    );
+
+    let run = cluster.hawser(&["backup", "get"]).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    for column in [
+        "NAME",
+        "STATUS",
+        "ERRORS",
+        "WARNINGS",
+        "CREATED",
+        "EXPIRES",
+        "STORAGE LOCATION",
+        "SELECTOR",
+    ] {
+        assert!(lines[0].contains(column), "{}", lines[0]);
+    }
+    let one: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(one[0], "one");
+    assert_eq!(one[1], "New");
+    assert_eq!(one.last(), Some(&"app=web"));
+    let two: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(&two[..4], ["two", "PartiallyFailed", "2", "5"]);
+    assert!(lines[2].contains('d'), "EXPIRES in days: {}", lines[2]);
+
+    let run = cluster
+        .hawser(&["backup", "get", "two", "-o", "json"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let value: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(value["status"]["errors"], 2);
+
+    let run = cluster
+        .hawser(&["backup", "get", "one", "two", "-o", "yaml"])
+        .await;
+    let value: Value = serde_yaml::from_str(&run.stdout).unwrap();
+    assert_eq!(value["kind"], "List");
+    assert_eq!(value["items"].as_array().unwrap().len(), 2);
+
+    let run = cluster.hawser(&["backup", "describe", "two"]).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    for expected in [
+        "Phase:",
+        "PartiallyFailed",
+        "Errors:",
+        "Warnings:",
+        "Failure reason:",
+        "one namespace could not be listed",
+        "Excluded namespaces:",
+        "kube-system",
+        "Items backed up:",
+    ] {
+        assert!(run.stdout.contains(expected), "{expected}: {}", run.stdout);
+    }
+
+    let run = cluster.hawser(&["backup", "describe", "missing"]).await;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("Backup velero/missing not found"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Starts `backup create NAME --wait`, plays the server (InProgress with progress, then
+/// `final_phase`) and returns the finished run.
+async fn wait_through(cluster: &Cluster, name: &str, final_phase: &str) -> cli_support::Run {
+    let child = cluster.spawn(&["backup", "create", name, "--wait"]);
+    cluster.until_exists(BACKUP.0, BACKUP.1, name).await;
+    cluster.set_status(
+        BACKUP.0,
+        BACKUP.1,
+        name,
+        json!({"phase": "InProgress", "progress": {"totalItems": 10, "itemsBackedUp": 3}}),
+    );
+    // Long enough for one progress line (printed at most once per second).
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    cluster.set_status(
+        BACKUP.0,
+        BACKUP.1,
+        name,
+        json!({"phase": final_phase, "progress": {"totalItems": 10, "itemsBackedUp": 10}}),
+    );
+    finished(child).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_prints_progress_and_exits_0_when_completed() {
+    let cluster = Cluster::start().await;
+    let run = wait_through(&cluster, "w1", "Completed").await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("Backup w1: InProgress, 3 of 10 items backed up"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("Backup w1: Completed, 10 of 10 items backed up"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.contains("finished: Completed"), "{}", run.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_exits_3_when_the_backup_fails() {
+    let cluster = Cluster::start().await;
+    let run = wait_through(&cluster, "w2", "Failed").await;
+    assert_eq!(run.code, 3, "stderr: {}", run.stderr);
+    assert!(run.stderr.contains("Backup w2: Failed"), "{}", run.stderr);
+}
