@@ -9,7 +9,8 @@
 //! * different ServiceAccount → its `secrets`, `imagePullSecrets`, labels and annotations are
 //!   merged into the live one (live values win for keys present in both) and patched;
 //! * different, policy `update` → a JSON merge patch (RFC 7386) from the live object to the
-//!   desired one; if it fails, a warning and a labels-only patch;
+//!   desired one, restore labels included (Velero's patch leaves them out); if it fails, a
+//!   warning and a labels-only patch;
 //! * different, policy `none` or unset → Velero's warning and nothing changes.
 
 use serde_json::{Map, Value};
@@ -134,8 +135,11 @@ pub fn decide(
     live: Value,
     policy: ExistingPolicy,
 ) -> Existing {
-    let live = comparable_live(live, desired);
     let want = comparable_desired(desired);
+    // Compared with the restore labels added (a live object never has them), patched without,
+    // so that an updated object carries them.
+    let unlabelled = comparable_live(live, &Value::Null);
+    let live = comparable_live(unlabelled.clone(), desired);
     let update = policy == ExistingPolicy::Update;
     let fallback = update.then(|| labels_patch(desired));
     if live == want {
@@ -152,7 +156,7 @@ pub fn decide(
             },
         };
     }
-    if update && let Some(patch) = merge_patch(&live, &want) {
+    if update && let Some(patch) = merge_patch(&unlabelled, &want) {
         return Existing::Patch { patch, fallback };
     }
     let kind = desired.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -309,7 +313,11 @@ mod tests {
         let Existing::Patch { patch, fallback } = d else {
             panic!("expected a patch, got {d:?}");
         };
-        assert_eq!(patch, json!({"data": {"k": "v", "extra": null}}));
+        assert_eq!(
+            patch,
+            json!({"data": {"k": "v", "extra": null},
+                "metadata": {"labels": {BACKUP_NAME_LABEL: "b1", RESTORE_NAME_LABEL: "r1"}}})
+        );
         assert_eq!(fallback, Some(labels_patch(&desired())));
         let mut patched = comparable_live(live(json!({"k": "changed", "extra": "x"})), &desired());
         json_merge(&mut patched, &patch);

@@ -1,1 +1,579 @@
 //! The restore engine: from a backup archive in a storage location back into the cluster.
+//!
+//! Pipeline of [`run`]:
+//!
+//! 1. discovery (I/O): the preferred version of every served group → a [`Catalogue`](hawser_core::selection::Catalogue);
+//! 2. validate and plan (pure): a [`RestoreSelection`] from the spec; an invalid spec is
+//!    [`RestoreError::Validation`] with Velero's messages;
+//! 3. the checking pass (I/O, streamed): the archive is read once through the untrusted-input
+//!    checks of the archive reader without creating anything. It yields the types present and
+//!    the number of items to restore per type (after filters and skip rules), the archived
+//!    Namespace objects, and the rejected entries (a path escaping the archive, a link, an
+//!    oversized entry, an item that is not a JSON object), each of which becomes an error of
+//!    the restore. An archive that is unreadable as a whole (not gzip, broken tar, a
+//!    decompression bomb) ends the run here with [`RestoreError::Archive`]: nothing has been
+//!    created;
+//! 4. the walk (pure order, I/O act): CRDs, then Velero's high priorities in order, then the
+//!    other types alphabetically, then the low priorities ([`restore_order`]). The archive is
+//!    never downloaded whole, neither to memory nor to disk: it is streamed again for each
+//!    type that is not yet in memory. Such a pass restores that type straight from the
+//!    stream, and keeps the items of the types that come after it in the walk, up to
+//!    [`RestoreOptions::look_ahead_bytes`]; those types are then restored from memory, in
+//!    order, and a type whose items did not all fit is streamed by a later pass. A backup
+//!    whose items fit in the look-ahead budget is restored with two passes (the checking pass
+//!    and one more); memory is bounded by the budget and the channel, never by the archive.
+//!    After the CRDs, each created or updated CRD is waited on until `Established` and
+//!    discovery is refreshed, so that custom resources find their type;
+//! 5. per item: namespace mapping (the target namespace is ensured from the archived
+//!    Namespace object before its first item), cleaning (velero-compat §7.5), create through
+//!    the type's collection at the archived `apiVersion`; `AlreadyExists` leads to the
+//!    existing-object decision (§7.6); status is re-applied for types in `restoreStatus`.
+//!    Up to [`RestoreOptions::concurrency`] items of one type are in flight; types, and so
+//!    tiers, are never mixed;
+//! 6. the results (warnings and errors per target namespace, cluster and server), the
+//!    restored-resource list and the restore's log, each gzipped to its layout key. Upload
+//!    failures are logged and listed in [`RestoreOutcome::upload_errors`], as Velero only logs
+//!    them. The Restore record (`restores/<name>/restore-<name>.json`) is *not* written here:
+//!    the caller commits it last, with the body from [`record`].
+//!
+//! Only the restore's own objects are written: the items of the archive that pass the
+//! filters and the target namespaces they need.
+
+mod api;
+mod apply;
+mod error;
+mod namespaces;
+mod results;
+mod scan;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hawser_api::phase::RestorePhase;
+use hawser_api::{Backup, Restore, RestoreProgress};
+use hawser_core::archive::gzjson::{Results, to_gz_json};
+use hawser_core::archive::{ItemPath, ReaderOptions};
+use hawser_core::layout::Layout;
+use hawser_core::restore::{
+    ExistingPolicy, Priorities, RestoreFilters, RestoreSelection, Tier, restore_order,
+};
+use hawser_core::selection::NAMESPACES;
+use hawser_store::Location;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
+use tokio::sync::{mpsc, watch};
+use tracing::Instrument;
+
+pub use error::RestoreError;
+pub use results::Progress;
+
+use apply::Restorer;
+use namespaces::Namespaces;
+use results::{Report, Scope};
+use scan::{Buffered, PassPlan, PassReport};
+
+/// How a restore runs. `RestoreOptions::default()` is what the server uses.
+#[derive(Clone)]
+pub struct RestoreOptions {
+    /// Items of one type created at the same time; default 8.
+    pub concurrency: usize,
+    /// Estimated bytes of archived items kept in memory for the types after the one being
+    /// streamed; default 64 MiB.
+    pub look_ahead_bytes: u64,
+    /// Limits of the archive reader (entry size, total decompressed size).
+    pub reader: ReaderOptions,
+    /// `--restore-resource-priorities`; default Velero's list.
+    pub priorities: Priorities,
+    /// How long a restored CRD may take to become `Established`; default 1 minute.
+    pub crd_ready_timeout: Duration,
+    /// How long a terminating target namespace is waited on; default 10 minutes (Velero's
+    /// `--terminating-resource-timeout`).
+    pub terminating_timeout: Duration,
+    /// Receives [`Progress`] after every item, when set.
+    pub progress: Option<watch::Sender<Progress>>,
+    /// The wall clock for timestamps (start, completion, log lines).
+    pub wall: crate::status::WallClock,
+}
+
+impl Default for RestoreOptions {
+    fn default() -> Self {
+        Self {
+            concurrency: 8,
+            look_ahead_bytes: 64 << 20,
+            reader: ReaderOptions::default(),
+            priorities: Priorities::default(),
+            crd_ready_timeout: Duration::from_secs(60),
+            terminating_timeout: Duration::from_secs(600),
+            progress: None,
+            wall: Arc::new(jiff::Timestamp::now),
+        }
+    }
+}
+
+impl std::fmt::Debug for RestoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestoreOptions")
+            .field("concurrency", &self.concurrency)
+            .field("look_ahead_bytes", &self.look_ahead_bytes)
+            .field("reader", &self.reader)
+            .field("priorities", &self.priorities)
+            .field("progress", &self.progress.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RestoreOptions {
+    /// Sets how many items of one type are created at the same time (at least 1).
+    #[must_use]
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// Sets the look-ahead budget (0 streams every type in its own pass).
+    #[must_use]
+    pub fn with_look_ahead_bytes(mut self, bytes: u64) -> Self {
+        self.look_ahead_bytes = bytes;
+        self
+    }
+
+    /// Replaces the archive reader's limits.
+    #[must_use]
+    pub fn with_reader(mut self, reader: ReaderOptions) -> Self {
+        self.reader = reader;
+        self
+    }
+
+    /// Replaces the resource priorities.
+    #[must_use]
+    pub fn with_priorities(mut self, priorities: Priorities) -> Self {
+        self.priorities = priorities;
+        self
+    }
+
+    /// Publishes progress on `sender`.
+    #[must_use]
+    pub fn with_progress(mut self, sender: watch::Sender<Progress>) -> Self {
+        self.progress = Some(sender);
+        self
+    }
+
+    /// Replaces the wall clock.
+    #[must_use]
+    pub fn with_wall_clock(mut self, wall: crate::status::WallClock) -> Self {
+        self.wall = wall;
+        self
+    }
+}
+
+/// What a finished restore run produced (everything but the Restore record).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RestoreOutcome {
+    /// `Completed` without errors, `PartiallyFailed` with errors; `Failed` or
+    /// `FailedValidation` only from [`RestoreOutcome::failed`].
+    pub phase: RestorePhase,
+    /// When the run started.
+    pub started: jiff::Timestamp,
+    /// When the last artifact was stored.
+    pub completed: jiff::Timestamp,
+    /// Items handled (created, updated, skipped as unchanged, or failed), created namespaces
+    /// included.
+    pub items_restored: u64,
+    /// Warnings and errors, as stored in the results file.
+    pub results: Results,
+    /// Passes over the archive, the checking pass included.
+    pub archive_passes: u32,
+    /// Artifacts that could not be stored (key and reason).
+    pub upload_errors: Vec<String>,
+    /// Why the restore failed (only for `Failed` and `FailedValidation`).
+    pub failure_reason: Option<String>,
+    /// Velero's validation messages (only for `FailedValidation` of an invalid spec).
+    pub validation_errors: Vec<String>,
+}
+
+impl RestoreOutcome {
+    /// Number of warnings.
+    #[must_use]
+    pub fn warnings(&self) -> u64 {
+        self.results.warnings.count() as u64
+    }
+
+    /// Number of errors.
+    #[must_use]
+    pub fn errors(&self) -> u64 {
+        self.results.errors.count() as u64
+    }
+
+    /// The outcome of a run that ended with `error`, for recording a `Failed` (or
+    /// `FailedValidation`) restore.
+    #[must_use]
+    pub fn failed(
+        error: &RestoreError,
+        started: jiff::Timestamp,
+        completed: jiff::Timestamp,
+    ) -> Self {
+        Self {
+            phase: error.phase(),
+            started,
+            completed,
+            items_restored: 0,
+            results: Results::default(),
+            archive_passes: 0,
+            upload_errors: Vec::new(),
+            failure_reason: Some(error.full_message()),
+            validation_errors: match error {
+                RestoreError::Validation { messages } => messages.clone(),
+                _ => Vec::new(),
+            },
+        }
+    }
+}
+
+/// The Restore with its final status (phase, start, completion, counts, progress, failure
+/// reason, and the validation messages of a `FailedValidation`), to be stored at
+/// `Layout::restore_record(name)` as the commit marker.
+///
+/// # Errors
+/// Serialising the Restore failed (not expected: every map key of the type is a string).
+pub fn record(
+    restore: &Restore,
+    outcome: &RestoreOutcome,
+) -> Result<serde_json::Value, serde_json::Error> {
+    let mut restore = restore.clone();
+    let mut status = restore.status.take().unwrap_or_default();
+    status.phase = outcome.phase.clone();
+    status.start_timestamp = Some(Time(outcome.started));
+    status.completion_timestamp = Some(Time(outcome.completed));
+    status.warnings = Some(i64::try_from(outcome.warnings()).unwrap_or(i64::MAX));
+    status.errors = Some(i64::try_from(outcome.errors()).unwrap_or(i64::MAX));
+    let items = i64::try_from(outcome.items_restored).unwrap_or(i64::MAX);
+    status.progress = Some(RestoreProgress {
+        total_items: Some(items),
+        items_restored: Some(items),
+    });
+    status.failure_reason = outcome.failure_reason.clone();
+    if !outcome.validation_errors.is_empty() {
+        status.validation_errors = Some(outcome.validation_errors.clone());
+    }
+    restore.status = Some(status);
+    serde_json::to_value(&restore)
+}
+
+/// Runs one restore of `backup` (whose archive is in `location`) as `restore` asks (see the
+/// module docs).
+///
+/// # Errors
+/// [`RestoreError`]: [`RestoreError::phase`] says whether the restore is `FailedValidation`
+/// or `Failed`.
+pub async fn run(
+    client: Client,
+    location: &Location,
+    restore: &Restore,
+    backup: &Backup,
+    options: RestoreOptions,
+) -> Result<RestoreOutcome, RestoreError> {
+    let name = restore
+        .metadata
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or(RestoreError::Unnamed)?;
+    let backup_name = backup
+        .metadata
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or(RestoreError::BackupUnnamed)?;
+    let namespace = restore.metadata.namespace.clone().unwrap_or_default();
+    let span =
+        tracing::info_span!("restore", namespace = %namespace, name = %name, backup = %backup_name);
+    let report = Report::new(
+        format!("{namespace}/{name}"),
+        options.wall.clone(),
+        options.progress.clone(),
+    );
+    run_named(
+        client,
+        location,
+        restore,
+        options,
+        name,
+        backup_name,
+        report,
+    )
+    .instrument(span)
+    .await
+}
+
+/// The selection fields of the spec.
+fn filters_of(restore: &Restore) -> Result<RestoreFilters, RestoreError> {
+    let invalid = |e: serde_json::Error| RestoreError::Validation {
+        messages: vec![format!("the restore spec cannot be read: {e}")],
+    };
+    let spec = serde_json::to_value(&restore.spec).map_err(invalid)?;
+    serde_json::from_value(spec).map_err(invalid)
+}
+
+/// One run's fixed inputs for the archive passes.
+struct Passes<'a> {
+    location: &'a Location,
+    key: String,
+    reader: ReaderOptions,
+    count: u32,
+}
+
+impl Passes<'_> {
+    /// Streams the archive once: `stream` is restored as it is read, `look_ahead` types are
+    /// kept within `budget`.
+    async fn pass(
+        &mut self,
+        restorer: &Restorer,
+        first: bool,
+        stream: Option<&str>,
+        look_ahead: BTreeSet<String>,
+        budget: u64,
+    ) -> Result<PassReport, RestoreError> {
+        self.count += 1;
+        let reader = self
+            .location
+            .blocking_reader(&self.key)
+            .await
+            .map_err(|source| RestoreError::OpenArchive {
+                key: self.key.clone(),
+                source: Box::new(source),
+            })?;
+        let (sender, mut receiver) = mpsc::channel(restorer.concurrency.max(1) * 2);
+        let plan = PassPlan {
+            first,
+            stream: stream.map(|gr| (gr.to_owned(), sender)),
+            look_ahead,
+            budget,
+        };
+        let selection = restorer.selection.clone();
+        let options = self.reader;
+        let span = tracing::Span::current();
+        let task = tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            scan::run_pass(reader, options, &selection, plan)
+        });
+        if let Some(gr) = stream {
+            let items = futures::stream::poll_fn(|cx| receiver.poll_recv(cx));
+            restorer.restore_type(gr, items).await;
+        }
+        task.await
+            .map_err(RestoreError::ReaderGone)?
+            .map_err(|source| RestoreError::Archive {
+                key: self.key.clone(),
+                source,
+            })
+    }
+}
+
+async fn run_named(
+    client: Client,
+    location: &Location,
+    restore: &Restore,
+    options: RestoreOptions,
+    name: String,
+    backup_name: String,
+    report: Report,
+) -> Result<RestoreOutcome, RestoreError> {
+    let started = (options.wall)();
+    report.info(&format!("Starting restore of backup {backup_name}"));
+    let catalogue = crate::backup::catalogue(&client)
+        .await
+        .map_err(RestoreError::Discovery)?;
+    let filters = filters_of(restore)?;
+    let selection = RestoreSelection::new(&filters, &catalogue)
+        .map_err(|messages| RestoreError::Validation { messages })?;
+    let layout = Layout::new(None);
+    let mut restorer = Restorer {
+        client,
+        catalogue,
+        selection,
+        backup_name: backup_name.clone(),
+        restore_name: name.clone(),
+        preserve_node_ports: filters.preserve_node_ports == Some(true),
+        mapping: filters.namespace_mapping.clone(),
+        policy: ExistingPolicy::parse(filters.existing_resource_policy.as_deref()),
+        concurrency: options.concurrency.max(1),
+        report: report.clone(),
+        namespaces: Namespaces::new(BTreeMap::new(), options.terminating_timeout),
+        crds_touched: Mutex::default(),
+    };
+    let mut passes = Passes {
+        location,
+        key: layout.backup_contents(&backup_name),
+        reader: options.reader,
+        count: 0,
+    };
+
+    let checked = passes
+        .pass(&restorer, true, None, BTreeSet::new(), 0)
+        .await?;
+    report_checking_pass(&restorer, &checked);
+    restorer.namespaces = Namespaces::new(checked.namespaces, options.terminating_timeout);
+    let to_restore: u64 = checked
+        .counts
+        .iter()
+        .filter(|(gr, _)| gr.as_str() != NAMESPACES)
+        .map(|(_, n)| n)
+        .sum();
+    report.add_total(to_restore);
+    let resolved = options.priorities.resolve(&restorer.catalogue);
+    let order = restore_order(checked.counts.keys().map(String::as_str), &resolved);
+
+    let mut memory: BTreeMap<String, Buffered> = BTreeMap::new();
+    for (i, (tier, gr)) in order.iter().enumerate() {
+        if let Some(kept) = memory.remove(gr) {
+            restorer
+                .restore_type(gr, futures::stream::iter(kept.items))
+                .await;
+        } else {
+            let look_ahead: BTreeSet<String> = order[i + 1..]
+                .iter()
+                .map(|(_, t)| t.clone())
+                .filter(|t| !memory.contains_key(t))
+                .collect();
+            let held: u64 = memory.values().map(|b| b.bytes).sum();
+            let budget = options.look_ahead_bytes.saturating_sub(held);
+            let found = passes
+                .pass(&restorer, false, Some(gr), look_ahead, budget)
+                .await?;
+            memory.extend(found.buffered);
+        }
+        if *tier == Tier::Crds {
+            wait_for_crds(&restorer, options.crd_ready_timeout).await;
+            restorer.catalogue = crate::backup::catalogue(&restorer.client)
+                .await
+                .map_err(RestoreError::Discovery)?;
+        }
+    }
+
+    let items_restored = report.finish_progress();
+    let phase = if report.error_count() > 0 {
+        RestorePhase::PartiallyFailed
+    } else {
+        RestorePhase::Completed
+    };
+    report.info(&format!(
+        "Restore finished: {items_restored} items, {} archive passes, phase {phase}",
+        passes.count
+    ));
+    let (results, restored, log) = report.take();
+    let mut upload_errors = Vec::new();
+    let uploads: [(String, Result<Vec<u8>, _>); 3] = [
+        (layout.restore_results(&name), to_gz_json(&results)),
+        (layout.restore_resource_list(&name), to_gz_json(&restored)),
+        (layout.restore_log(&name), gzip_bytes(log.as_bytes())),
+    ];
+    for (key, bytes) in uploads {
+        let stored = match bytes {
+            Ok(bytes) => location
+                .put(&key, Bytes::from(bytes))
+                .await
+                .map_err(|e| e.full_message()),
+            Err(e) => Err(hawser_core::errors::chain_text(&e)),
+        };
+        if let Err(reason) = stored {
+            tracing::warn!(key = %key, "storing a restore artifact failed: {reason}");
+            upload_errors.push(format!("{key}: {reason}"));
+        }
+    }
+    Ok(RestoreOutcome {
+        phase,
+        started,
+        completed: (options.wall)(),
+        items_restored,
+        results,
+        archive_passes: passes.count,
+        upload_errors,
+        failure_reason: None,
+        validation_errors: Vec::new(),
+    })
+}
+
+/// Rejected entries become errors (in the target namespace of the entry's path when it has
+/// one); skip-rule counts go to the log.
+fn report_checking_pass(restorer: &Restorer, checked: &PassReport) {
+    for e in &checked.entry_errors {
+        let namespace = ItemPath::parse(&e.path).ok().and_then(|p| p.namespace);
+        let scope = match namespace {
+            Some(ns) => Scope::Namespace(restorer.selection.target_namespace(&ns).to_owned()),
+            None => Scope::Velero,
+        };
+        restorer
+            .report
+            .error(scope, hawser_core::errors::chain_text(e));
+    }
+    for ((gr, why), n) in &checked.skipped {
+        restorer
+            .report
+            .info(&format!("Skipped {n} items of {gr}: {why}"));
+    }
+    if checked.counts.is_empty() && checked.entry_errors.is_empty() {
+        restorer.report.warn(
+            Scope::Velero,
+            "the backup has no items that this restore selects".to_owned(),
+        );
+    }
+}
+
+/// How often a restored CRD is looked at until it is established.
+const CRD_POLL: Duration = Duration::from_millis(250);
+
+/// Waits for every CRD the restore created or updated to be `Established`; one that is not
+/// within `timeout` is an error (its custom resources then fail on their own).
+async fn wait_for_crds(restorer: &Restorer, timeout: Duration) {
+    let names = std::mem::take(
+        &mut *restorer
+            .crds_touched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+    );
+    for name in names {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let established = api::get(&restorer.client, &api::crd_path(&name))
+                .await
+                .is_ok_and(|crd| is_established(&crd));
+            if established {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                restorer.report.error(
+                    Scope::Cluster,
+                    format!(
+                        "CustomResourceDefinition {name} was not established within {}s",
+                        timeout.as_secs()
+                    ),
+                );
+                break;
+            }
+            tokio::time::sleep(CRD_POLL).await;
+        }
+    }
+}
+
+fn is_established(crd: &serde_json::Value) -> bool {
+    crd.pointer("/status/conditions")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c.get("type").and_then(serde_json::Value::as_str) == Some("Established")
+                    && c.get("status").and_then(serde_json::Value::as_str) == Some("True")
+            })
+        })
+}
+
+/// gzips raw bytes (the log is text, not JSON).
+fn gzip_bytes(bytes: &[u8]) -> Result<Vec<u8>, hawser_core::archive::gzjson::GzJsonError> {
+    use std::io::Write;
+    let mut gz = hawser_core::archive::gzjson::gzip_writer(Vec::new());
+    gz.write_all(bytes)
+        .map_err(hawser_core::archive::gzjson::GzJsonError::Write)?;
+    gz.finish()
+        .map_err(hawser_core::archive::gzjson::GzJsonError::Write)
+}

@@ -1,0 +1,300 @@
+//! Restoring the items of one type: each item is cleaned and created, items already present
+//! get the existing-object decision, status is re-applied where asked, with at most
+//! `concurrency` items of the type in flight.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use futures::{Stream, StreamExt};
+use hawser_core::archive::ArchiveItem;
+use hawser_core::restore::{
+    CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, RestoreSelection, clean, decide,
+};
+use hawser_core::selection::{Catalogue, NAMESPACES};
+use kube::Client;
+use serde_json::Value;
+
+use super::api::{self, Collection};
+use super::namespaces::Namespaces;
+use super::results::{ItemResult, Report, Scope};
+
+/// Everything the item tasks of one restore share.
+pub(crate) struct Restorer {
+    pub client: Client,
+    pub catalogue: Catalogue,
+    pub selection: RestoreSelection,
+    pub backup_name: String,
+    pub restore_name: String,
+    pub preserve_node_ports: bool,
+    pub mapping: BTreeMap<String, String>,
+    pub policy: ExistingPolicy,
+    pub concurrency: usize,
+    pub report: Report,
+    pub namespaces: Namespaces,
+    /// CRDs created or updated, to wait for before their custom resources.
+    pub crds_touched: Mutex<Vec<String>>,
+}
+
+/// One item as it is restored: where it goes and what it is.
+struct Target<'a> {
+    gr: &'a str,
+    namespace: Option<String>,
+    name: String,
+    api_version: String,
+    kind: String,
+}
+
+impl Target<'_> {
+    fn id(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{}/{ns}/{}", self.gr, self.name),
+            None => format!("{}/{}", self.gr, self.name),
+        }
+    }
+
+    fn scope(&self) -> Scope {
+        Scope::of(self.namespace.as_deref())
+    }
+}
+
+fn str_at<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+impl Restorer {
+    pub(crate) fn clean_context(&self) -> CleanContext<'_> {
+        CleanContext {
+            backup_name: &self.backup_name,
+            restore_name: &self.restore_name,
+            preserve_node_ports: self.preserve_node_ports,
+            namespace_mapping: &self.mapping,
+        }
+    }
+
+    /// Restores every item of `items` (all of type `gr`), `concurrency` at a time.
+    pub(crate) async fn restore_type<S>(&self, gr: &str, items: S)
+    where
+        S: Stream<Item = ArchiveItem>,
+    {
+        let collection = self.catalogue.resolve(gr).map(|r| Collection {
+            group: r.group.clone(),
+            version: r.version.clone(),
+            plural: r.plural.clone(),
+            namespaced: r.namespaced,
+        });
+        let collection = collection.as_ref();
+        let counted = items
+            .map(|item| self.restore_item(gr, collection, item))
+            .buffer_unordered(self.concurrency.max(1))
+            .count()
+            .await;
+        self.report
+            .info(&format!("Restored {counted} items of {gr}"));
+    }
+
+    async fn restore_item(&self, gr: &str, collection: Option<&Collection>, item: ArchiveItem) {
+        let ArchiveItem {
+            location, object, ..
+        } = item;
+        let source_ns = location.namespace.clone();
+        let target_ns = source_ns
+            .as_deref()
+            .map(|ns| self.selection.target_namespace(ns).to_owned());
+        let name = str_at(&object, "/metadata/name")
+            .unwrap_or(&location.name)
+            .to_owned();
+        if gr == NAMESPACES && source_ns.is_none() {
+            let target = self.selection.target_namespace(&name).to_owned();
+            if let Err(message) = self.namespaces.ensure(self, &name, &target).await {
+                self.report.error(
+                    Scope::Cluster,
+                    format!("error restoring namespaces/{target}: {message}"),
+                );
+            }
+            return;
+        }
+        let fallback_version = collection.map(Collection::api_version).unwrap_or_default();
+        let target = Target {
+            gr,
+            namespace: target_ns,
+            name,
+            api_version: str_at(&object, "/apiVersion").map_or(fallback_version, str::to_owned),
+            kind: str_at(&object, "/kind").unwrap_or_default().to_owned(),
+        };
+        match self.check_target(collection, &target) {
+            Ok(c) => self.create(c, &target, source_ns.as_deref(), object).await,
+            Err(message) => self.fail(&target, message),
+        }
+    }
+
+    /// The collection the item is created in: the type must be served, the item's scope must
+    /// match the type's, and its `apiVersion` must be of the type's group.
+    fn check_target(
+        &self,
+        collection: Option<&Collection>,
+        t: &Target<'_>,
+    ) -> Result<Collection, String> {
+        let Some(c) = collection else {
+            return Err(format!("the cluster does not serve {}", t.gr));
+        };
+        if c.namespaced != t.namespace.is_some() {
+            let want = if c.namespaced {
+                "namespaced"
+            } else {
+                "cluster-scoped"
+            };
+            return Err(format!(
+                "{} is {want} but the item is not archived so",
+                t.gr
+            ));
+        }
+        let (group, version) = match t.api_version.rsplit_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", t.api_version.as_str()),
+        };
+        if group != c.group || version.is_empty() {
+            return Err(format!(
+                "apiVersion {:?} is not a version of {}",
+                t.api_version, t.gr
+            ));
+        }
+        // The archived version is used (the target may serve it besides its preferred one).
+        Ok(Collection {
+            version: version.to_owned(),
+            ..c.clone()
+        })
+    }
+
+    fn fail(&self, t: &Target<'_>, message: String) {
+        self.report
+            .error(t.scope(), format!("error restoring {}: {message}", t.id()));
+        self.record(t, ItemResult::Failed);
+    }
+
+    fn record(&self, t: &Target<'_>, result: ItemResult) {
+        self.report.item(
+            &t.api_version,
+            &t.kind,
+            t.namespace.as_deref(),
+            &t.name,
+            result,
+        );
+    }
+
+    async fn create(&self, c: Collection, t: &Target<'_>, source_ns: Option<&str>, obj: Value) {
+        if let (Some(source), Some(target)) = (source_ns, t.namespace.as_deref())
+            && let Err(message) = self.namespaces.ensure(self, source, target).await
+        {
+            self.fail(t, format!("namespace {target} is not available: {message}"));
+            return;
+        }
+        let with_status = self.selection.restores_status(t.gr, &obj);
+        let Cleaned { mut object, status } =
+            clean(t.gr, obj, source_ns, &self.clean_context(), with_status);
+        if let Some(map) = object.as_object_mut() {
+            map.insert("apiVersion".into(), Value::from(t.api_version.clone()));
+            if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("name".into(), Value::from(t.name.clone()));
+            }
+        }
+        let ns = t.namespace.as_deref();
+        match api::create(&self.client, &c.path(ns), &object).await {
+            Ok(created) => {
+                self.touched(t);
+                if let Some(status) = status {
+                    self.restore_status(&c, t, created, status).await;
+                }
+                self.record(t, ItemResult::Created);
+            }
+            Err(e) if api::already_exists(&e) => self.existing(&c, t, &object).await,
+            Err(e) => self.fail(t, api::text(&e)),
+        }
+    }
+
+    fn touched(&self, t: &Target<'_>) {
+        if t.gr == CRDS {
+            self.crds_touched
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(t.name.clone());
+        }
+    }
+
+    /// Re-applies the archived status through the status subresource; failures are warnings.
+    async fn restore_status(&self, c: &Collection, t: &Target<'_>, created: Value, status: Value) {
+        let mut body = created;
+        if let Some(map) = body.as_object_mut() {
+            map.insert("status".into(), status);
+        }
+        let path = format!("{}/status", c.item_path(t.namespace.as_deref(), &t.name));
+        if let Err(e) = api::replace(&self.client, &path, &body).await {
+            self.report.warn(
+                t.scope(),
+                format!("could not restore status of {}: {}", t.id(), api::text(&e)),
+            );
+        }
+    }
+
+    /// The object exists: compare and act (velero-compat §7.6).
+    async fn existing(&self, c: &Collection, t: &Target<'_>, desired: &Value) {
+        let path = c.item_path(t.namespace.as_deref(), &t.name);
+        let live = match api::get(&self.client, &path).await {
+            Ok(live) => live,
+            Err(e) => {
+                self.report.warn(
+                    t.scope(),
+                    format!(
+                        "could not restore {}: it already exists, and reading it failed: {}",
+                        t.id(),
+                        api::text(&e)
+                    ),
+                );
+                self.record(t, ItemResult::Failed);
+                return;
+            }
+        };
+        match decide(t.gr, desired, live, self.policy) {
+            Existing::Unchanged { label_patch } => {
+                if let Some(patch) = label_patch {
+                    self.patch_or_warn(&path, t, &patch).await;
+                }
+                self.record(t, ItemResult::Skipped);
+            }
+            Existing::Patch { patch, fallback } => {
+                match api::merge_patch(&self.client, &path, &patch).await {
+                    Ok(_) => {
+                        self.touched(t);
+                        self.record(t, ItemResult::Updated);
+                    }
+                    Err(e) => {
+                        self.report.warn(
+                            t.scope(),
+                            format!("could not update {}: {}", t.id(), api::text(&e)),
+                        );
+                        if let Some(labels) = fallback {
+                            self.patch_or_warn(&path, t, &labels).await;
+                        }
+                        self.record(t, ItemResult::Failed);
+                    }
+                }
+            }
+            Existing::Differs { warning } => {
+                self.report.warn(t.scope(), warning);
+                self.record(t, ItemResult::Failed);
+            }
+        }
+    }
+
+    async fn patch_or_warn(&self, path: &str, t: &Target<'_>, patch: &Value) {
+        if let Err(e) = api::merge_patch(&self.client, path, patch).await {
+            self.report.warn(
+                t.scope(),
+                format!(
+                    "could not add the restore labels to {}: {}",
+                    t.id(),
+                    api::text(&e)
+                ),
+            );
+        }
+    }
+}

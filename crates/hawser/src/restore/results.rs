@@ -1,0 +1,195 @@
+//! What a restore reports: warnings and errors per target namespace, cluster and server (the
+//! results file), the restored-resource list, progress on a watch channel, and the restore's
+//! own log.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use hawser_core::archive::gzjson::{ResourceList, ResultMessages, Results};
+use tokio::sync::watch;
+
+/// A snapshot of a restore's progress (`status.progress`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Items handled so far (created, updated, skipped as unchanged, or failed).
+    pub items_restored: u64,
+    /// Items to restore: the archived items that pass the filters and skip rules, plus the
+    /// namespaces created on the way.
+    pub total_items: u64,
+}
+
+/// Where a message belongs in the results file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// About the server or the restore as a whole.
+    Velero,
+    /// About a cluster-scoped object.
+    Cluster,
+    /// About an object of this (target) namespace.
+    Namespace(String),
+}
+
+impl Scope {
+    pub(crate) fn of(namespace: Option<&str>) -> Self {
+        match namespace {
+            Some(ns) if !ns.is_empty() => Self::Namespace(ns.to_owned()),
+            _ => Self::Cluster,
+        }
+    }
+}
+
+/// How one item ended, as the restored-resource list writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ItemResult {
+    Created,
+    Updated,
+    Skipped,
+    Failed,
+}
+
+impl ItemResult {
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Updated => "updated",
+            Self::Skipped => "skipped",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    warnings: ResultMessages,
+    errors: ResultMessages,
+    restored: ResourceList,
+    log: String,
+}
+
+/// Shared by the concurrent item tasks of a restore; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Report {
+    restore: Arc<str>,
+    wall: crate::status::WallClock,
+    state: Arc<Mutex<State>>,
+    progress: Option<watch::Sender<Progress>>,
+}
+
+fn add(messages: &mut ResultMessages, scope: &Scope, message: String) {
+    match scope {
+        Scope::Velero => messages.velero.push(message),
+        Scope::Cluster => messages.cluster.push(message),
+        Scope::Namespace(ns) => messages.add(Some(ns), message),
+    }
+}
+
+impl Report {
+    pub(crate) fn new(
+        restore: String,
+        wall: crate::status::WallClock,
+        progress: Option<watch::Sender<Progress>>,
+    ) -> Self {
+        Self {
+            restore: restore.into(),
+            wall,
+            state: Arc::default(),
+            progress,
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        // A panic while holding the lock leaves plain data behind; keep using it.
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut state)
+    }
+
+    /// Appends one logfmt line to the restore's log (and to the process log).
+    pub(crate) fn line(&self, level: &str, message: &str) {
+        let now = (self.wall)();
+        let escaped = message
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        let text = format!(
+            "time=\"{}\" level={level} msg=\"{escaped}\" restore={}\n",
+            now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            self.restore
+        );
+        self.with(|s| s.log.push_str(&text));
+        match level {
+            "error" => tracing::error!(restore = %self.restore, "{message}"),
+            "warning" => tracing::warn!(restore = %self.restore, "{message}"),
+            _ => tracing::info!(restore = %self.restore, "{message}"),
+        }
+    }
+
+    pub(crate) fn info(&self, message: &str) {
+        self.line("info", message);
+    }
+
+    pub(crate) fn warn(&self, scope: Scope, message: String) {
+        self.line("warning", &message);
+        self.with(|s| add(&mut s.warnings, &scope, message));
+    }
+
+    pub(crate) fn error(&self, scope: Scope, message: String) {
+        self.line("error", &message);
+        self.with(|s| add(&mut s.errors, &scope, message));
+    }
+
+    /// Records how an item ended and counts it as handled.
+    pub(crate) fn item(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+        result: ItemResult,
+    ) {
+        let entry = format!("{name}({})", result.suffix());
+        self.with(|s| s.restored.add(api_version, kind, namespace, &entry));
+        if let Some(p) = &self.progress {
+            p.send_modify(|p| {
+                p.items_restored += 1;
+                p.total_items = p.total_items.max(p.items_restored);
+            });
+        }
+    }
+
+    /// `n` more items are to be restored.
+    pub(crate) fn add_total(&self, n: u64) {
+        if let Some(p) = &self.progress {
+            p.send_modify(|p| p.total_items += n);
+        }
+    }
+
+    /// The final numbers: the total is what was handled.
+    pub(crate) fn finish_progress(&self) -> u64 {
+        let handled = self.with(|s| s.restored.len() as u64);
+        if let Some(p) = &self.progress {
+            p.send_modify(|p| {
+                p.items_restored = handled;
+                p.total_items = handled;
+            });
+        }
+        handled
+    }
+
+    pub(crate) fn error_count(&self) -> usize {
+        self.with(|s| s.errors.count())
+    }
+
+    /// The results, the restored-resource list and the log text, taken out of the report.
+    pub(crate) fn take(&self) -> (Results, ResourceList, String) {
+        self.with(|s| {
+            let results = Results {
+                errors: std::mem::take(&mut s.errors),
+                warnings: std::mem::take(&mut s.warnings),
+            };
+            (
+                results,
+                std::mem::take(&mut s.restored),
+                std::mem::take(&mut s.log),
+            )
+        })
+    }
+}
