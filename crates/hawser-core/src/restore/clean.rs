@@ -19,6 +19,7 @@
 //!   `pv.kubernetes.io/bound-by-controller` removed; PV `claimRef.uid`/`resourceVersion`
 //!   removed and `claimRef.namespace` mapped.
 //! * ServiceAccount: `<sa>-token-*` entries dropped from `secrets`.
+//! * RoleBinding and ClusterRoleBinding: the namespaces of `subjects` mapped.
 //! * Secret of type `kubernetes.io/service-account-token`: the `kubernetes.io/service-account.uid`
 //!   annotation and the `token` data key removed.
 //! * Namespaced objects: `metadata.namespace` set to the target namespace of the namespace the
@@ -182,6 +183,8 @@ pub fn clean(
         "persistentvolumeclaims" => remove_annotations(&mut obj, &BIND_ANNOTATIONS),
         "persistentvolumes" => clean_pv(&mut obj, ctx),
         "serviceaccounts" => clean_service_account(&mut obj),
+        "rolebindings.rbac.authorization.k8s.io"
+        | "clusterrolebindings.rbac.authorization.k8s.io" => map_subjects(&mut obj, ctx),
         "secrets" if str_at(&obj, "/type") == Some(SA_TOKEN_TYPE) => {
             remove_annotations(&mut obj, &[SA_UID_ANNOTATION]);
             if let Some(data) = obj.get_mut("data").and_then(Value::as_object_mut) {
@@ -468,6 +471,21 @@ fn clean_pv(obj: &mut Value, ctx: &CleanContext<'_>) {
         if let Some(ns) = claim.get("namespace").and_then(Value::as_str) {
             let target = ctx.target(ns).to_string();
             claim.insert("namespace".into(), Value::from(target));
+        }
+    }
+}
+
+fn map_subjects(obj: &mut Value, ctx: &CleanContext<'_>) {
+    for subject in obj
+        .get_mut("subjects")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(ns) = subject.get("namespace").and_then(Value::as_str)
+            && let Some(target) = ctx.namespace_mapping.get(ns)
+        {
+            subject["namespace"] = Value::from(target.as_str());
         }
     }
 }

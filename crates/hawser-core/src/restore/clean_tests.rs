@@ -353,3 +353,31 @@ fn namespace_object_keeps_archived_labels_annotations_and_spec() {
     assert_eq!(bare.pointer("/metadata/name"), Some(&json!("fresh")));
     assert!(bare.get("spec").is_none());
 }
+
+#[test]
+fn role_binding_subjects_follow_the_namespace_mapping() {
+    let mut m = BTreeMap::new();
+    m.insert("shop".to_string(), "shop-copy".to_string());
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+    "metadata": {"name": "b"},
+    "subjects": [
+        {"kind": "ServiceAccount", "name": "app", "namespace": "shop"},
+        {"kind": "ServiceAccount", "name": "x", "namespace": "elsewhere"},
+        {"kind": "User", "name": "alice"}
+    ]});
+    for gr in [
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        "rolebindings.rbac.authorization.k8s.io",
+    ] {
+        let out = clean(gr, binding.clone(), None, &ctx(&m), false).object;
+        assert_eq!(
+            out.get("subjects"),
+            Some(&json!([
+                {"kind": "ServiceAccount", "name": "app", "namespace": "shop-copy"},
+                {"kind": "ServiceAccount", "name": "x", "namespace": "elsewhere"},
+                {"kind": "User", "name": "alice"}
+            ])),
+            "{gr}"
+        );
+    }
+}

@@ -154,3 +154,172 @@ pub(crate) fn run_pass<R: Read>(
     report.format_version = items.format_version().map(str::to_owned);
     Ok(report)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
+mod tests {
+    use std::io::Cursor;
+
+    use hawser_core::archive::{ArchiveWriter, ItemId, ReaderOptions, WriterOptions};
+    use hawser_core::restore::RestoreFilters;
+    use hawser_core::selection::Catalogue;
+    use serde_json::json;
+
+    use super::*;
+
+    /// configmaps a, b, c; secrets s1, s2; a large Service; a finished pod; namespace `shop`.
+    fn archive() -> Vec<u8> {
+        let options = WriterOptions { mtime: 0, level: 1 };
+        let mut w = ArchiveWriter::new(Vec::new(), options).unwrap();
+        let mut put = |gr: &str, ns: Option<&str>, obj: Value| {
+            let name = obj["metadata"]["name"].as_str().unwrap().to_owned();
+            let id = match ns {
+                Some(ns) => ItemId::namespaced(gr, ns, &name),
+                None => ItemId::cluster(gr, &name),
+            };
+            w.write_item(&id, "v1", &obj).unwrap();
+        };
+        put(
+            "namespaces",
+            None,
+            json!({"kind": "Namespace", "metadata": {"name": "shop"}}),
+        );
+        // Interleaved, as a concurrent backup writes them.
+        for (gr, name) in [
+            ("configmaps", "a"),
+            ("secrets", "s1"),
+            ("configmaps", "b"),
+            ("secrets", "s2"),
+            ("configmaps", "c"),
+        ] {
+            put(
+                gr,
+                Some("shop"),
+                json!({"metadata": {"name": name, "namespace": "shop"}}),
+            );
+        }
+        let big = "x".repeat(10_000);
+        put(
+            "services",
+            Some("shop"),
+            json!({"metadata": {"name": "big"}, "spec": {"note": big}}),
+        );
+        put(
+            "pods",
+            Some("shop"),
+            json!({"metadata": {"name": "done"}, "status": {"phase": "Succeeded"}}),
+        );
+        w.finish().unwrap().0
+    }
+
+    fn selection() -> RestoreSelection {
+        RestoreSelection::new(&RestoreFilters::default(), &Catalogue::default()).unwrap()
+    }
+
+    fn names(items: &[ArchiveItem]) -> Vec<&str> {
+        items.iter().map(|i| i.location.name.as_str()).collect()
+    }
+
+    #[test]
+    fn checking_pass_counts_skips_and_keeps_namespaces_without_buffering() {
+        let plan = PassPlan {
+            first: true,
+            stream: None,
+            look_ahead: BTreeSet::new(),
+            budget: u64::MAX,
+        };
+        let report = run_pass(
+            Cursor::new(archive()),
+            ReaderOptions::default(),
+            &selection(),
+            plan,
+        )
+        .unwrap();
+        let counts: Vec<(&str, u64)> = report
+            .counts
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(
+            counts,
+            [
+                ("configmaps", 3),
+                ("namespaces", 1),
+                ("secrets", 2),
+                ("services", 1)
+            ]
+        );
+        assert_eq!(report.skipped[&("pods".to_owned(), "finished_pod")], 1);
+        assert!(report.namespaces.contains_key("shop"));
+        assert!(report.buffered.is_empty());
+        assert_eq!(report.format_version.as_deref(), Some("1.1.0"));
+    }
+
+    #[test]
+    fn streamed_type_goes_to_the_channel_and_look_ahead_keeps_what_fits() {
+        let (sender, mut receiver) = mpsc::channel(16);
+        let plan = PassPlan {
+            first: false,
+            stream: Some(("configmaps".to_owned(), sender)),
+            look_ahead: ["secrets", "services"].map(str::to_owned).into(),
+            budget: 4_000,
+        };
+        let report = run_pass(
+            Cursor::new(archive()),
+            ReaderOptions::default(),
+            &selection(),
+            plan,
+        )
+        .unwrap();
+        let mut streamed = Vec::new();
+        while let Ok(item) = receiver.try_recv() {
+            streamed.push(item);
+        }
+        assert_eq!(names(&streamed), ["a", "b", "c"]);
+        // The secrets fit; the Service does not, so a later pass streams it.
+        let kept: Vec<&str> = report.buffered.keys().map(String::as_str).collect();
+        assert_eq!(kept, ["secrets"]);
+        assert_eq!(names(&report.buffered["secrets"].items), ["s1", "s2"]);
+        assert!(report.counts.is_empty(), "only the checking pass counts");
+    }
+
+    #[test]
+    fn a_type_that_overflows_midway_is_dropped_whole() {
+        let plan = PassPlan {
+            first: false,
+            stream: None,
+            look_ahead: ["configmaps"].map(str::to_owned).into(),
+            // Room for about two of the three ConfigMaps.
+            budget: 2 * estimated_size(&json!({"metadata": {"name": "a", "namespace": "shop"}}))
+                + 10,
+        };
+        let report = run_pass(
+            Cursor::new(archive()),
+            ReaderOptions::default(),
+            &selection(),
+            plan,
+        )
+        .unwrap();
+        assert!(report.buffered.is_empty(), "{:?}", report.buffered.keys());
+    }
+
+    #[test]
+    fn a_corrupt_stream_is_fatal() {
+        let mut bytes = archive();
+        bytes.truncate(bytes.len() / 2);
+        let plan = PassPlan {
+            first: true,
+            stream: None,
+            look_ahead: BTreeSet::new(),
+            budget: 0,
+        };
+        let err = run_pass(
+            Cursor::new(bytes),
+            ReaderOptions::default(),
+            &selection(),
+            plan,
+        )
+        .unwrap_err();
+        assert_eq!(err.category(), "ArchiveCorrupt");
+    }
+}
