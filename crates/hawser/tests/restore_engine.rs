@@ -9,18 +9,11 @@ use hawser::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutco
 use hawser_api::phase::RestorePhase;
 use hawser_core::restore::{BACKUP_NAME_LABEL, RESTORE_NAME_LABEL};
 use restore_support::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use tempfile::TempDir;
 use tokio::sync::watch;
 
 const BACKUP: &str = "shop-backup";
-
-fn names(objects: &[Value]) -> Vec<String> {
-    objects
-        .iter()
-        .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mapped_round_trip_restores_every_item_cleaned_into_the_target_namespace() {
@@ -273,12 +266,6 @@ async fn invalid_spec_is_failed_validation_and_touches_nothing() {
     assert_eq!(sim.store().resource_version(), before);
 }
 
-async fn change_cm_2(sim: &kube_sim::KubeSim) {
-    let mut cm = sim.store().get("v1", "ConfigMap", "shop", "cm-2").unwrap();
-    cm["data"] = json!({"index": "changed"});
-    sim.store().insert(cm).unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn existing_objects_with_policy_none_are_kept_and_warned_about() {
     let Cluster { sim, client } = cluster().await;
@@ -434,11 +421,6 @@ async fn crd_is_restored_and_established_before_its_custom_resources() {
     );
 }
 
-fn config_map(name: &str, namespace: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace}, "data": {"k": "v"}})
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_entries_are_item_errors_and_create_nothing_else() {
     let Cluster { sim, client } = empty_cluster().await;
@@ -569,4 +551,70 @@ async fn an_unreadable_archive_fails_the_restore_before_anything_is_created() {
     .await
     .unwrap_err();
     assert_eq!(err.category(), "ArchiveUnavailable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_namespace_is_restored_in_place() {
+    let Cluster { sim, client } = cluster().await;
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    let backup = back_up_shop(&client, &location, BACKUP).await;
+    let originals = sim.store().list("v1", "ConfigMap", Some("shop"));
+    sim.store().delete("v1", "Namespace", "", "shop").unwrap();
+
+    let restore = restore_of("back", BACKUP, json!({}));
+    let outcome = run_restore(&client, &location, &restore, &backup).await;
+
+    assert_eq!(
+        outcome.phase,
+        RestorePhase::Completed,
+        "{:?}",
+        outcome.results
+    );
+    let store = sim.store();
+    let ns = store.get("v1", "Namespace", "", "shop").unwrap();
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(ns["metadata"]["labels"]["team"], "shop");
+    let restored = store.list("v1", "ConfigMap", Some("shop"));
+    assert_eq!(names(&restored), names(&originals));
+    for (o, r) in originals.iter().zip(&restored) {
+        assert_eq!(r["data"], o["data"]);
+        assert_eq!(r["metadata"]["labels"][RESTORE_NAME_LABEL], "back");
+    }
+    let list = restored_list(&location, "back").await;
+    assert_eq!(list.get("v1/Namespace"), ["shop(created)"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_stuck_terminating_fails_its_items_after_the_timeout() {
+    let Cluster { sim, client } = cluster().await;
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    let backup = back_up_shop(&client, &location, BACKUP).await;
+    // A finalizer nobody removes keeps the namespace terminating.
+    let mut held = sim.store().get("v1", "ConfigMap", "shop", "cm-0").unwrap();
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    sim.store().insert(held).unwrap();
+    sim.store().delete("v1", "Namespace", "", "shop").unwrap();
+
+    let restore = restore_of("stuck", BACKUP, json!({"includedResources": ["secrets"]}));
+    let outcome = restore::run(
+        client.clone(),
+        &location,
+        &restore,
+        &backup,
+        RestoreOptions::default().with_terminating_timeout(std::time::Duration::from_secs(2)),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(outcome.phase, RestorePhase::PartiallyFailed);
+    let errors = &outcome.results.errors.namespaces["shop"];
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("error restoring secrets/shop/db: namespace shop is not available")
+            && errors[0].contains("still terminating"),
+        "{errors:?}"
+    );
+    assert!(sim.store().get("v1", "Secret", "shop", "db").is_none());
 }

@@ -153,6 +153,13 @@ impl RestoreOptions {
         self
     }
 
+    /// Sets how long a terminating target namespace is waited on.
+    #[must_use]
+    pub fn with_terminating_timeout(mut self, timeout: Duration) -> Self {
+        self.terminating_timeout = timeout;
+        self
+    }
+
     /// Publishes progress on `sender`.
     #[must_use]
     pub fn with_progress(mut self, sender: watch::Sender<Progress>) -> Self {

@@ -259,3 +259,21 @@ pub async fn store_archive(location: &Location, name: &str, archive: Vec<u8>) ->
         .unwrap();
     Backup::named(name)
 }
+
+pub fn names(objects: &[Value]) -> Vec<String> {
+    objects
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+pub async fn change_cm_2(sim: &kube_sim::KubeSim) {
+    let mut cm = sim.store().get("v1", "ConfigMap", "shop", "cm-2").unwrap();
+    cm["data"] = json!({"index": "changed"});
+    sim.store().insert(cm).unwrap();
+}
+
+pub fn config_map(name: &str, namespace: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace}, "data": {"k": "v"}})
+}
