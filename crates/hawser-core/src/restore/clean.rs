@@ -3,7 +3,9 @@
 //! there are no plugins.
 //!
 //! * Skipped: pods in `Succeeded`/`Failed`, mirror pods, Jobs with `status.completionTime`,
-//!   auto-generated `<sa>-token-*` service-account token Secrets.
+//!   auto-generated `<sa>-token-*` service-account token Secrets, PersistentVolumes with
+//!   reclaim policy `Delete` (re-provisioned dynamically, as Velero does for a PV without a
+//!   snapshot).
 //! * Metadata removed: `generateName`, `selfLink`, `uid`, `resourceVersion`, `generation`,
 //!   `creationTimestamp`, `deletionTimestamp`, `deletionGracePeriodSeconds`, `ownerReferences`.
 //!   `managedFields` are kept in the object that is created (the API server accepts them on
@@ -17,7 +19,8 @@
 //! * Job: `controller-uid` labels removed from the selector and the pod template.
 //! * PVC and PV: annotations `pv.kubernetes.io/bind-completed` and
 //!   `pv.kubernetes.io/bound-by-controller` removed; PV `claimRef.uid`/`resourceVersion`
-//!   removed and `claimRef.namespace` mapped.
+//!   removed and `claimRef.namespace` mapped; a PVC bound to a re-provisioned PV loses
+//!   `spec.volumeName`.
 //! * ServiceAccount: `<sa>-token-*` entries dropped from `secrets`.
 //! * RoleBinding and ClusterRoleBinding: the namespaces of `subjects` mapped.
 //! * Secret of type `kubernetes.io/service-account-token`: the `kubernetes.io/service-account.uid`
@@ -25,7 +28,7 @@
 //! * Namespaced objects: `metadata.namespace` set to the target namespace of the namespace the
 //!   item was archived under.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -70,6 +73,9 @@ pub enum ItemSkip {
     CompletedJob,
     /// A token Secret the cluster generates for a service account.
     ServiceAccountToken,
+    /// A PersistentVolume with reclaim policy `Delete` and no snapshot (hawser restores no
+    /// snapshots): its claim gets a new volume from dynamic provisioning.
+    DynamicallyReprovisioned,
 }
 
 impl ItemSkip {
@@ -80,6 +86,7 @@ impl ItemSkip {
             Self::MirrorPod => "mirror_pod",
             Self::CompletedJob => "completed_job",
             Self::ServiceAccountToken => "service_account_token",
+            Self::DynamicallyReprovisioned => "dynamically_reprovisioned",
         }
     }
 }
@@ -95,6 +102,9 @@ pub struct CleanContext<'a> {
     pub preserve_node_ports: bool,
     /// Source → target namespaces.
     pub namespace_mapping: &'a BTreeMap<String, String>,
+    /// Names of the archived PersistentVolumes skipped as
+    /// [`ItemSkip::DynamicallyReprovisioned`]: claims bound to them lose `spec.volumeName`.
+    pub reprovisioned_pvs: &'a BTreeSet<String>,
 }
 
 impl CleanContext<'_> {
@@ -148,6 +158,9 @@ pub fn skip_reason(group_resource: &str, obj: &Value) -> Option<ItemSkip> {
             (!sa.is_empty() && name.starts_with(&format!("{sa}-token-")))
                 .then_some(ItemSkip::ServiceAccountToken)
         }
+        "persistentvolumes" => (str_at(obj, "/spec/persistentVolumeReclaimPolicy")
+            == Some("Delete"))
+        .then_some(ItemSkip::DynamicallyReprovisioned),
         _ => None,
     }
 }
@@ -180,7 +193,15 @@ pub fn clean(
         "services" => clean_service(&mut obj, ctx.preserve_node_ports),
         "pods" => clean_pod(&mut obj),
         "jobs.batch" => clean_job(&mut obj),
-        "persistentvolumeclaims" => remove_annotations(&mut obj, &BIND_ANNOTATIONS),
+        "persistentvolumeclaims" => {
+            remove_annotations(&mut obj, &BIND_ANNOTATIONS);
+            let reprovisioned = str_at(&obj, "/spec/volumeName")
+                .is_some_and(|pv| ctx.reprovisioned_pvs.contains(pv));
+            if reprovisioned && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                spec.remove("volumeName");
+            }
+        }
         "persistentvolumes" => clean_pv(&mut obj, ctx),
         "serviceaccounts" => clean_service_account(&mut obj),
         "rolebindings.rbac.authorization.k8s.io"

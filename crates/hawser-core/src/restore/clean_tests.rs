@@ -1,8 +1,10 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
 use super::*;
+
+static NO_PVS: BTreeSet<String> = BTreeSet::new();
 
 fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
     CleanContext {
@@ -10,6 +12,7 @@ fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
         restore_name: "nightly-20261203",
         preserve_node_ports: false,
         namespace_mapping: mapping,
+        reprovisioned_pvs: &NO_PVS,
     }
 }
 
@@ -379,5 +382,21 @@ fn role_binding_subjects_follow_the_namespace_mapping() {
             ])),
             "{gr}"
         );
+    }
+}
+
+#[test]
+fn claim_of_a_reprovisioned_volume_loses_its_volume_name() {
+    let m = no_mapping();
+    let pvs: BTreeSet<String> = ["pv-gone".to_string()].into();
+    let mut c = ctx(&m);
+    c.reprovisioned_pvs = &pvs;
+    for (volume, kept) in [("pv-gone", false), ("pv-kept", true)] {
+        let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "shop"},
+            "spec": {"volumeName": volume, "resources": {"requests": {"storage": "1Gi"}}}});
+        let out = clean("persistentvolumeclaims", pvc, Some("shop"), &c, false).object;
+        assert_eq!(out.pointer("/spec/volumeName").is_some(), kept, "{volume}");
+        assert!(out.pointer("/spec/resources").is_some());
     }
 }

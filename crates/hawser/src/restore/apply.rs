@@ -2,7 +2,7 @@
 //! get the existing-object decision, status is re-applied where asked, with at most
 //! `concurrency` items of the type in flight.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
 
 use futures::{Stream, StreamExt};
@@ -31,6 +31,8 @@ pub(crate) struct Restorer {
     pub concurrency: usize,
     pub report: Report,
     pub namespaces: Namespaces,
+    /// PersistentVolumes left to dynamic provisioning (their claims lose `volumeName`).
+    pub reprovisioned_pvs: BTreeSet<String>,
     /// CRDs created or updated, to wait for before their custom resources.
     pub crds_touched: Mutex<Vec<String>>,
 }
@@ -68,6 +70,7 @@ impl Restorer {
             restore_name: &self.restore_name,
             preserve_node_ports: self.preserve_node_ports,
             namespace_mapping: &self.mapping,
+            reprovisioned_pvs: &self.reprovisioned_pvs,
         }
     }
 

@@ -408,6 +408,7 @@ async fn run_named(
         concurrency: options.concurrency.max(1),
         report: report.clone(),
         namespaces: Namespaces::new(BTreeMap::new(), options.terminating_timeout),
+        reprovisioned_pvs: BTreeSet::new(),
         crds_touched: Mutex::default(),
     };
     let mut passes = Passes {
@@ -422,6 +423,7 @@ async fn run_named(
         .await?;
     report_checking_pass(&restorer, &checked);
     restorer.namespaces = Namespaces::new(checked.namespaces, options.terminating_timeout);
+    restorer.reprovisioned_pvs = checked.reprovisioned_pvs;
     let to_restore: u64 = checked
         .counts
         .iter()

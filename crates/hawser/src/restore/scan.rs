@@ -41,6 +41,8 @@ pub(crate) struct PassReport {
     pub counts: BTreeMap<String, u64>,
     /// Items skipped by a skip rule, per type and reason (first pass only).
     pub skipped: BTreeMap<(String, &'static str), u64>,
+    /// Names of the PersistentVolumes skipped for dynamic re-provisioning (first pass only).
+    pub reprovisioned_pvs: BTreeSet<String>,
     /// The archived Namespace objects by name (first pass only).
     pub namespaces: BTreeMap<String, Value>,
     /// Rejected entries (first pass only).
@@ -116,6 +118,9 @@ pub(crate) fn run_pass<R: Read>(
             Some(Drop::Filtered) => continue,
             Some(Drop::Skipped(why)) => {
                 if plan.first {
+                    if why == ItemSkip::DynamicallyReprovisioned {
+                        report.reprovisioned_pvs.insert(item.location.name.clone());
+                    }
                     *report.skipped.entry((gr, why.as_str())).or_default() += 1;
                 }
                 continue;

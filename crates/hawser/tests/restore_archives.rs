@@ -1,0 +1,229 @@
+//! The restore engine against kube-sim with hand-written archives: hostile entries, unreadable
+//! and missing archives, and volumes left to dynamic provisioning.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // failed unwraps are failed tests
+
+mod restore_support;
+
+use hawser::restore::{self, RestoreError, RestoreOptions};
+use hawser_api::phase::RestorePhase;
+use restore_support::*;
+use serde_json::json;
+use tempfile::TempDir;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_entries_are_item_errors_and_create_nothing_else() {
+    let Cluster { sim, client } = empty_cluster().await;
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    let archive = HandArchive::new()
+        .file("metadata/version", b"1.1.0\n")
+        .item(
+            "resources/namespaces/cluster/web.json",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}}),
+        )
+        .item(
+            "resources/configmaps/namespaces/web/good.json",
+            &config_map("good", "web"),
+        )
+        .item(
+            "resources/configmaps/namespaces/web/../../../../escape.json",
+            &config_map("escape", "web"),
+        )
+        .file(
+            "resources/configmaps/namespaces/web/broken.json",
+            b"{\"kind\": ",
+        )
+        .raw(
+            b"resources/configmaps/namespaces/web/link.json",
+            tar::EntryType::Symlink,
+            b"/etc/passwd",
+            b"",
+        )
+        .item("notes/readme.json", &json!({"kind": "ConfigMap"}))
+        .gzipped();
+    let backup = store_archive(&location, "hand", archive).await;
+    let restore = restore_of("hostile", "hand", json!({}));
+    let outcome = run_restore(&client, &location, &restore, &backup).await;
+
+    assert_eq!(outcome.phase, RestorePhase::PartiallyFailed);
+    let errors = &outcome.results.errors;
+    let web = &errors.namespaces["web"];
+    assert_eq!(web.len(), 2, "{errors:?}");
+    assert!(
+        web.iter()
+            .any(|m| m.contains("broken.json") && m.contains("not valid JSON"))
+    );
+    assert!(
+        web.iter()
+            .any(|m| m.contains("link.json") && m.contains("links are not allowed"))
+    );
+    assert_eq!(errors.velero.len(), 2, "{errors:?}");
+    assert!(
+        errors
+            .velero
+            .iter()
+            .any(|m| m.contains("escapes the archive root"))
+    );
+    assert!(
+        errors
+            .velero
+            .iter()
+            .any(|m| m.contains("notes/readme.json"))
+    );
+    assert_eq!(outcome.errors(), 4);
+    let store = sim.store();
+    assert_eq!(names(&store.list("v1", "ConfigMap", Some("web"))), ["good"]);
+    assert!(store.get("v1", "ConfigMap", "web", "escape").is_none());
+    let list = restored_list(&location, "hostile").await;
+    assert_eq!(list.len(), 2, "{list:?}"); // the namespace and the one good item
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_archive_fails_the_restore_before_anything_is_created() {
+    let Cluster { sim, client } = empty_cluster().await;
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    let good = HandArchive::new()
+        .item(
+            "resources/namespaces/cluster/web.json",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}}),
+        )
+        .item(
+            "resources/configmaps/namespaces/web/good.json",
+            &config_map("good", "web"),
+        )
+        .gzipped();
+    // The same archive cut short: the items before the cut are readable, the stream is not.
+    let truncated = good[..good.len() - 40].to_vec();
+    let cases = [
+        ("truncated", truncated),
+        ("not-gzip", b"PK\x03\x04 a zip file".to_vec()),
+    ];
+    for (name, bytes) in cases {
+        let backup = store_archive(&location, name, bytes).await;
+        let before = sim.store().resource_version();
+        let restore = restore_of(name, name, json!({}));
+        let err = restore::run(
+            client.clone(),
+            &location,
+            &restore,
+            &backup,
+            RestoreOptions::default(),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(err, RestoreError::Archive { .. }),
+            "{name}: {err:?}"
+        );
+        assert_eq!(err.phase(), RestorePhase::Failed);
+        assert_eq!(err.category(), "ArchiveCorrupt");
+        assert!(
+            err.full_message().contains("reading the backup archive"),
+            "{err}"
+        );
+        assert_eq!(
+            sim.store().resource_version(),
+            before,
+            "{name}: nothing written"
+        );
+        assert!(sim.store().get("v1", "Namespace", "", "web").is_none());
+    }
+    // A missing archive fails too.
+    let err = restore::run(
+        client.clone(),
+        &location,
+        &restore_of("missing", "absent", json!({})),
+        &hawser_api::Backup::named("absent"),
+        RestoreOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.category(), "ArchiveUnavailable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volumes_with_reclaim_policy_delete_are_left_to_dynamic_provisioning() {
+    let Cluster { sim, client } = empty_cluster().await;
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    let pv = |name: &str, policy: &str| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+            "spec": {"persistentVolumeReclaimPolicy": policy, "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"},
+                "claimRef": {"namespace": "db", "name": format!("claim-{name}"), "uid": "u-1"}}})
+    };
+    let pvc = |volume: &str| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": format!("claim-{volume}"), "namespace": "db",
+                "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {"volumeName": volume, "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}})
+    };
+    let archive = HandArchive::new()
+        .item(
+            "resources/namespaces/cluster/db.json",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "db"}}),
+        )
+        .item(
+            "resources/persistentvolumes/cluster/pv-delete.json",
+            &pv("pv-delete", "Delete"),
+        )
+        .item(
+            "resources/persistentvolumes/cluster/pv-retain.json",
+            &pv("pv-retain", "Retain"),
+        )
+        .item(
+            "resources/persistentvolumeclaims/namespaces/db/claim-pv-delete.json",
+            &pvc("pv-delete"),
+        )
+        .item(
+            "resources/persistentvolumeclaims/namespaces/db/claim-pv-retain.json",
+            &pvc("pv-retain"),
+        )
+        .gzipped();
+    let backup = store_archive(&location, "volumes", archive).await;
+    let restore = restore_of("volumes", "volumes", json!({}));
+    let outcome = run_restore(&client, &location, &restore, &backup).await;
+
+    assert_eq!(
+        outcome.phase,
+        RestorePhase::Completed,
+        "{:?}",
+        outcome.results
+    );
+    let store = sim.store();
+    assert!(
+        store
+            .get("v1", "PersistentVolume", "", "pv-delete")
+            .is_none()
+    );
+    let kept = store
+        .get("v1", "PersistentVolume", "", "pv-retain")
+        .unwrap();
+    assert!(kept["spec"]["claimRef"].get("uid").is_none(), "{kept}");
+    assert!(
+        kept["metadata"]
+            .get("annotations")
+            .is_none_or(|a| a.get("pv.kubernetes.io/bound-by-controller").is_none())
+    );
+    let fresh = store
+        .get("v1", "PersistentVolumeClaim", "db", "claim-pv-delete")
+        .unwrap();
+    assert!(
+        fresh["spec"]
+            .get("volumeName")
+            .is_none_or(|v| v != "pv-delete"),
+        "{fresh}"
+    );
+    let bound = store
+        .get("v1", "PersistentVolumeClaim", "db", "claim-pv-retain")
+        .unwrap();
+    assert_eq!(bound["spec"]["volumeName"], "pv-retain");
+    let log = log_text(&location, "volumes").await;
+    assert!(
+        log.contains("Skipped 1 items of persistentvolumes: dynamically_reprovisioned"),
+        "{log}"
+    );
+}
