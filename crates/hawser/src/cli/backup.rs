@@ -4,12 +4,12 @@ use clap::{Args, Subcommand};
 use hawser_api::{Backup, BackupSpec, BackupStorageLocation};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 
 use super::bsl::parse_duration;
 use super::describe;
 use super::error::{CliError, ExitStatus};
-use super::flags::{MetaArgs, SelectorArgs, get_required, list, print_objects};
+use super::flags::{MetaArgs, SelectorArgs, fetch, get_required, list, print_objects};
 use super::global::GlobalArgs;
 use super::output::{OutputFormat, count, encode, or_none, table, until, when};
 use super::selector::selector_column;
@@ -228,43 +228,18 @@ async fn fetch_backups(
     names: &[String],
     selector: Option<&str>,
 ) -> Result<Vec<Backup>, CliError> {
-    let client = global.client().await?;
-    let namespace = &global.namespace;
-    let api: Api<Backup> = Api::namespaced(client, namespace);
-    if names.is_empty() {
-        let mut params = ListParams::default();
-        if let Some(selector) = selector {
-            params = params.labels(selector);
-        }
-        let object = format!("Backups in namespace {namespace}");
-        return Ok(api
-            .list(&params)
-            .await
-            .map_err(|err| CliError::api("list", object, err))?
-            .items);
-    }
-    let mut backups = Vec::with_capacity(names.len());
-    for name in names {
-        backups.push(
-            get_required(
-                &api,
-                format!("Backup {namespace}/{name}"),
-                name,
-                "list the backups with `hawser backup get`".to_owned(),
-            )
-            .await?,
-        );
-    }
-    Ok(backups)
+    let api: Api<Backup> = Api::namespaced(global.client().await?, &global.namespace);
+    fetch(
+        &api,
+        &global.namespace,
+        ("Backup", "backup"),
+        names,
+        selector,
+    )
+    .await
 }
 
 async fn get_backups(global: &GlobalArgs, args: BackupGetArgs) -> Result<ExitStatus, CliError> {
-    if !args.names.is_empty() && args.selector.is_some() {
-        return Err(CliError::usage(
-            "--selector",
-            "it cannot be combined with backup names",
-        ));
-    }
     let backups = fetch_backups(global, &args.names, args.selector.as_deref()).await?;
     let now = Timestamp::now();
     print_objects(&backups, args.names.len() == 1, args.output, |b| {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use clap::Args;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::ListParams;
 use kube::api::ObjectMeta;
 use kube::{Api, Resource};
 use serde::Serialize;
@@ -112,6 +113,52 @@ where
         Some(found) => Ok(found),
         None => Err(CliError::NotFound { object, hint }),
     }
+}
+
+/// The objects of a `get`/`describe`: the named ones (each must exist), or all that match
+/// `selector` when no name is given. `kind` names the objects in messages (`Backup`), `command`
+/// is the command group of the hint (`backup`).
+pub async fn fetch<K>(
+    api: &Api<K>,
+    namespace: &str,
+    (kind, command): (&str, &str),
+    names: &[String],
+    selector: Option<&str>,
+) -> Result<Vec<K>, CliError>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    if !names.is_empty() && selector.is_some() {
+        return Err(CliError::usage(
+            "--selector",
+            "it cannot be combined with names",
+        ));
+    }
+    if names.is_empty() {
+        let mut params = ListParams::default();
+        if let Some(selector) = selector {
+            params = params.labels(selector);
+        }
+        let object = format!("{kind}s in namespace {namespace}");
+        return Ok(api
+            .list(&params)
+            .await
+            .map_err(|err| CliError::api("list", object, err))?
+            .items);
+    }
+    let mut found = Vec::with_capacity(names.len());
+    for name in names {
+        found.push(
+            get_required(
+                api,
+                format!("{kind} {namespace}/{name}"),
+                name,
+                format!("list them with `hawser {command} get`"),
+            )
+            .await?,
+        );
+    }
+    Ok(found)
 }
 
 /// Prints the objects of a `get`: one object as itself when one name was asked for, otherwise a

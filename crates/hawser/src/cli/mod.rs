@@ -11,6 +11,7 @@ pub mod error;
 pub mod flags;
 pub mod global;
 pub mod output;
+pub mod restore;
 pub mod selector;
 pub mod wait;
 
@@ -39,6 +40,8 @@ pub enum Command {
     BackupLocation(bsl::BslArgs),
     /// Work with backups.
     Backup(backup::BackupArgs),
+    /// Work with restores.
+    Restore(restore::RestoreArgs),
 }
 
 /// Parses the process arguments, runs the command and turns the outcome into an exit code.
@@ -69,5 +72,6 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
     match cli.command {
         Command::BackupLocation(args) => bsl::run(&cli.global, args).await,
         Command::Backup(args) => backup::run(&cli.global, args).await,
+        Command::Restore(args) => restore::run(&cli.global, args).await,
     }
 }

@@ -124,6 +124,20 @@ impl Cluster {
             .expect("location stored");
     }
 
+    /// Stores a Completed Backup `name` in the velero namespace.
+    pub fn add_backup(&self, name: &str) {
+        self.sim
+            .store()
+            .insert(json!({
+                "apiVersion": "velero.io/v1",
+                "kind": "Backup",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"includedNamespaces": ["*"]},
+                "status": {"phase": "Completed"},
+            }))
+            .expect("backup stored");
+    }
+
     /// The stored object, or `None`.
     pub fn get(&self, api_version: &str, kind: &str, name: &str) -> Option<Value> {
         self.sim.store().get(api_version, kind, NS, name)

@@ -1,0 +1,314 @@
+//! `hawser restore create|get|describe`, run as a process against kube-sim.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+
+use std::time::Duration;
+
+use cli_support::{Cluster, finished};
+use serde_json::{Value, json};
+
+const RESTORE: (&str, &str) = ("velero.io/v1", "Restore");
+
+fn spec_keys(spec: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = spec
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_sends_exactly_the_fields_of_the_flags() {
+    let cluster = Cluster::start().await;
+    cluster.add_backup("nightly");
+    let run = cluster
+        .hawser(&[
+            "restore",
+            "create",
+            "r1",
+            "--from-backup",
+            "nightly",
+            "--include-namespaces",
+            "shop,db",
+            "--exclude-namespaces",
+            "db",
+            "--include-resources",
+            "deployments,services",
+            "--exclude-resources",
+            "secrets",
+            "--include-cluster-resources=false",
+            "--or-selector",
+            "app=web or app=api",
+            "--namespace-mappings",
+            "shop:shop-copy,db:db-copy",
+            "--existing-resource-policy",
+            "update",
+            "--status-include-resources",
+            "deployments",
+            "--status-exclude-resources",
+            "pods",
+            "--preserve-nodeports",
+            "--labels",
+            "why=drill",
+            "--annotations",
+            "ticket=42",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert!(run.stdout.contains("\"r1\" submitted"), "{}", run.stdout);
+    let restore = cluster.get(RESTORE.0, RESTORE.1, "r1").expect("created");
+    let spec = &restore["spec"];
+    assert_eq!(
+        spec_keys(spec),
+        [
+            "backupName",
+            "excludedNamespaces",
+            "excludedResources",
+            "existingResourcePolicy",
+            "includeClusterResources",
+            "includedNamespaces",
+            "includedResources",
+            "namespaceMapping",
+            "orLabelSelectors",
+            "preserveNodePorts",
+            "restoreStatus",
+        ]
+    );
+    assert_eq!(spec["backupName"], "nightly");
+    assert_eq!(spec["includedNamespaces"], json!(["shop", "db"]));
+    assert_eq!(spec["excludedNamespaces"], json!(["db"]));
+    assert_eq!(
+        spec["includedResources"],
+        json!(["deployments", "services"])
+    );
+    assert_eq!(spec["excludedResources"], json!(["secrets"]));
+    assert_eq!(spec["includeClusterResources"], false);
+    assert_eq!(
+        spec["orLabelSelectors"],
+        json!([{"matchLabels": {"app": "web"}}, {"matchLabels": {"app": "api"}}])
+    );
+    assert_eq!(
+        spec["namespaceMapping"],
+        json!({"shop": "shop-copy", "db": "db-copy"})
+    );
+    assert_eq!(spec["existingResourcePolicy"], "update");
+    assert_eq!(
+        spec["restoreStatus"],
+        json!({"includedResources": ["deployments"], "excludedResources": ["pods"]})
+    );
+    assert_eq!(spec["preserveNodePorts"], true);
+    assert_eq!(restore["metadata"]["labels"]["why"], "drill");
+    assert_eq!(restore["metadata"]["annotations"]["ticket"], "42");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_name_the_restore_is_named_after_the_backup_and_the_time() {
+    let cluster = Cluster::start().await;
+    cluster.add_backup("nightly");
+    let run = cluster
+        .hawser(&["restore", "create", "--from-backup", "nightly"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let restores = cluster
+        .sim
+        .store()
+        .list(RESTORE.0, RESTORE.1, Some(cli_support::NS));
+    assert_eq!(restores.len(), 1);
+    let name = restores[0]["metadata"]["name"].as_str().unwrap();
+    let stamp = name.strip_prefix("nightly-").expect(name);
+    assert_eq!(stamp.len(), 14, "{name}");
+    assert!(stamp.chars().all(|c| c.is_ascii_digit()), "{name}");
+    // Only what was asked for: the backup and the default namespace filter.
+    assert_eq!(
+        spec_keys(&restores[0]["spec"]),
+        ["backupName", "includedNamespaces"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_fails_clearly_and_creates_nothing() {
+    let cluster = Cluster::start().await;
+    cluster.add_backup("nightly");
+    // (arguments after `restore create x`, exit code, what stderr must say)
+    let cases: [(&[&str], i32, &[&str]); 7] = [
+        (
+            &["--from-backup", "missing"],
+            1,
+            &["Backup velero/missing not found", "hawser backup get"],
+        ),
+        (
+            &["--from-backup", "nightly", "--namespace-mappings", "a-b"],
+            2,
+            &["--namespace-mappings", "source:target"],
+        ),
+        (
+            &[
+                "--from-backup",
+                "nightly",
+                "--namespace-mappings",
+                "a:x,b:x",
+            ],
+            2,
+            &["--namespace-mappings", "both map to"],
+        ),
+        (
+            &[
+                "--from-backup",
+                "nightly",
+                "--existing-resource-policy",
+                "replace",
+            ],
+            2,
+            &["--existing-resource-policy"],
+        ),
+        (
+            &[
+                "--from-backup",
+                "nightly",
+                "--status-exclude-resources",
+                "pods",
+            ],
+            2,
+            &["--status-include-resources"],
+        ),
+        (
+            &[
+                "--from-backup",
+                "nightly",
+                "-l",
+                "a=b",
+                "--or-selector",
+                "c=d",
+            ],
+            2,
+            &["--or-selector"],
+        ),
+        (&[], 2, &["--from-backup"]),
+    ];
+    for (extra, code, said) in cases {
+        let args: Vec<&str> = ["restore", "create", "x"]
+            .iter()
+            .chain(extra)
+            .copied()
+            .collect();
+        let run = cluster.hawser(&args).await;
+        assert_eq!(run.code, code, "{args:?}: {}", run.stderr);
+        for words in said {
+            assert!(run.stderr.contains(words), "{args:?}: {}", run.stderr);
+        }
+        assert_eq!(
+            cluster.sim.store().count(RESTORE.0, RESTORE.1),
+            0,
+            "{args:?} created a restore"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_flag_prints_without_creating_or_needing_the_backup() {
+    let cluster = Cluster::start().await;
+    let run = cluster
+        .hawser(&[
+            "restore",
+            "create",
+            "dry",
+            "--from-backup",
+            "b",
+            "-o",
+            "json",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let value: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(value["kind"], "Restore");
+    assert_eq!(value["spec"]["backupName"], "b");
+    assert_eq!(cluster.sim.store().count(RESTORE.0, RESTORE.1), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_and_describe_show_backup_phase_and_counts() {
+    let cluster = Cluster::start().await;
+    cluster.add_backup("nightly");
+    for name in ["r1", "r2"] {
+        let run = cluster
+            .hawser(&["restore", "create", name, "--from-backup", "nightly"])
+            .await;
+        assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    }
+    cluster.set_status(
+        RESTORE.0,
+        RESTORE.1,
+        "r2",
+        json!({
+            "phase": "FailedValidation", "errors": 1, "warnings": 4,
+            "validationErrors": ["backup nightly is still in progress"],
+        }),
+    );
+    let run = cluster.hawser(&["restore", "get"]).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    for column in ["NAME", "BACKUP", "STATUS", "ERRORS", "WARNINGS", "CREATED"] {
+        assert!(lines[0].contains(column), "{}", lines[0]);
+    }
+    assert!(lines[1].starts_with("r1 ") && lines[1].contains("New"));
+    assert!(lines[2].contains("FailedValidation") && lines[2].contains("nightly"));
+
+    let run = cluster.hawser(&["restore", "describe", "r2"]).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    for expected in [
+        "FailedValidation",
+        "Validation errors:",
+        "backup nightly is still in progress",
+        "Warnings:",
+        "Backup:",
+    ] {
+        assert!(run.stdout.contains(expected), "{expected}: {}", run.stdout);
+    }
+    let warnings = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Warnings:"))
+        .unwrap();
+    assert!(warnings.ends_with(" 4"), "{warnings}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_follows_the_restore_and_exits_3_when_partially_failed() {
+    let cluster = Cluster::start().await;
+    cluster.add_backup("nightly");
+    let child = cluster.spawn(&["restore", "create", "rw", "--from-backup", "nightly", "-w"]);
+    cluster.until_exists(RESTORE.0, RESTORE.1, "rw").await;
+    cluster.set_status(
+        RESTORE.0,
+        RESTORE.1,
+        "rw",
+        json!({"phase": "InProgress", "progress": {"totalItems": 8, "itemsRestored": 2}}),
+    );
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    cluster.set_status(
+        RESTORE.0,
+        RESTORE.1,
+        "rw",
+        json!({"phase": "PartiallyFailed", "errors": 1,
+               "progress": {"totalItems": 8, "itemsRestored": 7}}),
+    );
+    let run = finished(child).await;
+    assert_eq!(run.code, 3, "stderr: {}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("Restore rw: InProgress, 2 of 8 items restored"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("Restore rw: PartiallyFailed"),
+        "{}",
+        run.stderr
+    );
+}
