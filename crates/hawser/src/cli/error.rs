@@ -89,6 +89,23 @@ pub enum CliError {
         /// The object, as `Kind name`.
         object: String,
     },
+    /// A file named by a flag could not be read.
+    #[error("could not read {path}")]
+    File {
+        /// The path as given.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Something did not happen in time.
+    #[error("timed out after {}s waiting for {what}", after.as_secs())]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long.
+        after: std::time::Duration,
+    },
     /// Printing or encoding output failed.
     #[error("could not write the output")]
     Output {

@@ -10,6 +10,8 @@ pub mod describe;
 pub mod error;
 pub mod flags;
 pub mod global;
+pub mod install;
+pub mod manifests;
 pub mod output;
 pub mod restore;
 pub mod selector;
@@ -42,6 +44,8 @@ pub enum Command {
     Backup(backup::BackupArgs),
     /// Work with restores.
     Restore(restore::RestoreArgs),
+    /// Install the CRDs and the hawser server into the cluster (or print them).
+    Install(Box<install::InstallArgs>),
 }
 
 /// Parses the process arguments, runs the command and turns the outcome into an exit code.
@@ -73,5 +77,6 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::BackupLocation(args) => bsl::run(&cli.global, args).await,
         Command::Backup(args) => backup::run(&cli.global, args).await,
         Command::Restore(args) => restore::run(&cli.global, args).await,
+        Command::Install(args) => install::run(&cli.global, *args).await,
     }
 }

@@ -13,7 +13,7 @@ pub const NS: &str = "velero";
 pub struct Cluster {
     pub sim: KubeSim,
     pub kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 /// The outcome of a spawned run, once it exited.
@@ -38,10 +38,8 @@ pub struct Run {
 
 impl Cluster {
     pub async fn start() -> Self {
-        let sim = KubeSim::start(SimConfig::default())
-            .await
-            .expect("kube-sim starts");
-        let store = sim.store();
+        let cluster = Self::empty().await;
+        let store = cluster.sim.store();
         for crd in hawser_api::crd::crds() {
             store
                 .insert(serde_json::to_value(crd).unwrap())
@@ -50,14 +48,27 @@ impl Cluster {
         store
             .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
             .unwrap();
+        cluster
+    }
+
+    /// A kube-sim with nothing installed (no CRDs, no `velero` namespace).
+    pub async fn empty() -> Self {
+        let sim = KubeSim::start(SimConfig::default())
+            .await
+            .expect("kube-sim starts");
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         sim.write_kubeconfig(&kubeconfig).unwrap();
         Self {
             sim,
             kubeconfig,
-            _dir: dir,
+            dir,
         }
+    }
+
+    /// A directory that lives as long as the cluster, for files passed to the binary.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 
     /// Runs `hawser ARGS` against this cluster.

@@ -1,0 +1,357 @@
+//! The objects `hawser install` creates, built from its settings (pure: no API calls).
+//!
+//! In order: the `velero.io` CRDs, the Namespace, the ServiceAccount `velero`, a
+//! ClusterRoleBinding of it to `cluster-admin` (as Velero's install does), the Secret
+//! `cloud-credentials` (key `cloud`) when a credentials file is given, the Deployment `velero`
+//! running `hawser server`, and the BackupStorageLocation `default` when a provider and bucket are
+//! given.
+
+use std::collections::BTreeMap;
+
+use hawser_api::{BackupStorageLocation, BackupStorageLocationSpec, ObjectStorageLocation};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, EnvVarSource, Namespace, ObjectFieldSelector, PodSpec,
+    PodTemplateSpec, ResourceRequirements, Secret, SecretKeySelector, SecretVolumeSource,
+    ServiceAccount, Volume, VolumeMount,
+};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::Resource;
+use kube::api::{ApiResource, ObjectMeta};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::error::CliError;
+
+/// The image of the Deployment when `--image` is not given.
+pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/hawser/hawser:v", env!("CARGO_PKG_VERSION"));
+/// Name of the ServiceAccount and the Deployment.
+pub const NAME: &str = "velero";
+/// Name of the credentials Secret.
+pub const SECRET_NAME: &str = "cloud-credentials";
+/// Key of the credentials in the Secret.
+pub const SECRET_KEY: &str = "cloud";
+/// Where the credentials Secret is mounted in the server's container.
+pub const CREDENTIALS_DIR: &str = "/credentials";
+/// Name of the BackupStorageLocation install creates.
+pub const LOCATION_NAME: &str = "default";
+
+/// What to install.
+#[derive(Debug, Clone, Default)]
+pub struct InstallPlan {
+    /// Namespace of the server and its objects.
+    pub namespace: String,
+    /// Image of the server.
+    pub image: String,
+    /// Arguments after `server`.
+    pub server_args: Vec<String>,
+    /// Contents of the credentials file, if any.
+    pub credentials: Option<Vec<u8>>,
+    /// The BackupStorageLocation, if any.
+    pub location: Option<LocationPlan>,
+}
+
+/// The BackupStorageLocation `default`.
+#[derive(Debug, Clone, Default)]
+pub struct LocationPlan {
+    /// Object-store provider.
+    pub provider: String,
+    /// Bucket.
+    pub bucket: String,
+    /// Path inside the bucket.
+    pub prefix: Option<String>,
+    /// Provider settings.
+    pub config: BTreeMap<String, String>,
+}
+
+/// One object to install, with what is needed to address it through the API.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// Kind, version, group and plural.
+    pub resource: ApiResource,
+    /// Namespace for namespaced objects, `None` for cluster-scoped ones.
+    pub namespace: Option<String>,
+    /// Object name.
+    pub name: String,
+    /// The full object.
+    pub object: Value,
+}
+
+impl Manifest {
+    fn of<K: Resource<DynamicType = ()> + Serialize>(object: &K) -> Result<Self, CliError> {
+        let meta = object.meta();
+        Ok(Self {
+            resource: ApiResource::erase::<K>(&()),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone().unwrap_or_default(),
+            object: serde_json::to_value(object)
+                .map_err(|err| CliError::Output { source: err.into() })?,
+        })
+    }
+
+    /// `Kind/name`, for reports.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.resource.kind, self.name)
+    }
+}
+
+fn labels() -> BTreeMap<String, String> {
+    BTreeMap::from([("component".to_owned(), "velero".to_owned())])
+}
+
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        labels: Some(labels()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Every object of the plan, in the order they are applied.
+pub fn manifests(plan: &InstallPlan) -> Result<Vec<Manifest>, CliError> {
+    let ns = plan.namespace.as_str();
+    let mut out = Vec::new();
+    for crd in hawser_api::crd::crds() {
+        out.push(Manifest::of(&crd)?);
+    }
+    out.push(Manifest::of(&Namespace {
+        metadata: meta(ns, None),
+        ..Namespace::default()
+    })?);
+    out.push(Manifest::of(&ServiceAccount {
+        metadata: meta(NAME, Some(ns)),
+        ..ServiceAccount::default()
+    })?);
+    out.push(Manifest::of(&cluster_role_binding(ns))?);
+    if let Some(credentials) = &plan.credentials {
+        out.push(Manifest::of(&Secret {
+            metadata: meta(SECRET_NAME, Some(ns)),
+            type_: Some("Opaque".to_owned()),
+            data: Some(BTreeMap::from([(
+                SECRET_KEY.to_owned(),
+                ByteString(credentials.clone()),
+            )])),
+            ..Secret::default()
+        })?);
+    }
+    out.push(Manifest::of(&deployment(plan))?);
+    if let Some(location) = &plan.location {
+        out.push(Manifest::of(&backup_location(plan, location))?);
+    }
+    Ok(out)
+}
+
+/// Velero names the binding `velero` in the `velero` namespace and `velero-<ns>` elsewhere, so
+/// that installs in several namespaces do not overwrite each other's binding.
+fn cluster_role_binding(namespace: &str) -> ClusterRoleBinding {
+    let name = if namespace == "velero" {
+        "velero".to_owned()
+    } else {
+        format!("velero-{namespace}")
+    };
+    ClusterRoleBinding {
+        metadata: meta(&name, None),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".to_owned(),
+            kind: "ClusterRole".to_owned(),
+            name: "cluster-admin".to_owned(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".to_owned(),
+            name: NAME.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            ..Subject::default()
+        }]),
+    }
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        ..EnvVar::default()
+    }
+}
+
+fn deployment(plan: &InstallPlan) -> Deployment {
+    let ns = plan.namespace.as_str();
+    let mut pod_labels = labels();
+    pod_labels.insert("deploy".to_owned(), NAME.to_owned());
+    // The image's entrypoint is the hawser binary; the arguments pick the subcommand.
+    let mut args = vec!["server".to_owned()];
+    args.extend(plan.server_args.iter().cloned());
+    let mut env_vars = vec![EnvVar {
+        name: "VELERO_NAMESPACE".to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: "metadata.namespace".to_owned(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }];
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    if plan.credentials.is_some() {
+        let file = format!("{CREDENTIALS_DIR}/{SECRET_KEY}");
+        // The variables each provider SDK reads its credentials file from, as Velero sets them.
+        for name in [
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "AZURE_CREDENTIALS_FILE",
+        ] {
+            env_vars.push(env(name, &file));
+        }
+        volumes.push(Volume {
+            name: SECRET_NAME.to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(SECRET_NAME.to_owned()),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(VolumeMount {
+            name: SECRET_NAME.to_owned(),
+            mount_path: CREDENTIALS_DIR.to_owned(),
+            ..VolumeMount::default()
+        });
+    }
+    let quantities = |cpu: &str, memory: &str| {
+        BTreeMap::from([
+            ("cpu".to_owned(), Quantity(cpu.to_owned())),
+            ("memory".to_owned(), Quantity(memory.to_owned())),
+        ])
+    };
+    let container = Container {
+        name: NAME.to_owned(),
+        image: Some(plan.image.clone()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        args: Some(args),
+        env: Some(env_vars),
+        ports: Some(vec![ContainerPort {
+            name: Some("metrics".to_owned()),
+            container_port: 8085,
+            ..ContainerPort::default()
+        }]),
+        resources: Some(ResourceRequirements {
+            requests: Some(quantities("500m", "128Mi")),
+            limits: Some(quantities("1", "512Mi")),
+            ..ResourceRequirements::default()
+        }),
+        volume_mounts: (!mounts.is_empty()).then_some(mounts),
+        ..Container::default()
+    };
+    Deployment {
+        metadata: meta(NAME, Some(ns)),
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([("deploy".to_owned(), NAME.to_owned())])),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(NAME.to_owned()),
+                    restart_policy: Some("Always".to_owned()),
+                    containers: vec![container],
+                    volumes: (!volumes.is_empty()).then_some(volumes),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}
+
+fn backup_location(plan: &InstallPlan, location: &LocationPlan) -> BackupStorageLocation {
+    let spec = BackupStorageLocationSpec {
+        provider: location.provider.clone(),
+        config: (!location.config.is_empty()).then(|| location.config.clone()),
+        credential: plan.credentials.as_ref().map(|_| SecretKeySelector {
+            name: SECRET_NAME.to_owned(),
+            key: SECRET_KEY.to_owned(),
+            optional: None,
+        }),
+        object_storage: ObjectStorageLocation {
+            bucket: location.bucket.clone(),
+            prefix: location.prefix.clone().filter(|p| !p.is_empty()),
+            ..ObjectStorageLocation::default()
+        },
+        default: true,
+        ..BackupStorageLocationSpec::default()
+    };
+    let mut bsl = BackupStorageLocation::new(LOCATION_NAME, spec);
+    bsl.metadata = meta(LOCATION_NAME, Some(&plan.namespace));
+    bsl
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_plan_lists_every_object_in_apply_order() {
+        let plan = InstallPlan {
+            namespace: "backups".into(),
+            image: "example/hawser:1".into(),
+            server_args: vec!["--default-backup-ttl=48h".into()],
+            credentials: Some(b"[default]\n".to_vec()),
+            location: Some(LocationPlan {
+                provider: "aws".into(),
+                bucket: "b".into(),
+                prefix: None,
+                config: BTreeMap::from([("region".into(), "eu-west-1".into())]),
+            }),
+        };
+        let all = manifests(&plan).unwrap();
+        let labels: Vec<String> = all.iter().skip(7).map(Manifest::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "Namespace/backups",
+                "ServiceAccount/velero",
+                "ClusterRoleBinding/velero-backups",
+                "Secret/cloud-credentials",
+                "Deployment/velero",
+                "BackupStorageLocation/default",
+            ]
+        );
+        assert!(
+            all[..7]
+                .iter()
+                .all(|m| m.resource.kind == "CustomResourceDefinition")
+        );
+        let deployment = &all[11].object;
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            container["args"],
+            serde_json::json!(["server", "--default-backup-ttl=48h"])
+        );
+        assert_eq!(container["image"], "example/hawser:1");
+        let bsl = &all[12].object["spec"];
+        assert_eq!(bsl["credential"]["name"], "cloud-credentials");
+        assert_eq!(bsl["default"], true);
+
+        let bare = InstallPlan {
+            namespace: "velero".into(),
+            image: DEFAULT_IMAGE.into(),
+            ..InstallPlan::default()
+        };
+        let all = manifests(&bare).unwrap();
+        assert_eq!(all.len(), 11);
+        assert_eq!(all[9].label(), "ClusterRoleBinding/velero");
+        assert!(all[10].object["spec"]["template"]["spec"]["volumes"].is_null());
+    }
+}
