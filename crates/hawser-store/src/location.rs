@@ -373,6 +373,29 @@ impl Location {
         }
     }
 
+    /// Stores a restore's status record (`restores/<name>/restore-<name>-status.json`), written
+    /// after its other artifacts.
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`], [`StoreError::Storage`].
+    pub async fn commit_restore(&self, name: &str, json: Bytes) -> Result<(), StoreError> {
+        check_name(name)?;
+        self.put(&LAYOUT.restore_record(name), json).await
+    }
+
+    /// A restore's status record, or `None` when it was never written.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidKey`], [`StoreError::Storage`].
+    pub async fn restore_record(&self, name: &str) -> Result<Option<Bytes>, StoreError> {
+        check_name(name)?;
+        match self.get(&LAYOUT.restore_record(name)).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Deletes everything under `backups/<name>/`.
     ///
     /// # Errors

@@ -223,6 +223,18 @@ pub fn record(
     serde_json::to_value(&backup)
 }
 
+/// Velero's checks of a Backup's spec that need no API (filter styles, include/exclude lists,
+/// namespace names, selectors): the messages for `validationErrors`, empty when it is valid.
+/// [`run`] makes the checks that need discovery.
+#[must_use]
+pub fn validate_spec(backup: &Backup) -> Vec<String> {
+    match filters_of(backup, &[]) {
+        Ok(filters) => hawser_core::selection::validate(&filters),
+        Err(BackupError::Validation { messages }) => messages,
+        Err(e) => vec![e.full_message()],
+    }
+}
+
 pub(crate) use hawser_core::errors::chain_text as error_text;
 
 /// Runs one backup of `backup` into `location` (see the module docs).

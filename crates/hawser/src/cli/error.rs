@@ -106,6 +106,13 @@ pub enum CliError {
         /// How long.
         after: std::time::Duration,
     },
+    /// `hawser server` could not start or stopped with an error.
+    #[error("hawser server failed")]
+    Server {
+        /// The underlying cause.
+        #[source]
+        source: anyhow::Error,
+    },
     /// Printing or encoding output failed.
     #[error("could not write the output")]
     Output {

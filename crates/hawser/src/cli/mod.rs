@@ -15,6 +15,7 @@ pub mod manifests;
 pub mod output;
 pub mod restore;
 pub mod selector;
+mod server;
 pub mod wait;
 
 use std::process::ExitCode;
@@ -46,6 +47,8 @@ pub enum Command {
     Restore(restore::RestoreArgs),
     /// Install the CRDs and the hawser server into the cluster (or print them).
     Install(Box<install::InstallArgs>),
+    /// Run the server: the backup and storage-location controllers, recovery, and /metrics.
+    Server(Box<crate::server::ServerArgs>),
 }
 
 /// Parses the process arguments, runs the command and turns the outcome into an exit code.
@@ -78,5 +81,6 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Backup(args) => backup::run(&cli.global, args).await,
         Command::Restore(args) => restore::run(&cli.global, args).await,
         Command::Install(args) => install::run(&cli.global, *args).await,
+        Command::Server(args) => server::run(&cli.global, *args).await,
     }
 }

@@ -3,24 +3,40 @@
 //! The public surface is [`ServerArgs`] (the flags, Velero's names and defaults, each also read
 //! from `HAWSER_<NAME>`) and [`serve`], which runs the server until a cancellation token fires.
 //!
-//! What is built so far: the flags and their checks (a bad value is an error naming the flag),
-//! building the Kubernetes client without kube-rs's hidden retries, and the status engine from
-//! the flags. The backup controller, the BackupStorageLocation validation controller, recovery
-//! from the storage record and the HTTP endpoints are not built yet: [`serve`] checks its
-//! arguments and then returns an error saying so, rather than running a server that does
-//! nothing.
+//! What runs:
+//! - the **backup controller** ([`backup_controller`]) behind a work queue ([`queue`]):
+//!   `--concurrent-backups` backups at a time, each independent;
+//! - the **storage-location controller** ([`bsl_controller`]), validating every location;
+//! - **recovery** (the status engine's, reading the records in the storage locations through
+//!   [`records::StorageRecords`]) at start-up and every `--status-resync-period`;
+//! - the HTTP endpoints ([`http`]) on `--metrics-address`.
+//!
+//! The client has kube-rs's hidden retries off and `--client-qps`/`--client-burst` applied;
+//! every controller, the engines and the status engine share it.
 
 mod args;
+mod backup_controller;
+mod bsl_controller;
+mod context;
+mod http;
+mod locations;
+mod queue;
+mod records;
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
 pub use args::{ArgsError, ServerArgs};
+pub use locations::{LocationError, Locations};
+pub use records::StorageRecords;
 
-use crate::metrics::StatusMetrics;
-use crate::status::{self, StatusConfig, StatusEngine};
+use crate::metrics::{StatusMetrics, VeleroMetrics};
+use crate::status::{self, Kind, StatusConfig, StatusEngine};
+use context::Context;
 
 /// Longest a single Kubernetes API response may stall before the request fails.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,8 +48,8 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// # Errors
 ///
-/// A flag value the server cannot run with, a client that cannot be built from `config`, and,
-/// until the controllers are built, always an error saying they are not.
+/// A flag value the server cannot run with, a client that cannot be built from `config`, a
+/// metrics address that cannot be bound.
 pub async fn serve(
     config: kube::Config,
     namespace: String,
@@ -41,11 +57,27 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let settings = args.settings()?;
-    let client = status::client_without_retries(config, READ_TIMEOUT)
-        .context("building the Kubernetes client")?;
+    let client = match settings.client_qps {
+        Some(qps) => status::throttled_client_without_retries(
+            config,
+            READ_TIMEOUT,
+            qps,
+            settings.client_burst,
+        ),
+        None => status::client_without_retries(config, READ_TIMEOUT),
+    }
+    .context("building the Kubernetes client")?;
+    let listener = http::bind(settings.metrics_address)
+        .await
+        .with_context(|| {
+            format!(
+                "listening on --metrics-address {}",
+                settings.metrics_address
+            )
+        })?;
     let mut registry = prometheus_client::registry::Registry::default();
     let engine = StatusEngine::new(
-        client,
+        client.clone(),
         StatusConfig {
             resource_timeout: settings.resource_timeout,
             max_backoff: settings.status_patch_max_backoff,
@@ -55,18 +87,57 @@ pub async fn serve(
         },
         StatusMetrics::register(&mut registry),
     );
+    let metrics = VeleroMetrics::register(&mut registry);
+    let ready = Arc::new(AtomicBool::new(false));
+    let locations = Locations::new(client.clone(), namespace.clone());
+    let records = StorageRecords::new(
+        client.clone(),
+        locations.clone(),
+        settings.default_backup_storage_location.clone(),
+    );
+    let concurrent_backups = settings.concurrent_backups;
+    let ctx = Arc::new(Context {
+        client,
+        namespace: namespace.clone(),
+        settings,
+        engine: engine.clone(),
+        metrics,
+        locations,
+        shutdown: shutdown.clone(),
+        ready: ready.clone(),
+    });
     tracing::info!(
         namespace = %namespace,
         instance = engine.instance_id(),
-        metrics_address = %settings.metrics_address,
-        "hawser server configured"
+        metrics = %http::local_url(listener.local_addr().unwrap_or(ctx.settings.metrics_address)),
+        "hawser server starting"
     );
+
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(http::serve(
+        listener,
+        http::Endpoints {
+            registry: Arc::new(registry),
+            ready,
+        },
+        shutdown.clone(),
+    ));
+    let recovery = engine.clone();
+    tasks.spawn(async move { recovery.run_recovery(records).await });
+    tasks.spawn(bsl_controller::run(ctx.clone()));
+    tasks.spawn(queue::run(
+        ctx.clone(),
+        Kind::Backup,
+        concurrent_backups,
+        backup_controller::handle,
+    ));
+    ctx.set_ready();
+    tracing::info!("hawser server running");
+
+    shutdown.cancelled().await;
+    tracing::info!("hawser server shutting down");
     engine.shutdown();
-    if shutdown.is_cancelled() {
-        return Ok(());
-    }
-    anyhow::bail!(
-        "hawser server: the backup and storage-location controllers are not built yet; \
-         nothing would reconcile Backups in namespace {namespace}"
-    )
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    Ok(())
 }

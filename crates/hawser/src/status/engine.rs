@@ -202,6 +202,12 @@ impl StatusEngine {
         self.inner.writer.instance_id()
     }
 
+    /// The wall clock the engine stamps statuses with.
+    #[must_use]
+    pub fn wall(&self) -> WallClock {
+        self.inner.wall.clone()
+    }
+
     /// The engine's metrics.
     #[must_use]
     pub fn metrics(&self) -> &StatusMetrics {

@@ -37,7 +37,7 @@ mod retry;
 mod update;
 mod writer;
 
-pub use client::client_without_retries;
+pub use client::{client_without_retries, throttled_client_without_retries};
 pub use engine::{Landing, StatusConfig, StatusEngine, WallClock, WorkerGuard, WriteOutcome};
 pub use error::{AttemptError, Class, RecoveryError, WriteError};
 pub use kind::{Kind, ObjectKey};

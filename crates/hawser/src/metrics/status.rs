@@ -1,8 +1,4 @@
-//! Prometheus metrics of the hawser server.
-//!
-//! Label values are bounded: kinds and outcomes are enums, never object names or error strings.
-//! The status-truth metrics (`hawser_status_*`) have no Velero counterpart; Velero's own metric
-//! names are used where Velero has one.
+//! Metrics of the status truth engine (`hawser_status_*`; Velero has no counterpart).
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;

@@ -1,0 +1,47 @@
+//! `hawser server`: runs [`crate::server::serve`] until SIGINT or SIGTERM.
+
+use tokio_util::sync::CancellationToken;
+
+use super::error::{CliError, ExitStatus};
+use super::global::GlobalArgs;
+use crate::server::ServerArgs;
+
+/// Runs the server in the global namespace with the global kube config.
+///
+/// # Errors
+/// The config cannot be loaded, or the server cannot start or stops with an error.
+pub(crate) async fn run(global: &GlobalArgs, args: ServerArgs) -> Result<ExitStatus, CliError> {
+    let config = global.kube_config().await?;
+    let shutdown = CancellationToken::new();
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        signal.cancel();
+    });
+    crate::server::serve(config, global.namespace.clone(), args, shutdown)
+        .await
+        .map_err(|source| CliError::Server { source })?;
+    Ok(ExitStatus::Success)
+}
+
+async fn wait_for_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = interrupt => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = interrupt.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}

@@ -1,0 +1,353 @@
+//! The backup controller: one waiting Backup from validation to its true final phase.
+//!
+//! 1. **Validate** (→ `FailedValidation` with `validationErrors`, nothing stored): the object
+//!    parses; the spec's filters and selectors (Velero's checks); the storage location exists,
+//!    is not `ReadOnly` and is `Available` (one never validated yet is validated on the spot);
+//!    no backup of this name is already in the location. An API that cannot answer leaves the
+//!    Backup waiting: the queue takes it up again.
+//! 2. **Claim** (→ `InProgress` with `startTimestamp`, `expiration`, `formatVersion`, and the
+//!    owner annotation naming this server instance, one write through the status engine).
+//! 3. **Run** the backup engine, with `status.progress` written at most every
+//!    [`PROGRESS_INTERVAL`].
+//! 4. **Commit**: `velero-backup.json`, carrying the final status, is stored last. A backup is
+//!    `Completed`/`PartiallyFailed` only once it is stored; when storing it fails the backup is
+//!    `Failed`. A failed run stores a `Failed` record too (best effort), so that recovery finds
+//!    the truth if the status write below does not land before a restart.
+//! 5. **Final status** through the status engine: retried until `--resource-timeout`, then
+//!    handed to the re-driver, which keeps trying; recovery reconciles to the record after a
+//!    restart.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hawser_api::phase::BackupPhase;
+use hawser_api::{Backup, BackupStorageLocation};
+use hawser_core::archive::FORMAT_VERSION;
+use hawser_store::Location;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::context::{Context, schedule_of};
+use crate::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
+use crate::metrics::{BackupFinished, FinalOutcome};
+use crate::status::{Kind, ObjectKey, StatusUpdate, WriteError};
+
+/// Shortest time between two `status.progress` writes of one backup.
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Longest a progress write may take; a late progress report is skipped, never queued.
+const PROGRESS_WRITE_BUDGET: Duration = Duration::from_secs(10);
+
+/// The outcome of validation.
+enum Checked {
+    /// Valid: the backup (with defaults filled in) and its location.
+    Valid(Box<Backup>, Location),
+    /// `FailedValidation` with these messages.
+    Invalid(Vec<String>),
+    /// The API could not answer; try again later.
+    Retry(String),
+}
+
+/// Handles one waiting Backup (see the module docs).
+pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
+    let Some(name) = object.metadata.name.clone() else {
+        return;
+    };
+    let key = ObjectKey::new(Kind::Backup, ctx.namespace.clone(), name.clone());
+    if ctx.engine.owns(&key) {
+        return;
+    }
+    let _worker = ctx.engine.worker(key.clone());
+    let json = serde_json::to_value(&object).unwrap_or(Value::Null);
+    let schedule = schedule_of(&json);
+    let observed = (
+        object.metadata.resource_version.clone().unwrap_or_default(),
+        json.pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+    );
+    let (backup, location) = match check(&ctx, &name, json).await {
+        Checked::Valid(backup, location) => (backup, location),
+        Checked::Retry(why) => {
+            tracing::info!(backup = %name, reason = %why, "validation could not finish; the backup waits");
+            return;
+        }
+        Checked::Invalid(messages) => {
+            tracing::warn!(backup = %name, errors = ?messages, "backup failed validation");
+            let update = StatusUpdate::new(key, BackupPhase::FailedValidation.to_string())
+                .observed(observed.0, observed.1)
+                .field("validationErrors", messages);
+            if report(ctx.engine.write(update).await, &name) {
+                ctx.metrics.backup_validation_failed(&schedule);
+            }
+            return;
+        }
+    };
+
+    let started = (ctx.engine.wall())();
+    let expiration = backup
+        .spec
+        .ttl
+        .and_then(|ttl| hawser_api::time::add(started, ttl))
+        .map(Time);
+    let claim = StatusUpdate::new(key.clone(), BackupPhase::InProgress.to_string())
+        .claim()
+        .observed(observed.0, observed.1)
+        .field("version", 1)
+        .field("formatVersion", FORMAT_VERSION)
+        .field("startTimestamp", json!(Time(started)))
+        .field("expiration", json!(expiration));
+    match ctx.engine.write(claim).await {
+        Ok(_) => ctx.metrics.backup_attempt(&schedule),
+        Err(e) => {
+            tracing::info!(backup = %name, category = e.category(), error = %e, "the backup could not be started");
+            return;
+        }
+    }
+    tracing::info!(backup = %name, location = %backup.spec.storage_location.clone().unwrap_or_default(), "backup started");
+
+    let (progress, progress_rx) = watch::channel(Progress::default());
+    let reporter = tokio::spawn(report_progress(ctx.clone(), key.clone(), progress_rx));
+    let options = BackupOptions::default()
+        .with_page_size(ctx.settings.client_page_size.unwrap_or(u32::MAX))
+        .with_progress(progress)
+        .with_wall_clock(ctx.engine.wall());
+    let result = backup::run(ctx.client.clone(), &location, &backup, options).await;
+    reporter.abort();
+
+    let outcome = commit(&ctx, &location, &backup, result, started).await;
+    let record = backup::record(&backup, &outcome)
+        .ok()
+        .and_then(|r| r.get("status").and_then(Value::as_object).cloned())
+        .unwrap_or_default();
+    let update = StatusUpdate::new(key, outcome.phase.to_string()).fields(record);
+    report(ctx.engine.write(update).await, &name);
+    ctx.metrics.backup_finished(&schedule, &finished(&outcome));
+}
+
+/// Stores `velero-backup.json` for the run's result; returns the outcome that was stored (or
+/// `Failed` when storing the record of a successful run failed).
+async fn commit(
+    ctx: &Context,
+    location: &Location,
+    backup: &Backup,
+    result: Result<BackupOutcome, BackupError>,
+    started: jiff::Timestamp,
+) -> BackupOutcome {
+    let name = backup.metadata.name.clone().unwrap_or_default();
+    let mut outcome = match result {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            tracing::warn!(backup = %name, category = e.category(), error = %e.full_message(), "backup failed");
+            let mut failed = BackupOutcome::failed(&e, started, (ctx.engine.wall())());
+            // The claim moved it to InProgress; FailedValidation is for unstarted backups.
+            failed.phase = BackupPhase::Failed;
+            failed
+        }
+    };
+    outcome.started = started;
+    let stored = match backup::record(backup, &outcome) {
+        Ok(record) => match serde_json::to_vec(&record) {
+            Ok(bytes) => location
+                .commit_backup(&name, Bytes::from(bytes))
+                .await
+                .map_err(|e| e.full_message()),
+            Err(e) => Err(format!("encoding velero-backup.json failed: {e}")),
+        },
+        Err(e) => Err(format!("encoding velero-backup.json failed: {e}")),
+    };
+    match stored {
+        Ok(()) => outcome,
+        Err(why) if outcome.phase == BackupPhase::Failed => {
+            tracing::warn!(backup = %name, error = %why, "the record of the failed backup could not be stored");
+            outcome
+        }
+        Err(why) => {
+            tracing::error!(backup = %name, error = %why, "the backup's artifacts were written but velero-backup.json was not; the backup is Failed");
+            let mut failed = outcome;
+            failed.phase = BackupPhase::Failed;
+            failed.failure_reason = Some(format!(
+                "storing backups/{name}/velero-backup.json failed, so the backup was not committed: {why}"
+            ));
+            failed
+        }
+    }
+}
+
+/// Logs the result of a final write; true when it landed or is held by the re-driver.
+fn report(result: Result<crate::status::Landing, WriteError>, name: &str) -> bool {
+    match result {
+        Ok(landing) => {
+            tracing::info!(backup = %name, attempts = landing.attempts, "final status stored");
+            true
+        }
+        Err(e) if e.is_pending() => {
+            tracing::warn!(backup = %name, "final status not stored yet; the re-driver keeps trying");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(backup = %name, category = e.category(), error = %e, "final status not stored");
+            false
+        }
+    }
+}
+
+fn finished(outcome: &BackupOutcome) -> BackupFinished {
+    let duration = outcome.completed.duration_since(outcome.started);
+    BackupFinished {
+        outcome: match outcome.phase {
+            BackupPhase::Completed => FinalOutcome::Completed,
+            BackupPhase::PartiallyFailed => FinalOutcome::PartiallyFailed,
+            _ => FinalOutcome::Failed,
+        },
+        duration_seconds: u64::try_from(duration.as_secs()).unwrap_or(0),
+        tarball_bytes: outcome.archive_bytes,
+        items: outcome.items_backed_up,
+        errors: outcome.errors(),
+        warnings: outcome.warnings(),
+        completed_unix: outcome.completed.as_second(),
+    }
+}
+
+/// Writes `status.progress` when it changed, at most every [`PROGRESS_INTERVAL`], until aborted.
+async fn report_progress(ctx: Arc<Context>, key: ObjectKey, mut rx: watch::Receiver<Progress>) {
+    let mut last = Progress::default();
+    loop {
+        tokio::time::sleep(PROGRESS_INTERVAL).await;
+        if rx.changed().await.is_err() {
+            return;
+        }
+        let now = *rx.borrow_and_update();
+        if now == last {
+            continue;
+        }
+        let update = StatusUpdate::new(key.clone(), BackupPhase::InProgress.to_string()).field(
+            "progress",
+            json!({"totalItems": now.total_items, "itemsBackedUp": now.items_backed_up}),
+        );
+        match tokio::time::timeout(PROGRESS_WRITE_BUDGET, ctx.engine.write(update)).await {
+            Ok(Ok(_)) => last = now,
+            Ok(Err(e)) => tracing::debug!(object = %key, error = %e, "progress not stored"),
+            Err(_) => tracing::debug!(object = %key, "progress not stored in time; skipped"),
+        }
+    }
+}
+
+/// Validation (see the module docs).
+async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
+    let mut backup: Backup = match serde_json::from_value(json) {
+        Ok(b) => b,
+        Err(e) => return Checked::Invalid(vec![format!("the Backup cannot be read: {e}")]),
+    };
+    let mut messages = backup::validate_spec(&backup);
+    if backup.spec.ttl.is_none_or(|t| t.is_zero()) {
+        backup.spec.ttl = Some(ctx.settings.default_backup_ttl);
+    }
+    let named = backup
+        .spec
+        .storage_location
+        .clone()
+        .filter(|s| !s.is_empty());
+    let location_name = named
+        .clone()
+        .unwrap_or_else(|| ctx.settings.default_backup_storage_location.clone());
+    backup.spec.storage_location = Some(location_name.clone());
+    let bsl = match ctx.locations.get(&location_name).await {
+        Ok(Some(bsl)) => bsl,
+        Ok(None) => {
+            messages.push(match named {
+                Some(_) => format!(
+                    "BackupStorageLocation {location_name} named in spec.storageLocation does not exist in namespace {}; create it (hawser backup-location create) or name an existing one",
+                    ctx.namespace
+                ),
+                None => format!(
+                    "the backup names no storage location and the server's default, {location_name}, does not exist in namespace {}; create it or set spec.storageLocation",
+                    ctx.namespace
+                ),
+            });
+            return Checked::Invalid(messages);
+        }
+        Err(e) => return Checked::Retry(e.full_message()),
+    };
+    if bsl.spec.access_mode == Some(hawser_api::BackupStorageLocationAccessMode::ReadOnly) {
+        messages.push(format!(
+            "backup can't be created because BackupStorageLocation {location_name} is in read-only mode"
+        ));
+        return Checked::Invalid(messages);
+    }
+    let location = match usable_location(ctx, &location_name, &bsl).await {
+        Ok(location) => location,
+        Err(Some(message)) => {
+            messages.push(message);
+            return Checked::Invalid(messages);
+        }
+        Err(None) => {
+            return Checked::Retry(format!("reading BackupStorageLocation {location_name}"));
+        }
+    };
+    match location.backup_exists(name).await {
+        Ok(false) => {}
+        Ok(true) => messages.push(format!(
+            "a backup named {name} already exists in BackupStorageLocation {location_name}; choose another name"
+        )),
+        Err(e) => messages.push(format!(
+            "BackupStorageLocation {location_name} could not be checked for an existing backup named {name}: {}",
+            e.full_message()
+        )),
+    }
+    if messages.is_empty() {
+        Checked::Valid(Box::new(backup), location)
+    } else {
+        Checked::Invalid(messages)
+    }
+}
+
+/// The opened location when it is `Available` (validating one never validated); `Err(Some)` a
+/// validation message, `Err(None)` when the API could not answer.
+async fn usable_location(
+    ctx: &Context,
+    name: &str,
+    bsl: &BackupStorageLocation,
+) -> Result<Location, Option<String>> {
+    let location = match ctx.locations.open(name, &bsl.spec).await {
+        Ok(l) => l,
+        Err(e) if e.is_transient() => return Err(None),
+        Err(e) => {
+            return Err(Some(format!(
+                "backup can't be created because BackupStorageLocation {name} cannot be used: {}",
+                e.full_message()
+            )));
+        }
+    };
+    let phase = bsl.status.as_ref().and_then(|s| s.phase.clone());
+    match phase {
+        Some(hawser_api::BackupStorageLocationPhase::Available) => Ok(location),
+        None => match hawser_store::validate(&location).await {
+            Ok(()) => Ok(location),
+            Err(e) => Err(Some(unavailable(name, &e.reason()))),
+        },
+        Some(_) => {
+            let message = bsl
+                .status
+                .as_ref()
+                .and_then(|s| s.message.clone())
+                .unwrap_or_default();
+            Err(Some(unavailable(name, &message)))
+        }
+    }
+}
+
+fn unavailable(name: &str, message: &str) -> String {
+    let mut text = format!(
+        "backup can't be created because BackupStorageLocation {name} is in Unavailable status"
+    );
+    if !message.is_empty() {
+        text.push_str(": ");
+        text.push_str(message);
+    }
+    text
+}

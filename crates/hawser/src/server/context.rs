@@ -1,0 +1,56 @@
+//! What every controller of the server shares.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::args::Settings;
+use super::locations::Locations;
+use crate::metrics::VeleroMetrics;
+use crate::status::StatusEngine;
+
+/// The label naming the Schedule a Backup was created by.
+pub(crate) const SCHEDULE_LABEL: &str = "velero.io/schedule-name";
+
+/// Shared by the controllers; cheap to clone behind an `Arc`.
+pub(crate) struct Context {
+    /// The server's client: no hidden retries, `--client-qps`/`--client-burst` applied.
+    pub(crate) client: kube::Client,
+    /// Where Velero objects live.
+    pub(crate) namespace: String,
+    pub(crate) settings: Settings,
+    pub(crate) engine: StatusEngine,
+    pub(crate) metrics: VeleroMetrics,
+    pub(crate) locations: Locations,
+    pub(crate) shutdown: CancellationToken,
+    /// Set once start-up is done and the controllers run (`/readyz`).
+    pub(crate) ready: Arc<AtomicBool>,
+}
+
+impl Context {
+    pub(crate) fn set_ready(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The storage location a Backup object (as JSON) names, or `default` when it names none.
+pub(crate) fn backup_location_name(backup: &Value, default: &str) -> String {
+    backup
+        .pointer("/spec/storageLocation")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or(default)
+        .to_owned()
+}
+
+/// The `schedule` metric label of an object: its `velero.io/schedule-name` label, or `""`.
+pub(crate) fn schedule_of(object: &Value) -> String {
+    object
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(SCHEDULE_LABEL))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}

@@ -1,0 +1,155 @@
+//! From a BackupStorageLocation name to an open [`Location`]: read the BSL, the Secret key its
+//! `spec.credential` names and its CA certificate Secret, then build the store client.
+
+use hawser_api::{BackupStorageLocation, BackupStorageLocationSpec};
+use hawser_core::errors::chain_text;
+use hawser_store::{ConfigError, Location, LocationSpec};
+use k8s_openapi::api::core::v1::{Secret, SecretKeySelector};
+use kube::Api;
+
+/// Why a storage location cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LocationError {
+    /// No BackupStorageLocation of that name in the server namespace.
+    #[error("BackupStorageLocation {name} does not exist in namespace {namespace}")]
+    NotFound {
+        /// The name looked up.
+        name: String,
+        /// The server namespace.
+        namespace: String,
+    },
+    /// The BSL or one of its Secrets could not be read from the API.
+    #[error("reading {what} failed")]
+    Api {
+        /// What was being read.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// A Secret or Secret key the BSL names does not exist.
+    #[error("{what} does not exist")]
+    MissingSecret {
+        /// `Secret ns/name key k`.
+        what: String,
+    },
+    /// The BSL's spec cannot describe a store.
+    #[error("BackupStorageLocation {name} is not usable")]
+    Config {
+        /// The BSL.
+        name: String,
+        /// Which field is wrong.
+        #[source]
+        source: ConfigError,
+    },
+}
+
+impl LocationError {
+    /// A stable short category for logs and Event reasons.
+    #[must_use]
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } => "LocationNotFound",
+            Self::Api { .. } => "ApiUnavailable",
+            Self::MissingSecret { .. } => "SecretNotFound",
+            Self::Config { .. } => "InvalidLocationConfig",
+        }
+    }
+
+    /// The whole cause chain in one line.
+    #[must_use]
+    pub fn full_message(&self) -> String {
+        chain_text(self)
+    }
+
+    /// True when the API could not answer: trying again later may succeed.
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Api { .. })
+    }
+}
+
+/// Reads BSLs and their Secrets in the server namespace.
+#[derive(Clone)]
+pub struct Locations {
+    client: kube::Client,
+    namespace: String,
+}
+
+impl Locations {
+    /// BSLs in `namespace`, read through `client`.
+    #[must_use]
+    pub fn new(client: kube::Client, namespace: String) -> Self {
+        Self { client, namespace }
+    }
+
+    /// The BSL named `name`; `Ok(None)` when it does not exist.
+    ///
+    /// # Errors
+    /// [`LocationError::Api`] when the API cannot answer.
+    pub async fn get(&self, name: &str) -> Result<Option<BackupStorageLocation>, LocationError> {
+        Api::<BackupStorageLocation>::namespaced(self.client.clone(), &self.namespace)
+            .get_opt(name)
+            .await
+            .map_err(|source| LocationError::Api {
+                what: format!("BackupStorageLocation {}/{name}", self.namespace),
+                source,
+            })
+    }
+
+    /// The BSL named `name`, opened.
+    ///
+    /// # Errors
+    /// [`LocationError`].
+    pub async fn open_named(&self, name: &str) -> Result<Location, LocationError> {
+        let bsl = self
+            .get(name)
+            .await?
+            .ok_or_else(|| LocationError::NotFound {
+                name: name.to_owned(),
+                namespace: self.namespace.clone(),
+            })?;
+        self.open(name, &bsl.spec).await
+    }
+
+    /// A store client for `spec` (the BSL named `name`).
+    ///
+    /// # Errors
+    /// [`LocationError`].
+    pub async fn open(
+        &self,
+        name: &str,
+        spec: &BackupStorageLocationSpec,
+    ) -> Result<Location, LocationError> {
+        let credentials = match &spec.credential {
+            Some(sel) => Some(self.secret_key(sel).await?),
+            None => None,
+        };
+        let ca_cert = match &spec.object_storage.ca_cert_ref {
+            Some(sel) => Some(self.secret_key(sel).await?),
+            None => None,
+        };
+        let config_error = |source| LocationError::Config {
+            name: name.to_owned(),
+            source,
+        };
+        let spec = LocationSpec::from_bsl(spec, credentials, ca_cert).map_err(config_error)?;
+        Location::new(&spec).map_err(config_error)
+    }
+
+    async fn secret_key(&self, sel: &SecretKeySelector) -> Result<Vec<u8>, LocationError> {
+        let what = format!("Secret {}/{} key {}", self.namespace, sel.name, sel.key);
+        let secret = Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
+            .get_opt(&sel.name)
+            .await
+            .map_err(|source| LocationError::Api {
+                what: what.clone(),
+                source,
+            })?;
+        secret
+            .and_then(|s| s.data)
+            .and_then(|mut d| d.remove(&sel.key))
+            .map(|b| b.0)
+            .ok_or(LocationError::MissingSecret { what })
+    }
+}

@@ -1,0 +1,216 @@
+//! Shared setup of the server tests: a `hawser server` process against a kube-sim [`Cluster`],
+//! filesystem storage locations, sample objects, and waiting for phases.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::cli_support::{Cluster, NS};
+
+pub const BUCKET: &str = "bkt";
+
+/// A running `hawser server` process; killed when dropped.
+pub struct Server {
+    child: tokio::process::Child,
+    pub metrics_addr: String,
+    pub log: PathBuf,
+}
+
+/// Flags that make the server's periodic work fast enough for tests.
+pub const FAST: &[&str] = &[
+    "--status-resync-period",
+    "1s",
+    "--store-validation-frequency",
+    "1s",
+];
+
+impl Server {
+    /// Starts `hawser server ARGS` and waits until `/readyz` answers 200.
+    pub async fn start(cluster: &Cluster, log_dir: &Path, args: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let metrics_addr = format!("127.0.0.1:{port}");
+        let log = log_dir.join(format!("server-{port}.log"));
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
+            .arg("server")
+            .args(["--metrics-address", &metrics_addr])
+            .args(args)
+            .env("KUBECONFIG", &cluster.kubeconfig)
+            .env_remove("VELERO_NAMESPACE")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("hawser server starts");
+        let server = Self {
+            child,
+            metrics_addr,
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some((200, _)) = server.try_get("/readyz").await {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server not ready in 30 s; log:\n{}",
+                server.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `GET path` on the metrics address: (status code, body).
+    pub async fn try_get(&self, path: &str) -> Option<(u16, String)> {
+        let mut stream = tokio::net::TcpStream::connect(&self.metrics_addr)
+            .await
+            .ok()?;
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.metrics_addr
+        );
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.ok()?;
+        let code = answer.split_whitespace().nth(1)?.parse().ok()?;
+        let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+        Some((code, body))
+    }
+
+    pub async fn metrics(&self) -> String {
+        self.try_get("/metrics").await.expect("metrics answer").1
+    }
+
+    /// Kills the process with SIGKILL and waits for it.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// Inserts a filesystem BackupStorageLocation `name` rooted at `root`.
+pub fn filesystem_location(cluster: &Cluster, name: &str, root: &Path) {
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "provider": "filesystem",
+                "objectStorage": {"bucket": BUCKET},
+                "config": {"root": root.to_str().unwrap()}
+            }
+        }))
+        .unwrap();
+}
+
+/// Namespace `shop` (`configmaps` ConfigMaps, two Secrets) and namespace `other` (one ConfigMap).
+pub fn seed(cluster: &Cluster, configmaps: usize) {
+    let store = cluster.sim.store();
+    for ns in ["shop", "other"] {
+        store
+            .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+            .unwrap();
+    }
+    for i in 0..configmaps {
+        store
+            .insert(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{i}"), "namespace": "shop"},
+                "data": {"index": i.to_string()}
+            }))
+            .unwrap();
+    }
+    for name in ["db-password", "api-token"] {
+        store
+            .insert(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": "shop"},
+                "type": "Opaque", "data": {"value": "c2VjcmV0"}
+            }))
+            .unwrap();
+    }
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "elsewhere", "namespace": "other"},
+            "data": {"k": "v"}
+        }))
+        .unwrap();
+}
+
+/// Inserts a Backup `name` with `spec`.
+pub fn create_backup(cluster: &Cluster, name: &str, spec: Value) {
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec
+        }))
+        .unwrap();
+}
+
+pub fn phase(object: &Value) -> &str {
+    object
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Polls the object until `done` holds (panics with the server log after `timeout`).
+pub async fn wait_for(
+    cluster: &Cluster,
+    server: Option<&Server>,
+    kind: &str,
+    name: &str,
+    timeout: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let object = cluster.get("velero.io/v1", kind, name);
+        if let Some(o) = &object
+            && done(o)
+        {
+            return o.clone();
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "{kind} {name} did not reach the expected state in {timeout:?}: {object:#?}\nserver log:\n{}",
+                server.map(Server::log_text).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A backup's artifact in a filesystem location rooted at `root`.
+pub fn artifact(root: &Path, backup: &str, file: &str) -> PathBuf {
+    root.join(BUCKET).join("backups").join(backup).join(file)
+}
+
+/// The entry paths of a backup archive file.
+pub fn archive_paths(path: &Path) -> Vec<String> {
+    use hawser_core::archive::{ArchiveReader, ReaderOptions};
+    let file = std::fs::File::open(path).unwrap();
+    let mut reader = ArchiveReader::new(file, ReaderOptions::default());
+    let mut items = reader.items().unwrap();
+    let mut paths: Vec<String> = items.by_ref().map(|i| i.unwrap().path).collect();
+    paths.sort();
+    paths
+}
