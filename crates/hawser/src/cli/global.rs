@@ -9,6 +9,7 @@ use super::error::CliError;
 
 /// Global flags (velero-compat §9).
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Namespace of the hawser server and its velero.io objects.
     #[arg(
