@@ -314,6 +314,20 @@ pub async fn run(
     .await
 }
 
+/// Velero's checks of a Restore's spec (filters, selectors, mappings, existing-resource
+/// policy) against `catalogue`: the messages for `validationErrors`, empty when it is valid.
+#[must_use]
+pub fn validate_spec(
+    restore: &Restore,
+    catalogue: &hawser_core::selection::Catalogue,
+) -> Vec<String> {
+    match filters_of(restore) {
+        Ok(filters) => hawser_core::restore::validate(&filters, catalogue),
+        Err(RestoreError::Validation { messages }) => messages,
+        Err(e) => vec![e.full_message()],
+    }
+}
+
 /// The selection fields of the spec.
 fn filters_of(restore: &Restore) -> Result<RestoreFilters, RestoreError> {
     let invalid = |e: serde_json::Error| RestoreError::Validation {

@@ -8,7 +8,7 @@
 //! 2. **Claim** (→ `InProgress` with `startTimestamp`, `expiration`, `formatVersion`, and the
 //!    owner annotation naming this server instance, one write through the status engine).
 //! 3. **Run** the backup engine, with `status.progress` written at most every
-//!    [`PROGRESS_INTERVAL`].
+//!    [`PROGRESS_INTERVAL`](super::work::PROGRESS_INTERVAL).
 //! 4. **Commit**: `velero-backup.json`, carrying the final status, is stored last. A backup is
 //!    `Completed`/`PartiallyFailed` only once it is stored; when storing it fails the backup is
 //!    `Failed`. A failed run stores a `Failed` record too (best effort), so that recovery finds
@@ -18,11 +18,10 @@
 //!    restart.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
+use hawser_api::Backup;
 use hawser_api::phase::BackupPhase;
-use hawser_api::{Backup, BackupStorageLocation};
 use hawser_core::archive::FORMAT_VERSION;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -31,15 +30,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::context::{Context, schedule_of};
+use super::work::{record_status, report_final, report_progress};
 use crate::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
 use crate::metrics::{BackupFinished, FinalOutcome};
-use crate::status::{Kind, ObjectKey, StatusUpdate, WriteError};
-
-/// Shortest time between two `status.progress` writes of one backup.
-pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
-
-/// Longest a progress write may take; a late progress report is skipped, never queued.
-const PROGRESS_WRITE_BUDGET: Duration = Duration::from_secs(10);
+use crate::status::{Kind, ObjectKey, StatusUpdate};
 
 /// The outcome of validation.
 enum Checked {
@@ -78,10 +72,10 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         }
         Checked::Invalid(messages) => {
             tracing::warn!(backup = %name, errors = ?messages, "backup failed validation");
-            let update = StatusUpdate::new(key, BackupPhase::FailedValidation.to_string())
+            let update = StatusUpdate::new(key.clone(), BackupPhase::FailedValidation.to_string())
                 .observed(observed.0, observed.1)
                 .field("validationErrors", messages);
-            if report(ctx.engine.write(update).await, &name) {
+            if report_final(ctx.engine.write(update).await, &key) {
                 ctx.metrics.backup_validation_failed(&schedule);
             }
             return;
@@ -111,7 +105,12 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     tracing::info!(backup = %name, location = %backup.spec.storage_location.clone().unwrap_or_default(), "backup started");
 
     let (progress, progress_rx) = watch::channel(Progress::default());
-    let reporter = tokio::spawn(report_progress(ctx.clone(), key.clone(), progress_rx));
+    let reporter = tokio::spawn(report_progress(
+        ctx.clone(),
+        key.clone(),
+        progress_rx,
+        |p| json!({"totalItems": p.total_items, "itemsBackedUp": p.items_backed_up}),
+    ));
     let options = BackupOptions::default()
         .with_page_size(ctx.settings.client_page_size.unwrap_or(u32::MAX))
         .with_progress(progress)
@@ -120,12 +119,9 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     reporter.abort();
 
     let outcome = commit(&ctx, &location, &backup, result, started).await;
-    let record = backup::record(&backup, &outcome)
-        .ok()
-        .and_then(|r| r.get("status").and_then(Value::as_object).cloned())
-        .unwrap_or_default();
-    let update = StatusUpdate::new(key, outcome.phase.to_string()).fields(record);
-    report(ctx.engine.write(update).await, &name);
+    let record = record_status(backup::record(&backup, &outcome).ok().as_ref());
+    let update = StatusUpdate::new(key.clone(), outcome.phase.to_string()).fields(record);
+    report_final(ctx.engine.write(update).await, &key);
     ctx.metrics.backup_finished(&schedule, &finished(&outcome));
 }
 
@@ -178,24 +174,6 @@ async fn commit(
     }
 }
 
-/// Logs the result of a final write; true when it landed or is held by the re-driver.
-fn report(result: Result<crate::status::Landing, WriteError>, name: &str) -> bool {
-    match result {
-        Ok(landing) => {
-            tracing::info!(backup = %name, attempts = landing.attempts, "final status stored");
-            true
-        }
-        Err(e) if e.is_pending() => {
-            tracing::warn!(backup = %name, "final status not stored yet; the re-driver keeps trying");
-            true
-        }
-        Err(e) => {
-            tracing::warn!(backup = %name, category = e.category(), error = %e, "final status not stored");
-            false
-        }
-    }
-}
-
 fn finished(outcome: &BackupOutcome) -> BackupFinished {
     let duration = outcome.completed.duration_since(outcome.started);
     BackupFinished {
@@ -210,30 +188,6 @@ fn finished(outcome: &BackupOutcome) -> BackupFinished {
         errors: outcome.errors(),
         warnings: outcome.warnings(),
         completed_unix: outcome.completed.as_second(),
-    }
-}
-
-/// Writes `status.progress` when it changed, at most every [`PROGRESS_INTERVAL`], until aborted.
-async fn report_progress(ctx: Arc<Context>, key: ObjectKey, mut rx: watch::Receiver<Progress>) {
-    let mut last = Progress::default();
-    loop {
-        tokio::time::sleep(PROGRESS_INTERVAL).await;
-        if rx.changed().await.is_err() {
-            return;
-        }
-        let now = *rx.borrow_and_update();
-        if now == last {
-            continue;
-        }
-        let update = StatusUpdate::new(key.clone(), BackupPhase::InProgress.to_string()).field(
-            "progress",
-            json!({"totalItems": now.total_items, "itemsBackedUp": now.items_backed_up}),
-        );
-        match tokio::time::timeout(PROGRESS_WRITE_BUDGET, ctx.engine.write(update)).await {
-            Ok(Ok(_)) => last = now,
-            Ok(Err(e)) => tracing::debug!(object = %key, error = %e, "progress not stored"),
-            Err(_) => tracing::debug!(object = %key, "progress not stored in time; skipped"),
-        }
     }
 }
 
@@ -279,10 +233,10 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
         ));
         return Checked::Invalid(messages);
     }
-    let location = match usable_location(ctx, &location_name, &bsl).await {
+    let location = match ctx.locations.usable(&location_name, &bsl).await {
         Ok(location) => location,
-        Err(Some(message)) => {
-            messages.push(message);
+        Err(Some(why)) => {
+            messages.push(format!("backup can't be created because {why}"));
             return Checked::Invalid(messages);
         }
         Err(None) => {
@@ -304,50 +258,4 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
     } else {
         Checked::Invalid(messages)
     }
-}
-
-/// The opened location when it is `Available` (validating one never validated); `Err(Some)` a
-/// validation message, `Err(None)` when the API could not answer.
-async fn usable_location(
-    ctx: &Context,
-    name: &str,
-    bsl: &BackupStorageLocation,
-) -> Result<Location, Option<String>> {
-    let location = match ctx.locations.open(name, &bsl.spec).await {
-        Ok(l) => l,
-        Err(e) if e.is_transient() => return Err(None),
-        Err(e) => {
-            return Err(Some(format!(
-                "backup can't be created because BackupStorageLocation {name} cannot be used: {}",
-                e.full_message()
-            )));
-        }
-    };
-    let phase = bsl.status.as_ref().and_then(|s| s.phase.clone());
-    match phase {
-        Some(hawser_api::BackupStorageLocationPhase::Available) => Ok(location),
-        None => match hawser_store::validate(&location).await {
-            Ok(()) => Ok(location),
-            Err(e) => Err(Some(unavailable(name, &e.reason()))),
-        },
-        Some(_) => {
-            let message = bsl
-                .status
-                .as_ref()
-                .and_then(|s| s.message.clone())
-                .unwrap_or_default();
-            Err(Some(unavailable(name, &message)))
-        }
-    }
-}
-
-fn unavailable(name: &str, message: &str) -> String {
-    let mut text = format!(
-        "backup can't be created because BackupStorageLocation {name} is in Unavailable status"
-    );
-    if !message.is_empty() {
-        text.push_str(": ");
-        text.push_str(message);
-    }
-    text
 }

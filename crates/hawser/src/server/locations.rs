@@ -1,7 +1,7 @@
 //! From a BackupStorageLocation name to an open [`Location`]: read the BSL, the Secret key its
 //! `spec.credential` names and its CA certificate Secret, then build the store client.
 
-use hawser_api::{BackupStorageLocation, BackupStorageLocationSpec};
+use hawser_api::{BackupStorageLocation, BackupStorageLocationPhase, BackupStorageLocationSpec};
 use hawser_core::errors::chain_text;
 use hawser_store::{ConfigError, Location, LocationSpec};
 use k8s_openapi::api::core::v1::{Secret, SecretKeySelector};
@@ -135,6 +135,41 @@ impl Locations {
         };
         let spec = LocationSpec::from_bsl(spec, credentials, ca_cert).map_err(config_error)?;
         Location::new(&spec).map_err(config_error)
+    }
+
+    /// The BSL `name` opened, when it is `Available` (one never validated is validated now).
+    /// `Err(Some(why))`: it cannot be used, and `why` says so ("BackupStorageLocation x is in
+    /// Unavailable status: …"); `Err(None)`: the API could not answer.
+    pub async fn usable(
+        &self,
+        name: &str,
+        bsl: &BackupStorageLocation,
+    ) -> Result<Location, Option<String>> {
+        let location = match self.open(name, &bsl.spec).await {
+            Ok(l) => l,
+            Err(e) if e.is_transient() => return Err(None),
+            Err(e) => {
+                return Err(Some(format!(
+                    "BackupStorageLocation {name} cannot be used: {}",
+                    e.full_message()
+                )));
+            }
+        };
+        let status = bsl.status.as_ref();
+        let message = match status.and_then(|s| s.phase.clone()) {
+            Some(BackupStorageLocationPhase::Available) => return Ok(location),
+            None => match hawser_store::validate(&location).await {
+                Ok(()) => return Ok(location),
+                Err(e) => e.reason(),
+            },
+            Some(_) => status.and_then(|s| s.message.clone()).unwrap_or_default(),
+        };
+        let mut why = format!("BackupStorageLocation {name} is in Unavailable status");
+        if !message.is_empty() {
+            why.push_str(": ");
+            why.push_str(&message);
+        }
+        Err(Some(why))
     }
 
     async fn secret_key(&self, sel: &SecretKeySelector) -> Result<Vec<u8>, LocationError> {

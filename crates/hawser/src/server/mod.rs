@@ -6,6 +6,7 @@
 //! What runs:
 //! - the **backup controller** ([`backup_controller`]) behind a work queue ([`queue`]):
 //!   `--concurrent-backups` backups at a time, each independent;
+//! - the **restore controller** ([`restore_controller`]), one restore at a time, as Velero;
 //! - the **storage-location controller** ([`bsl_controller`]), validating every location;
 //! - **recovery** (the status engine's, reading the records in the storage locations through
 //!   [`records::StorageRecords`]) at start-up and every `--status-resync-period`;
@@ -22,6 +23,8 @@ mod http;
 mod locations;
 mod queue;
 mod records;
+mod restore_controller;
+mod work;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -130,6 +133,13 @@ pub async fn serve(
         Kind::Backup,
         concurrent_backups,
         backup_controller::handle,
+    ));
+    // Velero runs one restore at a time (the restore controller's default concurrency).
+    tasks.spawn(queue::run(
+        ctx.clone(),
+        Kind::Restore,
+        1,
+        restore_controller::handle,
     ));
     ctx.set_ready();
     tracing::info!("hawser server running");

@@ -1,0 +1,290 @@
+//! The restore controller: one waiting Restore from validation to its true final phase.
+//!
+//! 1. **Validate** (→ `FailedValidation` with `validationErrors`, nothing written to the cluster
+//!    or the store): the object parses; exactly one of `backupName`/`scheduleName` (a schedule
+//!    resolves to its newest `Completed` backup); the Backup exists and is `Completed` or
+//!    `PartiallyFailed`; its storage location exists and is `Available`; the spec's filters,
+//!    selectors, mappings and existing-resource policy (Velero's checks, against discovery).
+//!    An API that cannot answer leaves the Restore waiting: the queue takes it up again.
+//! 2. **Claim** (→ `InProgress` with `startTimestamp` and the owner annotation).
+//! 3. **Run** the restore engine, with `status.progress` at a bounded rate; the engine uploads
+//!    the results, the restored-resource list and the log.
+//! 4. **Commit** the Restore record (`restores/<name>/restore-<name>-status.json`) with the final
+//!    status. When it cannot be stored the restore is `Failed` with a reason saying so: recovery
+//!    could not tell the truth after a restart without it. A failed run stores a `Failed`
+//!    record too (best effort). A `ReadOnly` location gets no record; its restores are then
+//!    resolved as `Failed` by recovery if the server restarts before the status lands.
+//! 5. **Final status** through the status engine (deadline, then the re-driver).
+//!
+//! `velero_restore_attempt_total` counts every Restore taken up, before validation, as Velero
+//! does.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hawser_api::phase::{BackupPhase, RestorePhase};
+use hawser_api::{Backup, Restore};
+use hawser_core::restore::Priorities;
+use hawser_store::Location;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Api;
+use kube::api::{DynamicObject, ListParams};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::context::{Context, SCHEDULE_LABEL, backup_location_name};
+use super::work::{record_status, report_final, report_progress};
+use crate::metrics::FinalOutcome;
+use crate::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
+use crate::status::{Kind, ObjectKey, StatusUpdate};
+
+enum Checked {
+    Valid(Box<Restore>, Box<Backup>, Location),
+    Invalid(Vec<String>),
+    Retry(String),
+}
+
+/// Handles one waiting Restore (see the module docs).
+pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
+    let Some(name) = object.metadata.name.clone() else {
+        return;
+    };
+    let key = ObjectKey::new(Kind::Restore, ctx.namespace.clone(), name.clone());
+    if ctx.engine.owns(&key) {
+        return;
+    }
+    let _worker = ctx.engine.worker(key.clone());
+    let json = serde_json::to_value(&object).unwrap_or(Value::Null);
+    let schedule = json
+        .pointer("/spec/scheduleName")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let observed = (
+        object.metadata.resource_version.clone().unwrap_or_default(),
+        json.pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+    );
+    let (restore, backup, location) = match check(&ctx, json).await {
+        Checked::Valid(restore, backup, location) => (restore, backup, location),
+        Checked::Retry(why) => {
+            tracing::info!(restore = %name, reason = %why, "validation could not finish; the restore waits");
+            return;
+        }
+        Checked::Invalid(messages) => {
+            ctx.metrics.restore_attempt(&schedule);
+            tracing::warn!(restore = %name, errors = ?messages, "restore failed validation");
+            let update = StatusUpdate::new(key.clone(), RestorePhase::FailedValidation.to_string())
+                .observed(observed.0, observed.1)
+                .field("validationErrors", messages);
+            if report_final(ctx.engine.write(update).await, &key) {
+                ctx.metrics.restore_validation_failed(&schedule);
+            }
+            return;
+        }
+    };
+    ctx.metrics.restore_attempt(&schedule);
+
+    let started = (ctx.engine.wall())();
+    let claim = StatusUpdate::new(key.clone(), RestorePhase::InProgress.to_string())
+        .claim()
+        .observed(observed.0, observed.1)
+        .field("startTimestamp", json!(Time(started)));
+    if let Err(e) = ctx.engine.write(claim).await {
+        tracing::info!(restore = %name, category = e.category(), error = %e, "the restore could not be started");
+        return;
+    }
+    tracing::info!(restore = %name, backup = %backup.metadata.name.clone().unwrap_or_default(), "restore started");
+
+    let (progress, progress_rx) = watch::channel(Progress::default());
+    let reporter = tokio::spawn(report_progress(
+        ctx.clone(),
+        key.clone(),
+        progress_rx,
+        |p| json!({"totalItems": p.total_items, "itemsRestored": p.items_restored}),
+    ));
+    let priorities = Priorities::from_flag(ctx.settings.restore_resource_priorities.as_deref())
+        .unwrap_or_default();
+    let options = RestoreOptions::default()
+        .with_priorities(priorities)
+        .with_progress(progress)
+        .with_wall_clock(ctx.engine.wall());
+    let result = restore::run(ctx.client.clone(), &location, &restore, &backup, options).await;
+    reporter.abort();
+
+    let outcome = commit(&ctx, &location, &restore, result, started).await;
+    let record = record_status(restore::record(&restore, &outcome).ok().as_ref());
+    let update = StatusUpdate::new(key.clone(), outcome.phase.to_string()).fields(record);
+    report_final(ctx.engine.write(update).await, &key);
+    ctx.metrics.restore_finished(
+        &schedule,
+        match outcome.phase {
+            RestorePhase::Completed => FinalOutcome::Completed,
+            RestorePhase::PartiallyFailed => FinalOutcome::PartiallyFailed,
+            _ => FinalOutcome::Failed,
+        },
+    );
+}
+
+/// Stores the Restore record for the run's result; returns the outcome that was stored (or
+/// `Failed` when the record of a finished run could not be stored).
+async fn commit(
+    ctx: &Context,
+    location: &Location,
+    restore: &Restore,
+    result: Result<RestoreOutcome, RestoreError>,
+    started: jiff::Timestamp,
+) -> RestoreOutcome {
+    let name = restore.metadata.name.clone().unwrap_or_default();
+    let mut outcome = match result {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            tracing::warn!(restore = %name, category = e.category(), error = %e.full_message(), "restore failed");
+            let mut failed = RestoreOutcome::failed(&e, started, (ctx.engine.wall())());
+            // The claim moved it to InProgress; FailedValidation is for unstarted restores.
+            failed.phase = RestorePhase::Failed;
+            failed
+        }
+    };
+    outcome.started = started;
+    if location.is_read_only() {
+        return outcome;
+    }
+    let stored = match restore::record(restore, &outcome).map(|r| serde_json::to_vec(&r)) {
+        Ok(Ok(bytes)) => location
+            .commit_restore(&name, Bytes::from(bytes))
+            .await
+            .map_err(|e| e.full_message()),
+        Ok(Err(e)) | Err(e) => Err(format!("encoding the restore record failed: {e}")),
+    };
+    match stored {
+        Ok(()) => outcome,
+        Err(why) if outcome.phase == RestorePhase::Failed => {
+            tracing::warn!(restore = %name, error = %why, "the record of the failed restore could not be stored");
+            outcome
+        }
+        Err(why) => {
+            tracing::error!(restore = %name, error = %why, "the restore ran but its record was not stored; the restore is Failed");
+            outcome.phase = RestorePhase::Failed;
+            outcome.failure_reason = Some(format!(
+                "the restore ran, but storing its record restores/{name}/restore-{name}-status.json failed: {why}"
+            ));
+            outcome
+        }
+    }
+}
+
+/// Validation (see the module docs).
+async fn check(ctx: &Context, json: Value) -> Checked {
+    let restore: Restore = match serde_json::from_value(json) {
+        Ok(r) => r,
+        Err(e) => return Checked::Invalid(vec![format!("the Restore cannot be read: {e}")]),
+    };
+    let mut messages = Vec::new();
+    let by_name = restore.spec.backup_name.clone().filter(|s| !s.is_empty());
+    let by_schedule = restore.spec.schedule_name.clone().filter(|s| !s.is_empty());
+    let backup_name = match (by_name, by_schedule) {
+        (Some(b), None) => b,
+        (None, Some(schedule)) => match newest_completed(ctx, &schedule).await {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                return Checked::Invalid(vec![format!(
+                    "no Completed backup of schedule {schedule} was found in namespace {}",
+                    ctx.namespace
+                )]);
+            }
+            Err(e) => return Checked::Retry(e.to_string()),
+        },
+        _ => {
+            return Checked::Invalid(vec![
+                "either spec.backupName or spec.scheduleName must be set, and not both".to_owned(),
+            ]);
+        }
+    };
+    let backups: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &ctx.namespace,
+        &Kind::Backup.api_resource(),
+    );
+    let backup_json = match backups.get_opt(&backup_name).await {
+        Ok(Some(b)) => serde_json::to_value(b).unwrap_or(Value::Null),
+        Ok(None) => {
+            return Checked::Invalid(vec![format!(
+                "Backup {backup_name} does not exist in namespace {}; list them with `hawser backup get`",
+                ctx.namespace
+            )]);
+        }
+        Err(e) => return Checked::Retry(e.to_string()),
+    };
+    let backup: Backup = match serde_json::from_value(backup_json.clone()) {
+        Ok(b) => b,
+        Err(e) => {
+            return Checked::Invalid(vec![format!("Backup {backup_name} cannot be read: {e}")]);
+        }
+    };
+    let phase = backup
+        .status
+        .as_ref()
+        .map(|s| s.phase.clone())
+        .unwrap_or_default();
+    if !matches!(phase, BackupPhase::Completed | BackupPhase::PartiallyFailed) {
+        messages.push(format!(
+            "Backup {backup_name} is in phase {:?}; only a Completed or PartiallyFailed backup can be restored",
+            phase.to_string()
+        ));
+        return Checked::Invalid(messages);
+    }
+    let location_name =
+        backup_location_name(&backup_json, &ctx.settings.default_backup_storage_location);
+    let location = match ctx.locations.get(&location_name).await {
+        Ok(Some(bsl)) => match ctx.locations.usable(&location_name, &bsl).await {
+            Ok(l) => l,
+            Err(Some(why)) => {
+                return Checked::Invalid(vec![format!(
+                    "the restore can't be started because {why}"
+                )]);
+            }
+            Err(None) => {
+                return Checked::Retry(format!("reading BackupStorageLocation {location_name}"));
+            }
+        },
+        Ok(None) => {
+            return Checked::Invalid(vec![format!(
+                "BackupStorageLocation {location_name} of Backup {backup_name} does not exist in namespace {}",
+                ctx.namespace
+            )]);
+        }
+        Err(e) => return Checked::Retry(e.full_message()),
+    };
+    let catalogue = match crate::backup::catalogue(&ctx.client).await {
+        Ok(c) => c,
+        Err(e) => return Checked::Retry(e.full_message()),
+    };
+    messages.extend(restore::validate_spec(&restore, &catalogue));
+    if !messages.is_empty() {
+        return Checked::Invalid(messages);
+    }
+    let mut restore = restore;
+    restore.spec.backup_name = Some(backup_name);
+    Checked::Valid(Box::new(restore), Box::new(backup), location)
+}
+
+/// The newest `Completed` backup (by `startTimestamp`) labelled with `schedule`.
+async fn newest_completed(ctx: &Context, schedule: &str) -> Result<Option<String>, kube::Error> {
+    let api: Api<Backup> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let list = api
+        .list(&ListParams::default().labels(&format!("{SCHEDULE_LABEL}={schedule}")))
+        .await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|b| {
+            let status = b.status.as_ref()?;
+            (status.phase == BackupPhase::Completed)
+                .then(|| (status.start_timestamp.clone(), b.metadata.name.clone()))
+        })
+        .max_by(|a, b| a.0.as_ref().map(|t| t.0).cmp(&b.0.as_ref().map(|t| t.0)))
+        .and_then(|(_, name)| name))
+}

@@ -1,0 +1,245 @@
+//! `hawser server` as a process against kube-sim: restores from a Restore object to their true
+//! final phase, including a kill and restart of the server mid-restore.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+mod server_support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use cli_support::{Cluster, NS};
+use kube_sim::LatencyFault;
+use serde_json::{Value, json};
+use server_support::{
+    BUCKET, FAST, Server, create_backup, filesystem_location, phase, seed, wait_for,
+};
+
+const FINAL: [&str; 4] = ["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
+
+fn is_final(o: &Value) -> bool {
+    FINAL.contains(&phase(o))
+}
+
+fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Restore",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec
+        }))
+        .unwrap();
+}
+
+fn restore_record(root: &Path, name: &str) -> Option<Value> {
+    let path = root
+        .join(BUCKET)
+        .join("restores")
+        .join(name)
+        .join(format!("restore-{name}-status.json"));
+    Some(serde_json::from_slice(&std::fs::read(path).ok()?).unwrap())
+}
+
+/// A cluster with `shop` seeded and a Completed backup `base` of it.
+async fn backed_up(configmaps: usize) -> (Cluster, tempfile::TempDir, Server) {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, configmaps);
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "base", json!({"includedNamespaces": ["shop"]}));
+    let done = wait_for(
+        &cluster,
+        Some(&server),
+        "Backup",
+        "base",
+        Duration::from_secs(30),
+        is_final,
+    )
+    .await;
+    assert_eq!(phase(&done), "Completed", "{}", server.log_text());
+    (cluster, root, server)
+}
+
+#[tokio::test]
+async fn a_restore_into_a_mapped_namespace_completes_and_records_its_outcome() {
+    let (cluster, root, server) = backed_up(4).await;
+    create_restore(
+        &cluster,
+        "copy",
+        json!({"backupName": "base", "namespaceMapping": {"shop": "shop-copy"}}),
+    );
+    let done = wait_for(
+        &cluster,
+        Some(&server),
+        "Restore",
+        "copy",
+        Duration::from_secs(30),
+        is_final,
+    )
+    .await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    let store = cluster.sim.store();
+    for i in 0..4 {
+        let original = store
+            .get("v1", "ConfigMap", "shop", &format!("cm-{i}"))
+            .unwrap();
+        let copy = store
+            .get("v1", "ConfigMap", "shop-copy", &format!("cm-{i}"))
+            .expect("restored ConfigMap");
+        assert_eq!(copy["data"], original["data"]);
+        assert_eq!(copy["metadata"]["labels"]["velero.io/restore-name"], "copy");
+        assert_ne!(copy["metadata"]["uid"], original["metadata"]["uid"]);
+    }
+    assert!(
+        store
+            .get("v1", "Secret", "shop-copy", "db-password")
+            .is_some()
+    );
+    assert!(
+        store
+            .get("v1", "ConfigMap", "shop-copy", "elsewhere")
+            .is_none()
+    );
+
+    let record = restore_record(root.path(), "copy").expect("restore record stored");
+    for field in [
+        "phase",
+        "startTimestamp",
+        "completionTimestamp",
+        "progress",
+        "errors",
+        "warnings",
+    ] {
+        assert_eq!(
+            record["status"][field], done["status"][field],
+            "status.{field}"
+        );
+    }
+    let metrics = server.metrics().await;
+    for line in [
+        "velero_restore_attempt_total{schedule=\"\"} 1",
+        "velero_restore_success_total{schedule=\"\"} 1",
+    ] {
+        assert!(metrics.contains(line), "missing {line} in\n{metrics}");
+    }
+}
+
+#[tokio::test]
+async fn invalid_restores_end_failed_validation_and_change_nothing() {
+    let (cluster, root, server) = backed_up(1).await;
+    create_backup(&cluster, "invalid", json!({"storageLocation": "missing"}));
+    wait_for(
+        &cluster,
+        Some(&server),
+        "Backup",
+        "invalid",
+        Duration::from_secs(20),
+        is_final,
+    )
+    .await;
+    let cases = [
+        (
+            "no-backup",
+            json!({"backupName": "absent"}),
+            "Backup absent does not exist",
+        ),
+        (
+            "not-restorable",
+            json!({"backupName": "invalid"}),
+            "only a Completed or PartiallyFailed",
+        ),
+        (
+            "no-source",
+            json!({}),
+            "either spec.backupName or spec.scheduleName",
+        ),
+        (
+            "bad-policy",
+            json!({"backupName": "base", "existingResourcePolicy": "overwrite"}),
+            "invalid existingResourcePolicy",
+        ),
+        (
+            "bad-mapping",
+            json!({"backupName": "base", "namespaceMapping": {"shop": "Not_A_Name"}}),
+            "invalid namespaceMapping",
+        ),
+    ];
+    for (name, spec, _) in &cases {
+        create_restore(&cluster, name, spec.clone());
+    }
+    for (name, _, expected) in cases {
+        let done = wait_for(
+            &cluster,
+            Some(&server),
+            "Restore",
+            name,
+            Duration::from_secs(20),
+            is_final,
+        )
+        .await;
+        assert_eq!(phase(&done), "FailedValidation", "{name}: {done:#}");
+        let errors = done["status"]["validationErrors"].to_string();
+        assert!(errors.contains(expected), "{name}: {errors}");
+        assert!(
+            restore_record(root.path(), name).is_none(),
+            "{name} stored a record"
+        );
+    }
+    assert!(
+        cluster
+            .sim
+            .store()
+            .get("v1", "Namespace", "", "Not_A_Name")
+            .is_none()
+    );
+    assert!(
+        server
+            .metrics()
+            .await
+            .contains("velero_restore_validation_failed_total{schedule=\"\"} 5")
+    );
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_restore_leaves_it_failed_with_a_restart_reason() {
+    let (cluster, root, mut first) = backed_up(3).await;
+    let slow = cluster.sim.faults().latency(
+        LatencyFault::new(Duration::from_secs(5))
+            .verbs(&["create"])
+            .resources(&["configmaps"]),
+    );
+    create_restore(
+        &cluster,
+        "interrupted",
+        json!({"backupName": "base", "namespaceMapping": {"shop": "shop-two"}}),
+    );
+    wait_for(
+        &cluster,
+        Some(&first),
+        "Restore",
+        "interrupted",
+        Duration::from_secs(20),
+        |o| phase(o) == "InProgress",
+    )
+    .await;
+    first.kill().await;
+    cluster.sim.faults().remove(slow);
+
+    let second = Server::start(&cluster, root.path(), FAST).await;
+    let done = wait_for(
+        &cluster,
+        Some(&second),
+        "Restore",
+        "interrupted",
+        Duration::from_secs(20),
+        is_final,
+    )
+    .await;
+    assert_eq!(phase(&done), "Failed", "{done:#}");
+    let reason = done["status"]["failureReason"].as_str().unwrap_or_default();
+    assert!(reason.contains("restarted"), "{reason}");
+}
