@@ -243,3 +243,96 @@ async fn a_server_killed_mid_restore_leaves_it_failed_with_a_restart_reason() {
     let reason = done["status"]["failureReason"].as_str().unwrap_or_default();
     assert!(reason.contains("restarted"), "{reason}");
 }
+
+#[tokio::test]
+async fn the_cli_backs_up_and_restores_with_wait_against_a_running_server() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 3);
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    let bsl = cluster
+        .hawser(&[
+            "backup-location",
+            "create",
+            "default",
+            "--provider",
+            "filesystem",
+            "--bucket",
+            BUCKET,
+            "--config",
+            &format!("root={}", root.path().display()),
+        ])
+        .await;
+    assert_eq!(bsl.code, 0, "{}", bsl.stderr);
+
+    let backup = cluster
+        .hawser(&[
+            "backup",
+            "create",
+            "nightly",
+            "--include-namespaces",
+            "shop",
+            "--wait",
+        ])
+        .await;
+    assert_eq!(
+        backup.code,
+        0,
+        "{}\n{}\n{}",
+        backup.stdout,
+        backup.stderr,
+        server.log_text()
+    );
+    assert!(format!("{}{}", backup.stdout, backup.stderr).contains("Completed"));
+    let described = cluster.hawser(&["backup", "describe", "nightly"]).await;
+    assert_eq!(described.code, 0, "{}", described.stderr);
+    assert!(
+        described.stdout.contains("Completed"),
+        "{}",
+        described.stdout
+    );
+
+    let restore = cluster
+        .hawser(&[
+            "restore",
+            "create",
+            "again",
+            "--from-backup",
+            "nightly",
+            "--namespace-mappings",
+            "shop:shop-copy",
+            "--wait",
+        ])
+        .await;
+    assert_eq!(
+        restore.code,
+        0,
+        "{}\n{}\n{}",
+        restore.stdout,
+        restore.stderr,
+        server.log_text()
+    );
+    assert!(
+        cluster
+            .sim
+            .store()
+            .get("v1", "ConfigMap", "shop-copy", "cm-2")
+            .is_some()
+    );
+
+    let in_place = cluster
+        .hawser(&[
+            "restore",
+            "create",
+            "--from-backup",
+            "nightly",
+            "--include-namespaces",
+            "shop",
+            "--existing-resource-policy",
+            "none",
+            "--wait",
+        ])
+        .await;
+    // Everything already exists and is equal: skipped, not an error.
+    assert_eq!(in_place.code, 0, "{}\n{}", in_place.stdout, in_place.stderr);
+}
