@@ -100,10 +100,6 @@ pub enum ArgsError {
 
 /// The checked form of [`ServerArgs`], in the types the server uses.
 #[derive(Debug, Clone)]
-#[allow(
-    dead_code,
-    reason = "read by the controllers, which are not wired into serve yet"
-)]
 pub(crate) struct Settings {
     pub(crate) resource_timeout: Duration,
     /// `None`: periodic validation disabled.
