@@ -471,3 +471,76 @@ async fn a_backup_to_an_s3_location_completes() {
     assert_eq!(stored["status"]["phase"], "Completed");
     assert_eq!(stored["status"]["progress"]["itemsBackedUp"], 6);
 }
+
+#[tokio::test]
+async fn concurrent_backups_with_different_filters_each_hold_exactly_their_items() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 4);
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "tagged", "namespace": "other", "labels": {"tier": "front"}},
+            "data": {"k": "v"}
+        }))
+        .unwrap();
+    filesystem_location(&cluster, "default", root.path());
+    let mut args = FAST.to_vec();
+    args.extend(["--concurrent-backups", "3"]);
+    let server = Server::start(&cluster, root.path(), &args).await;
+    let cases: [(&str, Value, &[&str]); 3] = [
+        (
+            "no-secrets",
+            json!({"includedNamespaces": ["shop"], "excludedResources": ["secrets"]}),
+            &[
+                "resources/configmaps/namespaces/shop/cm-0.json",
+                "resources/configmaps/namespaces/shop/cm-1.json",
+                "resources/configmaps/namespaces/shop/cm-2.json",
+                "resources/configmaps/namespaces/shop/cm-3.json",
+                "resources/namespaces/cluster/shop.json",
+            ],
+        ),
+        (
+            "front",
+            json!({"labelSelector": {"matchLabels": {"tier": "front"}}}),
+            // The Namespace of a backed-up item goes with it, as in Velero.
+            &[
+                "resources/configmaps/namespaces/other/tagged.json",
+                "resources/namespaces/cluster/other.json",
+            ],
+        ),
+        (
+            "secrets-only",
+            json!({"includedNamespaces": ["sh*"], "includedResources": ["secrets"]}),
+            // Namespaces are a type like the others: not included, not backed up.
+            &[
+                "resources/secrets/namespaces/shop/api-token.json",
+                "resources/secrets/namespaces/shop/db-password.json",
+            ],
+        ),
+    ];
+    for (name, spec, _) in &cases {
+        create_backup(&cluster, name, spec.clone());
+    }
+    for (name, _, expected) in cases {
+        let done = wait_for(
+            &cluster,
+            Some(&server),
+            "Backup",
+            name,
+            Duration::from_secs(30),
+            is_final,
+        )
+        .await;
+        assert_eq!(phase(&done), "Completed", "{name}: {done:#}");
+        // Each item is in the archive twice: under its preferred version and its group's copy.
+        let mut paths = archive_paths(&artifact(root.path(), name, &format!("{name}.tar.gz")));
+        paths.retain(|p| !p.contains("-preferredversion/"));
+        paths.dedup();
+        let mut want: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
+        want.sort();
+        assert_eq!(paths, want, "{name}");
+    }
+}
