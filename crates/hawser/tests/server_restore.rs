@@ -336,3 +336,104 @@ async fn the_cli_backs_up_and_restores_with_wait_against_a_running_server() {
     // Everything already exists and is equal: skipped, not an error.
     assert_eq!(in_place.code, 0, "{}\n{}", in_place.stdout, in_place.stderr);
 }
+
+#[tokio::test]
+async fn an_api_outage_longer_than_the_resource_timeout_still_ends_the_restore_completed() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 3);
+    filesystem_location(&cluster, "default", root.path());
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--resource-timeout",
+        "1s",
+        "--status-patch-max-backoff",
+        "250ms",
+    ]);
+    let server = Server::start(&cluster, root.path(), &args).await;
+    create_backup(&cluster, "base", json!({"includedNamespaces": ["shop"]}));
+    let done = wait_for(
+        &cluster,
+        Some(&server),
+        "Backup",
+        "base",
+        Duration::from_secs(30),
+        is_final,
+    )
+    .await;
+    assert_eq!(phase(&done), "Completed");
+    // Reads of the Restore take a while, so the final write is still under way when the API goes.
+    cluster.sim.faults().latency(
+        LatencyFault::new(Duration::from_millis(400))
+            .verbs(&["get"])
+            .resources(&["restores"]),
+    );
+    create_restore(
+        &cluster,
+        "through-outage",
+        json!({"backupName": "base", "namespaceMapping": {"shop": "shop-copy"}}),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while restore_record(root.path(), "through-outage").is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never recorded:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let outage = Duration::from_secs(4);
+    cluster.sim.faults().refuse(Some(outage));
+    let outage_start = std::time::Instant::now();
+    let done = wait_for(
+        &cluster,
+        Some(&server),
+        "Restore",
+        "through-outage",
+        Duration::from_secs(30),
+        is_final,
+    )
+    .await;
+    assert_eq!(phase(&done), "Completed", "{}", server.log_text());
+    assert!(outage_start.elapsed() >= outage - Duration::from_millis(200));
+    assert_eq!(
+        restore_record(root.path(), "through-outage").unwrap()["status"]["phase"],
+        "Completed"
+    );
+}
+
+#[tokio::test]
+async fn a_corrupt_archive_ends_the_restore_failed_with_a_reason_and_creates_nothing() {
+    let (cluster, root, server) = backed_up(2).await;
+    // The stored archive is replaced by bytes that are not gzip.
+    let archive = root.path().join(BUCKET).join("backups/base/base.tar.gz");
+    std::fs::write(&archive, b"this is not a backup archive").unwrap();
+    create_restore(
+        &cluster,
+        "from-garbage",
+        json!({"backupName": "base", "namespaceMapping": {"shop": "shop-garbage"}}),
+    );
+    let done = wait_for(
+        &cluster,
+        Some(&server),
+        "Restore",
+        "from-garbage",
+        Duration::from_secs(30),
+        is_final,
+    )
+    .await;
+    assert_eq!(phase(&done), "Failed", "{done:#}");
+    let reason = done["status"]["failureReason"].as_str().unwrap_or_default();
+    assert!(reason.contains("base.tar.gz"), "{reason}");
+    assert!(
+        cluster
+            .sim
+            .store()
+            .get("v1", "Namespace", "", "shop-garbage")
+            .is_none()
+    );
+    assert_eq!(
+        restore_record(root.path(), "from-garbage").unwrap()["status"]["phase"],
+        "Failed"
+    );
+}
