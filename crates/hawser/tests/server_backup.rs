@@ -14,15 +14,9 @@ use cli_support::{Cluster, NS};
 use kube_sim::{LatencyFault, StatusFault};
 use serde_json::{Value, json};
 use server_support::{
-    BUCKET, FAST, Server, archive_paths, artifact, create_backup, filesystem_location, phase, seed,
-    wait_for,
+    BUCKET, FAST, Server, archive_paths, artifact, create_backup, filesystem_location, is_final,
+    phase, poll, seed, slow_reads, wait_for,
 };
-
-const FINAL: [&str; 4] = ["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
-
-fn is_final(o: &Value) -> bool {
-    FINAL.contains(&phase(o))
-}
 
 fn record(root: &std::path::Path, name: &str) -> Option<Value> {
     let bytes = std::fs::read(artifact(root, name, "velero-backup.json")).ok()?;
@@ -216,21 +210,12 @@ async fn an_api_outage_longer_than_the_resource_timeout_still_ends_completed() {
     ]);
     let server = Server::start(&cluster, root.path(), &args).await;
     // Reads of the Backup take a while, so the final write is still under way when the API goes.
-    cluster.sim.faults().latency(
-        LatencyFault::new(Duration::from_millis(400))
-            .verbs(&["get"])
-            .resources(&["backups"]),
-    );
+    slow_reads(&cluster, "backups");
     create_backup(&cluster, "outage", json!({"includedNamespaces": ["shop"]}));
-    let committed = Instant::now() + Duration::from_secs(30);
-    while record(root.path(), "outage").is_none() {
-        assert!(
-            Instant::now() < committed,
-            "never committed:\n{}",
-            server.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    poll(&server, "storing the record of outage", || {
+        record(root.path(), "outage")
+    })
+    .await;
     let outage = Duration::from_secs(4);
     cluster.sim.faults().refuse(Some(outage));
     let outage_start = Instant::now();
@@ -336,15 +321,10 @@ async fn a_backup_committed_before_a_kill_is_completed_from_its_record_after_res
             .verbs(&["patch"])
             .resources(&["backups"]),
     );
-    let committed = Instant::now() + Duration::from_secs(30);
-    while record(root.path(), "committed").is_none() {
-        assert!(
-            Instant::now() < committed,
-            "never committed:\n{}",
-            first.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll(&first, "storing the record of committed", || {
+        record(root.path(), "committed")
+    })
+    .await;
     first.kill().await;
     let object = cluster.get("velero.io/v1", "Backup", "committed").unwrap();
     assert_eq!(phase(&object), "InProgress");

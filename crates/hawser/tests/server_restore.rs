@@ -13,14 +13,9 @@ use cli_support::{Cluster, NS};
 use kube_sim::LatencyFault;
 use serde_json::{Value, json};
 use server_support::{
-    BUCKET, FAST, Server, create_backup, filesystem_location, phase, seed, wait_for,
+    BUCKET, FAST, Server, create_backup, filesystem_location, is_final, phase, poll, seed,
+    slow_reads, wait_for,
 };
-
-const FINAL: [&str; 4] = ["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
-
-fn is_final(o: &Value) -> bool {
-    FINAL.contains(&phase(o))
-}
 
 fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
     cluster
@@ -363,25 +358,16 @@ async fn an_api_outage_longer_than_the_resource_timeout_still_ends_the_restore_c
     .await;
     assert_eq!(phase(&done), "Completed");
     // Reads of the Restore take a while, so the final write is still under way when the API goes.
-    cluster.sim.faults().latency(
-        LatencyFault::new(Duration::from_millis(400))
-            .verbs(&["get"])
-            .resources(&["restores"]),
-    );
+    slow_reads(&cluster, "restores");
     create_restore(
         &cluster,
         "through-outage",
         json!({"backupName": "base", "namespaceMapping": {"shop": "shop-copy"}}),
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while restore_record(root.path(), "through-outage").is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never recorded:\n{}",
-            server.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    poll(&server, "storing the record of through-outage", || {
+        restore_record(root.path(), "through-outage")
+    })
+    .await;
     let outage = Duration::from_secs(4);
     cluster.sim.faults().refuse(Some(outage));
     let outage_start = std::time::Instant::now();

@@ -19,7 +19,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use hawser_api::Backup;
 use hawser_api::phase::BackupPhase;
 use hawser_core::archive::FORMAT_VERSION;
@@ -30,10 +29,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::context::{Context, schedule_of};
-use super::work::{record_status, report_final, report_progress};
+use super::work::{Taken, record_status, report_final, report_progress, store_record};
 use crate::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
 use crate::metrics::{BackupFinished, FinalOutcome};
-use crate::status::{Kind, ObjectKey, StatusUpdate};
+use crate::status::{Kind, StatusUpdate};
 
 /// The outcome of validation.
 enum Checked {
@@ -47,24 +46,12 @@ enum Checked {
 
 /// Handles one waiting Backup (see the module docs).
 pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
-    let Some(name) = object.metadata.name.clone() else {
+    let Some(taken) = Taken::of(&ctx, Kind::Backup, &object) else {
         return;
     };
-    let key = ObjectKey::new(Kind::Backup, ctx.namespace.clone(), name.clone());
-    if ctx.engine.owns(&key) {
-        return;
-    }
-    let _worker = ctx.engine.worker(key.clone());
-    let json = serde_json::to_value(&object).unwrap_or(Value::Null);
-    let schedule = schedule_of(&json);
-    let observed = (
-        object.metadata.resource_version.clone().unwrap_or_default(),
-        json.pointer("/status/phase")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-    );
-    let (backup, location) = match check(&ctx, &name, json).await {
+    let (name, key) = (taken.name.clone(), taken.key.clone());
+    let schedule = schedule_of(&taken.json);
+    let (backup, location) = match check(&ctx, &name, taken.json.clone()).await {
         Checked::Valid(backup, location) => (backup, location),
         Checked::Retry(why) => {
             tracing::info!(backup = %name, reason = %why, "validation could not finish; the backup waits");
@@ -73,8 +60,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         Checked::Invalid(messages) => {
             tracing::warn!(backup = %name, errors = ?messages, "backup failed validation");
             let update = StatusUpdate::new(key.clone(), BackupPhase::FailedValidation.to_string())
-                .observed(observed.0, observed.1)
                 .field("validationErrors", messages);
+            let update = taken.first_write(update);
             if report_final(ctx.engine.write(update).await, &key) {
                 ctx.metrics.backup_validation_failed(&schedule);
             }
@@ -90,12 +77,11 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         .map(Time);
     let claim = StatusUpdate::new(key.clone(), BackupPhase::InProgress.to_string())
         .claim()
-        .observed(observed.0, observed.1)
         .field("version", 1)
         .field("formatVersion", FORMAT_VERSION)
         .field("startTimestamp", json!(Time(started)))
         .field("expiration", json!(expiration));
-    match ctx.engine.write(claim).await {
+    match ctx.engine.write(taken.first_write(claim)).await {
         Ok(_) => ctx.metrics.backup_attempt(&schedule),
         Err(e) => {
             tracing::info!(backup = %name, category = e.category(), error = %e, "the backup could not be started");
@@ -146,16 +132,12 @@ async fn commit(
         }
     };
     outcome.started = started;
-    let stored = match backup::record(backup, &outcome) {
-        Ok(record) => match serde_json::to_vec(&record) {
-            Ok(bytes) => location
-                .commit_backup(&name, Bytes::from(bytes))
-                .await
-                .map_err(|e| e.full_message()),
-            Err(e) => Err(format!("encoding velero-backup.json failed: {e}")),
-        },
-        Err(e) => Err(format!("encoding velero-backup.json failed: {e}")),
-    };
+    let stored = store_record(
+        backup::record(backup, &outcome),
+        "velero-backup.json",
+        |bytes| location.commit_backup(&name, bytes),
+    )
+    .await;
     match stored {
         Ok(()) => outcome,
         Err(why) if outcome.phase == BackupPhase::Failed => {

@@ -21,7 +21,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use hawser_api::phase::{BackupPhase, RestorePhase};
 use hawser_api::{Backup, Restore};
 use hawser_core::restore::Priorities;
@@ -33,10 +32,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::context::{Context, SCHEDULE_LABEL, backup_location_name};
-use super::work::{record_status, report_final, report_progress};
+use super::work::{Taken, record_status, report_final, report_progress, store_record};
 use crate::metrics::FinalOutcome;
 use crate::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
-use crate::status::{Kind, ObjectKey, StatusUpdate};
+use crate::status::{Kind, StatusUpdate};
 
 enum Checked {
     Valid(Box<Restore>, Box<Backup>, Location),
@@ -46,28 +45,17 @@ enum Checked {
 
 /// Handles one waiting Restore (see the module docs).
 pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
-    let Some(name) = object.metadata.name.clone() else {
+    let Some(taken) = Taken::of(&ctx, Kind::Restore, &object) else {
         return;
     };
-    let key = ObjectKey::new(Kind::Restore, ctx.namespace.clone(), name.clone());
-    if ctx.engine.owns(&key) {
-        return;
-    }
-    let _worker = ctx.engine.worker(key.clone());
-    let json = serde_json::to_value(&object).unwrap_or(Value::Null);
-    let schedule = json
+    let (name, key) = (taken.name.clone(), taken.key.clone());
+    let schedule = taken
+        .json
         .pointer("/spec/scheduleName")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let observed = (
-        object.metadata.resource_version.clone().unwrap_or_default(),
-        json.pointer("/status/phase")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-    );
-    let (restore, backup, location) = match check(&ctx, json).await {
+    let (restore, backup, location) = match check(&ctx, taken.json.clone()).await {
         Checked::Valid(restore, backup, location) => (restore, backup, location),
         Checked::Retry(why) => {
             tracing::info!(restore = %name, reason = %why, "validation could not finish; the restore waits");
@@ -77,8 +65,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
             ctx.metrics.restore_attempt(&schedule);
             tracing::warn!(restore = %name, errors = ?messages, "restore failed validation");
             let update = StatusUpdate::new(key.clone(), RestorePhase::FailedValidation.to_string())
-                .observed(observed.0, observed.1)
                 .field("validationErrors", messages);
+            let update = taken.first_write(update);
             if report_final(ctx.engine.write(update).await, &key) {
                 ctx.metrics.restore_validation_failed(&schedule);
             }
@@ -90,9 +78,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     let started = (ctx.engine.wall())();
     let claim = StatusUpdate::new(key.clone(), RestorePhase::InProgress.to_string())
         .claim()
-        .observed(observed.0, observed.1)
         .field("startTimestamp", json!(Time(started)));
-    if let Err(e) = ctx.engine.write(claim).await {
+    if let Err(e) = ctx.engine.write(taken.first_write(claim)).await {
         tracing::info!(restore = %name, category = e.category(), error = %e, "the restore could not be started");
         return;
     }
@@ -152,13 +139,12 @@ async fn commit(
     if location.is_read_only() {
         return outcome;
     }
-    let stored = match restore::record(restore, &outcome).map(|r| serde_json::to_vec(&r)) {
-        Ok(Ok(bytes)) => location
-            .commit_restore(&name, Bytes::from(bytes))
-            .await
-            .map_err(|e| e.full_message()),
-        Ok(Err(e)) | Err(e) => Err(format!("encoding the restore record failed: {e}")),
-    };
+    let stored = store_record(
+        restore::record(restore, &outcome),
+        "the restore record",
+        |bytes| location.commit_restore(&name, bytes),
+    )
+    .await;
     match stored {
         Ok(()) => outcome,
         Err(why) if outcome.phase == RestorePhase::Failed => {

@@ -1,14 +1,78 @@
-//! What the backup and restore workers share: bounded-rate progress reports and the logging of
-//! a final status write.
+//! What the backup and restore workers share: taking up an object, bounded-rate progress
+//! reports, storing the record, and the logging of a final status write.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use kube::api::DynamicObject;
 use serde_json::Value;
 use tokio::sync::watch;
 
 use super::context::Context;
-use crate::status::{Landing, ObjectKey, StatusUpdate, WriteError};
+use crate::status::{Kind, Landing, ObjectKey, StatusUpdate, WorkerGuard, WriteError};
+
+/// A waiting object taken up by a worker of this instance.
+pub(crate) struct Taken {
+    pub(crate) name: String,
+    pub(crate) key: ObjectKey,
+    /// The object as JSON.
+    pub(crate) json: Value,
+    /// `metadata.resourceVersion` and `status.phase` as seen, for the first write.
+    pub(crate) resource_version: String,
+    pub(crate) phase: String,
+    /// Marks the object as owned here (recovery leaves it alone) while held.
+    pub(crate) _worker: WorkerGuard,
+}
+
+impl Taken {
+    /// Takes up `object`, unless it has no name or this instance already owns it (a worker or
+    /// the re-driver holds it).
+    pub(crate) fn of(ctx: &Context, kind: Kind, object: &DynamicObject) -> Option<Self> {
+        let name = object.metadata.name.clone()?;
+        let key = ObjectKey::new(kind, ctx.namespace.clone(), name.clone());
+        if ctx.engine.owns(&key) {
+            return None;
+        }
+        let worker = ctx.engine.worker(key.clone());
+        let json = serde_json::to_value(object).unwrap_or(Value::Null);
+        let phase = json
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Some(Self {
+            name,
+            key,
+            resource_version: object.metadata.resource_version.clone().unwrap_or_default(),
+            phase,
+            json,
+            _worker: worker,
+        })
+    }
+
+    /// `update` with the object as seen as its precondition.
+    pub(crate) fn first_write(&self, update: StatusUpdate) -> StatusUpdate {
+        update.observed(self.resource_version.clone(), self.phase.clone())
+    }
+}
+
+/// Encodes `record` and stores it with `put`; what failed, in words, otherwise.
+pub(crate) async fn store_record<F, Fut>(
+    record: Result<Value, serde_json::Error>,
+    what: &str,
+    put: F,
+) -> Result<(), String>
+where
+    F: FnOnce(Bytes) -> Fut,
+    Fut: Future<Output = Result<(), hawser_store::StoreError>>,
+{
+    let bytes = record
+        .and_then(|r| serde_json::to_vec(&r))
+        .map_err(|e| format!("encoding {what} failed: {e}"))?;
+    put(Bytes::from(bytes)).await.map_err(|e| e.full_message())
+}
 
 /// Shortest time between two `status.progress` writes of one object.
 pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);

@@ -165,6 +165,39 @@ pub fn create_backup(cluster: &Cluster, name: &str, spec: Value) {
         .unwrap();
 }
 
+/// The phases the work ends in.
+pub const FINAL: [&str; 4] = ["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
+
+pub fn is_final(o: &Value) -> bool {
+    FINAL.contains(&phase(o))
+}
+
+/// Polls `found` every 5 ms until it gives a value (panics with the server log after 30 s).
+pub async fn poll<T>(server: &Server, what: &str, found: impl Fn() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = found() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never happened:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Backups and Restores of the refused-outage tests: reads of `resource` are slowed, so that a
+/// final write is still under way when the API goes away right after the record appears.
+pub fn slow_reads(cluster: &Cluster, resource: &str) {
+    cluster.sim.faults().latency(
+        kube_sim::LatencyFault::new(Duration::from_millis(400))
+            .verbs(&["get"])
+            .resources(&[resource]),
+    );
+}
+
 pub fn phase(object: &Value) -> &str {
     object
         .pointer("/status/phase")
