@@ -14,8 +14,8 @@ use cli_support::{Cluster, NS};
 use kube_sim::{LatencyFault, StatusFault};
 use serde_json::{Value, json};
 use server_support::{
-    BUCKET, FAST, Server, archive_paths, artifact, create_backup, filesystem_location, is_final,
-    phase, poll, seed, slow_reads, wait_for,
+    BUCKET, FAST, Server, archive_paths, artifact, create_backup, filesystem_location, phase, poll,
+    seed, slow_reads, wait_final, wait_for, wait_in_progress,
 };
 
 fn record(root: &std::path::Path, name: &str) -> Option<Value> {
@@ -32,15 +32,7 @@ async fn a_backup_completes_in_velero_layout_with_the_record_matching_the_object
     let server = Server::start(&cluster, root.path(), FAST).await;
     create_backup(&cluster, "nightly", json!({"includedNamespaces": ["shop"]}));
 
-    let done = wait_for(
-        &cluster,
-        Some(&server),
-        "Backup",
-        "nightly",
-        Duration::from_secs(30),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &server, "Backup", "nightly").await;
     assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
     let status = &done["status"];
     assert_eq!(status["formatVersion"], "1.1.0");
@@ -167,15 +159,7 @@ async fn invalid_backups_end_failed_validation_with_reasons_and_store_nothing() 
         create_backup(&cluster, name, spec.clone());
     }
     for (name, _, expected) in cases {
-        let done = wait_for(
-            &cluster,
-            Some(&server),
-            "Backup",
-            name,
-            Duration::from_secs(20),
-            is_final,
-        )
-        .await;
+        let done = wait_final(&cluster, &server, "Backup", name).await;
         assert_eq!(phase(&done), "FailedValidation", "{name}: {done:#}");
         let errors = done["status"]["validationErrors"].to_string();
         assert!(errors.contains(expected), "{name}: {errors}");
@@ -220,15 +204,7 @@ async fn an_api_outage_longer_than_the_resource_timeout_still_ends_completed() {
     cluster.sim.faults().refuse(Some(outage));
     let outage_start = Instant::now();
 
-    let done = wait_for(
-        &cluster,
-        Some(&server),
-        "Backup",
-        "outage",
-        Duration::from_secs(30),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &server, "Backup", "outage").await;
     assert_eq!(phase(&done), "Completed", "{}", server.log_text());
     assert!(
         outage_start.elapsed() >= outage - Duration::from_millis(200),
@@ -262,29 +238,13 @@ async fn a_server_killed_mid_backup_leaves_it_failed_with_a_restart_reason_after
         "interrupted",
         json!({"includedNamespaces": ["shop"]}),
     );
-    wait_for(
-        &cluster,
-        Some(&first),
-        "Backup",
-        "interrupted",
-        Duration::from_secs(20),
-        |o| phase(o) == "InProgress",
-    )
-    .await;
+    wait_in_progress(&cluster, &first, "Backup", "interrupted").await;
     first.kill().await;
     cluster.sim.faults().remove(slow);
     assert!(record(root.path(), "interrupted").is_none());
 
     let second = Server::start(&cluster, root.path(), FAST).await;
-    let done = wait_for(
-        &cluster,
-        Some(&second),
-        "Backup",
-        "interrupted",
-        Duration::from_secs(20),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &second, "Backup", "interrupted").await;
     assert_eq!(phase(&done), "Failed", "{done:#}");
     let reason = done["status"]["failureReason"].as_str().unwrap_or_default();
     assert!(reason.contains("restarted"), "{reason}");
@@ -306,15 +266,7 @@ async fn a_backup_committed_before_a_kill_is_completed_from_its_record_after_res
         "committed",
         json!({"includedNamespaces": ["shop"]}),
     );
-    wait_for(
-        &cluster,
-        Some(&first),
-        "Backup",
-        "committed",
-        Duration::from_secs(20),
-        |o| phase(o) == "InProgress",
-    )
-    .await;
+    wait_in_progress(&cluster, &first, "Backup", "committed").await;
     // From now on no status write lands: the record is committed, the object stays InProgress.
     let blocked = cluster.sim.faults().status(
         StatusFault::new(503)
@@ -331,15 +283,7 @@ async fn a_backup_committed_before_a_kill_is_completed_from_its_record_after_res
     cluster.sim.faults().remove(blocked);
 
     let second = Server::start(&cluster, root.path(), FAST).await;
-    let done = wait_for(
-        &cluster,
-        Some(&second),
-        "Backup",
-        "committed",
-        Duration::from_secs(20),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &second, "Backup", "committed").await;
     assert_eq!(phase(&done), "Completed", "{}", second.log_text());
     let stored = record(root.path(), "committed").unwrap();
     assert_eq!(
@@ -361,30 +305,14 @@ async fn a_storage_failure_mid_upload_ends_failed_and_nothing_claims_success() {
     );
     let server = Server::start(&cluster, root.path(), FAST).await;
     create_backup(&cluster, "broken", json!({"includedNamespaces": ["shop"]}));
-    wait_for(
-        &cluster,
-        Some(&server),
-        "Backup",
-        "broken",
-        Duration::from_secs(20),
-        |o| phase(o) == "InProgress",
-    )
-    .await;
+    wait_in_progress(&cluster, &server, "Backup", "broken").await;
     // The backup's directory becomes a file: every write below it fails.
     let dir = root.path().join(BUCKET).join("backups").join("broken");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
     std::fs::write(&dir, b"not a directory").unwrap();
 
-    let done = wait_for(
-        &cluster,
-        Some(&server),
-        "Backup",
-        "broken",
-        Duration::from_secs(30),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &server, "Backup", "broken").await;
     assert_eq!(phase(&done), "Failed", "{done:#}\n{}", server.log_text());
     let reason = done["status"]["failureReason"].as_str().unwrap_or_default();
     assert!(!reason.is_empty());
@@ -430,15 +358,7 @@ async fn a_backup_to_an_s3_location_completes() {
         .unwrap();
     let server = Server::start(&cluster, logs.path(), FAST).await;
     create_backup(&cluster, "to-s3", json!({"includedNamespaces": ["shop"]}));
-    let done = wait_for(
-        &cluster,
-        Some(&server),
-        "Backup",
-        "to-s3",
-        Duration::from_secs(60),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &server, "Backup", "to-s3").await;
     assert_eq!(phase(&done), "Completed", "{}", server.log_text());
 
     let location = hawser_store::Location::new(&s3.spec(&bucket).with_prefix("cluster-a")).unwrap();
@@ -505,15 +425,7 @@ async fn concurrent_backups_with_different_filters_each_hold_exactly_their_items
         create_backup(&cluster, name, spec.clone());
     }
     for (name, _, expected) in cases {
-        let done = wait_for(
-            &cluster,
-            Some(&server),
-            "Backup",
-            name,
-            Duration::from_secs(30),
-            is_final,
-        )
-        .await;
+        let done = wait_final(&cluster, &server, "Backup", name).await;
         assert_eq!(phase(&done), "Completed", "{name}: {done:#}");
         // Each item is in the archive twice: under its preferred version and its group's copy.
         let mut paths = archive_paths(&artifact(root.path(), name, &format!("{name}.tar.gz")));

@@ -13,8 +13,8 @@ use cli_support::{Cluster, NS};
 use kube_sim::LatencyFault;
 use serde_json::{Value, json};
 use server_support::{
-    BUCKET, FAST, Server, create_backup, filesystem_location, is_final, phase, poll, seed,
-    slow_reads, wait_for,
+    BUCKET, FAST, Server, create_backup, filesystem_location, phase, poll, seed, slow_reads,
+    wait_final, wait_in_progress,
 };
 
 fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
@@ -46,15 +46,7 @@ async fn backed_up(configmaps: usize) -> (Cluster, tempfile::TempDir, Server) {
     filesystem_location(&cluster, "default", root.path());
     let server = Server::start(&cluster, root.path(), FAST).await;
     create_backup(&cluster, "base", json!({"includedNamespaces": ["shop"]}));
-    let done = wait_for(
-        &cluster,
-        Some(&server),
-        "Backup",
-        "base",
-        Duration::from_secs(30),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &server, "Backup", "base").await;
     assert_eq!(phase(&done), "Completed", "{}", server.log_text());
     (cluster, root, server)
 }
@@ -67,15 +59,7 @@ async fn a_restore_into_a_mapped_namespace_completes_and_records_its_outcome() {
         "copy",
         json!({"backupName": "base", "namespaceMapping": {"shop": "shop-copy"}}),
     );
-    let done = wait_for(
-        &cluster,
-        Some(&server),
-        "Restore",
-        "copy",
-        Duration::from_secs(30),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &server, "Restore", "copy").await;
     assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
     let store = cluster.sim.store();
     for i in 0..4 {
@@ -127,15 +111,7 @@ async fn a_restore_into_a_mapped_namespace_completes_and_records_its_outcome() {
 async fn invalid_restores_end_failed_validation_and_change_nothing() {
     let (cluster, root, server) = backed_up(1).await;
     create_backup(&cluster, "invalid", json!({"storageLocation": "missing"}));
-    wait_for(
-        &cluster,
-        Some(&server),
-        "Backup",
-        "invalid",
-        Duration::from_secs(20),
-        is_final,
-    )
-    .await;
+    wait_final(&cluster, &server, "Backup", "invalid").await;
     let cases = [
         (
             "no-backup",
@@ -167,15 +143,7 @@ async fn invalid_restores_end_failed_validation_and_change_nothing() {
         create_restore(&cluster, name, spec.clone());
     }
     for (name, _, expected) in cases {
-        let done = wait_for(
-            &cluster,
-            Some(&server),
-            "Restore",
-            name,
-            Duration::from_secs(20),
-            is_final,
-        )
-        .await;
+        let done = wait_final(&cluster, &server, "Restore", name).await;
         assert_eq!(phase(&done), "FailedValidation", "{name}: {done:#}");
         let errors = done["status"]["validationErrors"].to_string();
         assert!(errors.contains(expected), "{name}: {errors}");
@@ -212,28 +180,12 @@ async fn a_server_killed_mid_restore_leaves_it_failed_with_a_restart_reason() {
         "interrupted",
         json!({"backupName": "base", "namespaceMapping": {"shop": "shop-two"}}),
     );
-    wait_for(
-        &cluster,
-        Some(&first),
-        "Restore",
-        "interrupted",
-        Duration::from_secs(20),
-        |o| phase(o) == "InProgress",
-    )
-    .await;
+    wait_in_progress(&cluster, &first, "Restore", "interrupted").await;
     first.kill().await;
     cluster.sim.faults().remove(slow);
 
     let second = Server::start(&cluster, root.path(), FAST).await;
-    let done = wait_for(
-        &cluster,
-        Some(&second),
-        "Restore",
-        "interrupted",
-        Duration::from_secs(20),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &second, "Restore", "interrupted").await;
     assert_eq!(phase(&done), "Failed", "{done:#}");
     let reason = done["status"]["failureReason"].as_str().unwrap_or_default();
     assert!(reason.contains("restarted"), "{reason}");
@@ -347,15 +299,7 @@ async fn an_api_outage_longer_than_the_resource_timeout_still_ends_the_restore_c
     ]);
     let server = Server::start(&cluster, root.path(), &args).await;
     create_backup(&cluster, "base", json!({"includedNamespaces": ["shop"]}));
-    let done = wait_for(
-        &cluster,
-        Some(&server),
-        "Backup",
-        "base",
-        Duration::from_secs(30),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &server, "Backup", "base").await;
     assert_eq!(phase(&done), "Completed");
     // Reads of the Restore take a while, so the final write is still under way when the API goes.
     slow_reads(&cluster, "restores");
@@ -371,15 +315,7 @@ async fn an_api_outage_longer_than_the_resource_timeout_still_ends_the_restore_c
     let outage = Duration::from_secs(4);
     cluster.sim.faults().refuse(Some(outage));
     let outage_start = std::time::Instant::now();
-    let done = wait_for(
-        &cluster,
-        Some(&server),
-        "Restore",
-        "through-outage",
-        Duration::from_secs(30),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &server, "Restore", "through-outage").await;
     assert_eq!(phase(&done), "Completed", "{}", server.log_text());
     assert!(outage_start.elapsed() >= outage - Duration::from_millis(200));
     assert_eq!(
@@ -399,15 +335,7 @@ async fn a_corrupt_archive_ends_the_restore_failed_with_a_reason_and_creates_not
         "from-garbage",
         json!({"backupName": "base", "namespaceMapping": {"shop": "shop-garbage"}}),
     );
-    let done = wait_for(
-        &cluster,
-        Some(&server),
-        "Restore",
-        "from-garbage",
-        Duration::from_secs(30),
-        is_final,
-    )
-    .await;
+    let done = wait_final(&cluster, &server, "Restore", "from-garbage").await;
     assert_eq!(phase(&done), "Failed", "{done:#}");
     let reason = done["status"]["failureReason"].as_str().unwrap_or_default();
     assert!(reason.contains("base.tar.gz"), "{reason}");

@@ -232,6 +232,32 @@ pub async fn wait_for(
     }
 }
 
+/// Waits (up to 30 s) until the object reaches a final phase.
+pub async fn wait_final(cluster: &Cluster, server: &Server, kind: &str, name: &str) -> Value {
+    wait_for(
+        cluster,
+        Some(server),
+        kind,
+        name,
+        Duration::from_secs(30),
+        is_final,
+    )
+    .await
+}
+
+/// Waits (up to 20 s) until the object is `InProgress`.
+pub async fn wait_in_progress(cluster: &Cluster, server: &Server, kind: &str, name: &str) -> Value {
+    wait_for(
+        cluster,
+        Some(server),
+        kind,
+        name,
+        Duration::from_secs(20),
+        |o| phase(o) == "InProgress",
+    )
+    .await
+}
+
 /// A backup's artifact in a filesystem location rooted at `root`.
 pub fn artifact(root: &Path, backup: &str, file: &str) -> PathBuf {
     root.join(BUCKET).join("backups").join(backup).join(file)
