@@ -263,7 +263,10 @@ async fn get_and_describe_show_phase_counts_and_filters() {
     assert_eq!(one.last(), Some(&"app=web"));
     let two: Vec<&str> = lines[2].split_whitespace().collect();
     assert_eq!(&two[..4], ["two", "PartiallyFailed", "2", "5"]);
-    assert!(lines[2].contains('d'), "EXPIRES in days: {}", lines[2]);
+    // CREATED takes three words (date, time, UTC); EXPIRES follows, in days.
+    let expires = two[7];
+    let days = expires.strip_suffix('d').expect(lines[2]);
+    assert!(days.parse::<u64>().unwrap() > 300_000, "{}", lines[2]);
 
     let run = cluster
         .hawser(&["backup", "get", "two", "-o", "json"])
