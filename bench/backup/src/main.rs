@@ -3,14 +3,14 @@
 //! and the backup each run in a child process (this binary in worker mode) whose own peak RSS
 //! (`VmHWM`) is reported. Goals are printed with PASS/MISS, never asserted.
 
-mod seed;
 mod worker;
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use bench_common::worker::run as run_child;
+use bench_common::{mib, seed, verdict};
 use clap::{Parser, Subcommand};
-use kube::{Client, Config};
 use kube_sim::{KubeSim, SimConfig};
 
 #[derive(Parser, Debug)]
@@ -39,67 +39,6 @@ enum Worker {
     },
 }
 
-/// What a child printed.
-#[derive(Debug, Default, Clone, Copy)]
-struct Measured {
-    objects: u64,
-    secs: f64,
-    peak_rss_kib: u64,
-    archive_items: Option<u64>,
-}
-
-fn parse_child(stdout: &str) -> Result<Measured> {
-    let mut m = Measured::default();
-    let mut seen = false;
-    for line in stdout.lines() {
-        let mut fields = line.split_whitespace();
-        match fields.next() {
-            Some("result") => seen = true,
-            Some("archive") => {}
-            _ => continue,
-        }
-        for field in fields {
-            let (k, v) = field.split_once('=').context("malformed child field")?;
-            match k {
-                "objects" => m.objects = v.parse()?,
-                "secs" => m.secs = v.parse()?,
-                "peak_rss_kib" => m.peak_rss_kib = v.parse()?,
-                "items" => m.archive_items = Some(v.parse()?),
-                _ => {}
-            }
-        }
-    }
-    anyhow::ensure!(seen, "child printed no result line: {stdout}");
-    Ok(m)
-}
-
-async fn run_child(args: &[&str]) -> Result<Measured> {
-    let exe = std::env::current_exe().context("locating this binary")?;
-    let out = tokio::process::Command::new(exe)
-        .args(args)
-        .output()
-        .await
-        .context("running a worker")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    anyhow::ensure!(
-        out.status.success(),
-        "worker {args:?} failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_child(&stdout)
-}
-
-fn mib(kib: u64) -> f64 {
-    // KiB counts are far below 2^52: exact
-    #[allow(clippy::cast_precision_loss)]
-    let kib = kib as f64;
-    kib / 1024.0
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok { "PASS" } else { "MISS" }
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -116,8 +55,7 @@ async fn main() -> Result<()> {
     .await
     .context("starting kube-sim")?;
     let url = sim.api_url();
-    let client = Client::try_from(Config::new(url.parse().context("kube-sim URL")?))
-        .context("building the client")?;
+    let client = bench_common::client(&url)?;
     seed::install_crd(&client).await?;
     let store = sim.store();
     seed::namespaces(&store)?;
@@ -144,7 +82,7 @@ async fn main() -> Result<()> {
             .to_str()
             .context("temporary directory is not UTF-8")?;
         let backup = run_child(&["backup", "--url", &url, "--root", root]).await?;
-        let archived = backup.archive_items.unwrap_or(0);
+        let archived = backup.extra_u64("archive.items")?;
         anyhow::ensure!(
             archived == n as u64,
             "archive holds {archived} of {n} objects"

@@ -7,6 +7,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use bench_common::client;
+use bench_common::worker::report;
 use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -15,7 +17,6 @@ use hawser_api::Backup;
 use hawser_core::archive::{ArchiveReader, ReaderOptions};
 use hawser_core::layout::Layout;
 use hawser_store::{Location, LocationSpec};
-use kube::{Client, Config};
 
 /// The LIST paths of the objects the cluster holds (the floor lists exactly these).
 pub const PATHS: [&str; 4] = [
@@ -36,36 +37,6 @@ pub const GROUP_RESOURCES: [&str; 4] = [
 /// Page size and gzip level shared by the floor and the backup.
 pub const PAGE: u32 = 500;
 pub const GZIP_LEVEL: u32 = 6;
-
-fn client(url: &str) -> Result<Client> {
-    let url = url.parse().context("kube-sim URL")?;
-    Client::try_from(Config::new(url)).context("building the client")
-}
-
-/// Peak resident set size of this process in KiB (`VmHWM`).
-fn peak_rss_kib() -> Result<u64> {
-    let status =
-        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .context("no VmHWM in /proc/self/status")?;
-    line.split_whitespace()
-        .nth(1)
-        .context("VmHWM without a value")?
-        .parse()
-        .context("VmHWM is not a number")
-}
-
-/// Prints the line the parent parses: `result objects=<n> secs=<s> peak_rss_kib=<k>`.
-fn report(objects: u64, started: Instant) -> Result<()> {
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "result objects={objects} secs={secs:.4} peak_rss_kib={}",
-        peak_rss_kib()?
-    );
-    Ok(())
-}
 
 /// Paged LISTs of every path, each response body gzipped at [`GZIP_LEVEL`] (output discarded).
 pub async fn floor(url: &str) -> Result<()> {

@@ -11,10 +11,15 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube_sim::SimStore;
 use serde_json::{Value, json};
 
-const NAMESPACES: usize = 10;
-const CRD_NAME: &str = "widgets.bench.example.com";
+/// How many application namespaces hold the objects.
+pub const NAMESPACES: usize = 10;
+/// The Widget CRD.
+pub const CRD_NAME: &str = "widgets.bench.example.com";
 
 /// Creates the Widget CRD through the API and waits until it is established.
+///
+/// # Errors
+/// When the create fails or the CRD is not established within 30 s.
 pub async fn install_crd(client: &Client) -> Result<()> {
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -45,11 +50,20 @@ pub async fn install_crd(client: &Client) -> Result<()> {
     Ok(())
 }
 
+/// The name of application namespace `i`: `app-<i>`.
+#[must_use]
+pub fn namespace(i: usize) -> String {
+    format!("app-{i}")
+}
+
 /// The ten application namespaces `app-0` … `app-9`.
+///
+/// # Errors
+/// When the store refuses one.
 pub fn namespaces(store: &SimStore) -> Result<()> {
     for i in 0..NAMESPACES {
         store
-            .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("app-{i}")}}))
+            .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace(i)}}))
             .context("creating a namespace")?;
     }
     Ok(())
@@ -77,7 +91,7 @@ fn text(seed: u64, len: usize) -> String {
 
 /// Object `i` of the benchmark: 40% ConfigMaps, 30% Secrets, 15% Deployments, 15% Widgets.
 fn object(i: usize) -> Value {
-    let ns = format!("app-{}", i % NAMESPACES);
+    let ns = namespace(i % NAMESPACES);
     let seed = i as u64;
     let size = 1024 + (i * 7919) % 3072;
     match i % 20 {
@@ -121,6 +135,9 @@ fn object(i: usize) -> Value {
 }
 
 /// Loads objects `from..to` into the store.
+///
+/// # Errors
+/// When the store refuses one.
 pub fn objects(store: &SimStore, from: usize, to: usize) -> Result<()> {
     for i in from..to {
         store
@@ -129,3 +146,15 @@ pub fn objects(store: &SimStore, from: usize, to: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// The seeded types: `(apiVersion, kind, group resource)`.
+pub const TYPES: [(&str, &str, &str); 4] = [
+    ("v1", "ConfigMap", "configmaps"),
+    ("v1", "Secret", "secrets"),
+    ("apps/v1", "Deployment", "deployments.apps"),
+    (
+        "bench.example.com/v1",
+        "Widget",
+        "widgets.bench.example.com",
+    ),
+];

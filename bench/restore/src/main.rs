@@ -1,0 +1,202 @@
+//! Restore engine throughput and peak memory against a floor measured in the same run.
+//! `cargo run --release -p bench-restore`. kube-sim runs in this (parent) process, seeded with
+//! N objects and backed up once by the backup engine into a filesystem location (not
+//! measured). The floor (plain creates of the archived objects) and the restore each run in a
+//! child process (this binary in worker mode) whose own peak RSS (`VmHWM`) is reported; each
+//! writes into its own fresh namespaces, and the parent counts what arrived. Goals are
+//! printed with PASS/MISS, never asserted.
+
+mod plan;
+mod worker;
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use bench_common::seed::{self, NAMESPACES, TYPES};
+use bench_common::worker::{Measured, run as run_worker};
+use bench_common::{mib, verdict};
+use bytes::Bytes;
+use clap::{Parser, Subcommand};
+use hawser::backup::{self, BackupOptions};
+use hawser_api::{Backup, BackupSpec};
+use kube::Client;
+use kube_sim::{KubeSim, SimConfig, SimStore};
+
+/// The throughput goal of the restore.
+const GOAL_OBJECTS_PER_SEC: f64 = 1000.0;
+
+#[derive(Parser, Debug)]
+#[command(about = "hawser restore engine against kube-sim's create throughput")]
+struct Args {
+    #[command(subcommand)]
+    worker: Option<Worker>,
+    /// Objects to seed, back up and restore.
+    #[arg(long, env = "BENCH_SIZE", default_value_t = 30_000)]
+    size: usize,
+    /// Creates in flight, for the restore (items of one type) and the floor alike.
+    #[arg(long, env = "BENCH_CONCURRENCY", default_value_t = 8)]
+    concurrency: usize,
+}
+
+#[derive(Subcommand, Debug)]
+enum Worker {
+    /// Child: plain creates of the archived objects.
+    Floor {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        root: String,
+        #[arg(long)]
+        concurrency: usize,
+    },
+    /// Child: hawser restore of the backup.
+    Restore {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        root: String,
+        #[arg(long)]
+        concurrency: usize,
+    },
+}
+
+/// Backs the application namespaces up into the location under `root` (not measured).
+async fn back_up(client: &Client, root: &str) -> Result<u64> {
+    let location = plan::location(root)?;
+    let spec = BackupSpec {
+        included_namespaces: Some((0..NAMESPACES).map(seed::namespace).collect()),
+        ..BackupSpec::default()
+    };
+    let mut object = Backup::new(plan::BACKUP, spec);
+    object.metadata.namespace = Some("velero".to_owned());
+    let outcome = backup::run(client.clone(), &location, &object, BackupOptions::default())
+        .await
+        .map_err(|e| anyhow::anyhow!(e.full_message()))?;
+    anyhow::ensure!(
+        outcome.errors() == 0,
+        "the backup had {} errors",
+        outcome.errors()
+    );
+    let record = backup::record(&object, &outcome).context("velero-backup.json body")?;
+    let body = serde_json::to_vec(&record).context("serialising velero-backup.json")?;
+    location
+        .commit_backup(plan::BACKUP, Bytes::from(body))
+        .await
+        .context("committing velero-backup.json")?;
+    Ok(outcome.items_backed_up)
+}
+
+/// Objects of the seeded types in the namespaces `to(0..NAMESPACES)`.
+fn count(store: &SimStore, to: fn(usize) -> String) -> usize {
+    let mut n = 0;
+    for (api_version, kind, _) in TYPES {
+        for i in 0..NAMESPACES {
+            n += store.list(api_version, kind, Some(&to(i))).len();
+        }
+    }
+    n
+}
+
+fn print(label: &str, n: usize, m: &Measured) {
+    // counts are far below 2^52: exact
+    #[allow(clippy::cast_precision_loss)]
+    let rate = n as f64 / m.secs;
+    println!(
+        "{label:<8} n={n} requests_or_items={} secs={:.3} objects_per_sec={rate:.0} peak_rss_mib={:.1}",
+        m.objects,
+        m.secs,
+        mib(m.peak_rss_kib)
+    );
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    match args.worker {
+        Some(Worker::Floor {
+            url,
+            root,
+            concurrency,
+        }) => return worker::floor(&url, &root, concurrency).await,
+        Some(Worker::Restore {
+            url,
+            root,
+            concurrency,
+        }) => return worker::restore(&url, &root, concurrency).await,
+        None => {}
+    }
+    let n = args.size;
+    let concurrency = args.concurrency.max(1).to_string();
+    let sim = KubeSim::start(SimConfig {
+        admin_listen: None,
+        ..SimConfig::default()
+    })
+    .await
+    .context("starting kube-sim")?;
+    let url = sim.api_url();
+    let client = bench_common::client(&url)?;
+    seed::install_crd(&client).await?;
+    let store = sim.store();
+    seed::namespaces(&store)?;
+    let started = Instant::now();
+    seed::objects(&store, 0, n)?;
+    println!(
+        "seed     n={n} (store, not HTTP) secs={:.2}",
+        started.elapsed().as_secs_f64()
+    );
+
+    let dir = tempfile::tempdir().context("temporary directory")?;
+    let root = dir
+        .path()
+        .to_str()
+        .context("temporary directory is not UTF-8")?;
+    let started = Instant::now();
+    let items = back_up(&client, root).await?;
+    println!(
+        "backup   n={n} items={items} (not measured) secs={:.2}",
+        started.elapsed().as_secs_f64()
+    );
+
+    let worker_args = |mode| {
+        [
+            mode,
+            "--url",
+            &url,
+            "--root",
+            root,
+            "--concurrency",
+            &concurrency,
+        ]
+    };
+    let floor = run_worker(&worker_args("floor")).await?;
+    let floored = count(&store, plan::floor);
+    anyhow::ensure!(floored == n, "the floor created {floored} of {n} objects");
+    print("floor", n, &floor);
+
+    let restore = run_worker(&worker_args("restore")).await?;
+    let restored = count(&store, plan::restored);
+    anyhow::ensure!(
+        restored == n,
+        "the restore created {restored} of {n} objects"
+    );
+    print("restore", n, &restore);
+    let ratio = restore.secs / floor.secs;
+    println!(
+        "restore  errors={} warnings={} archive_passes={} restored_objects={restored} wall_ratio_to_floor={ratio:.2}",
+        restore.extra_u64("restore.errors")?,
+        restore.extra_u64("restore.warnings")?,
+        restore.extra_u64("restore.passes")?,
+    );
+
+    // counts are far below 2^52: exact
+    #[allow(clippy::cast_precision_loss)]
+    let rate = n as f64 / restore.secs;
+    println!("goals");
+    println!(
+        "  n={n} restore >= {GOAL_OBJECTS_PER_SEC:.0} objects/s: {rate:.0} {}",
+        verdict(rate >= GOAL_OBJECTS_PER_SEC)
+    );
+    println!("  n={n} restore wall / floor wall: {ratio:.2}x (reported, no goal)");
+    sim.shutdown().await;
+    Ok(())
+}
