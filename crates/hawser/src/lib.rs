@@ -4,6 +4,7 @@
 
 pub mod backup;
 pub mod cli;
+pub mod demo;
 pub mod metrics;
 pub mod restore;
 pub mod server;

@@ -6,6 +6,7 @@
 
 pub mod backup;
 pub mod bsl;
+pub mod demo;
 pub mod describe;
 pub mod error;
 pub mod flags;
@@ -49,12 +50,21 @@ pub enum Command {
     Install(Box<install::InstallArgs>),
     /// Run the server: the backup and storage-location controllers, recovery, and /metrics.
     Server(Box<crate::server::ServerArgs>),
+    /// Back up and restore a sample application on an embedded cluster, through an API outage.
+    Demo(demo::DemoArgs),
+    /// Run an embedded cluster and a hawser server for trying kubectl and hawser by hand.
+    Dev(demo::DevArgs),
 }
 
 /// Parses the process arguments, runs the command and turns the outcome into an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(err) = global::init_logging(&cli.global) {
+    // The demo logs to a file of its own, so that the log does not interleave with its story.
+    let logging = match cli.command {
+        Command::Demo(_) => Ok(()),
+        _ => global::init_logging(&cli.global),
+    };
+    if let Err(err) = logging {
         eprintln!("error: {err}");
         return ExitStatus::Failure.into();
     }
@@ -82,5 +92,7 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Restore(args) => restore::run(&cli.global, args).await,
         Command::Install(args) => install::run(&cli.global, *args).await,
         Command::Server(args) => server::run(&cli.global, *args).await,
+        Command::Demo(args) => demo::run_demo(&cli.global, args).await,
+        Command::Dev(args) => demo::run_dev(args).await,
     }
 }

@@ -24,7 +24,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: ServerArgs) -> Result<ExitSta
     Ok(ExitStatus::Success)
 }
 
-async fn wait_for_signal() {
+pub(super) async fn wait_for_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

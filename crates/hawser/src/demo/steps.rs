@@ -1,0 +1,411 @@
+//! The demo's steps, in order. Each step prints what it did and checks what a user relies on.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube_sim::{LatencyFault, SimStore};
+use serde_json::{Value, json};
+
+use super::compare::{self, Mapping};
+use super::env::{EnvConfig, Environment, LOCATION, VELERO_NAMESPACE};
+use super::sample::{self, NAMESPACE, RESTORED_NAMESPACE};
+use super::timeline::{Timeline, phase_of};
+use super::{DemoOptions, Story};
+
+const BACKUP: &str = "demo-backup";
+const RESTORE: &str = "demo-restore";
+/// The server's `--resource-timeout`: the outage below lasts longer.
+const RESOURCE_TIMEOUT: Duration = Duration::from_secs(1);
+const OUTAGE: Duration = Duration::from_secs(3);
+/// Slowness of each read of the Backup, so that its final status write is still under way when
+/// the outage starts (the record in storage is written first).
+const BACKUP_READ_LATENCY: Duration = Duration::from_millis(400);
+const FINAL: [&str; 4] = ["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
+/// How long the Restore may go without any phase before the demo concludes that no restore
+/// controller picked it up.
+const RESTORE_PICKUP: Duration = Duration::from_secs(10);
+
+pub(super) async fn run(
+    options: &DemoOptions,
+    timeline: &Timeline,
+    story: &mut Story,
+) -> anyhow::Result<()> {
+    story.step("1. Start kube-sim and a hawser server in this process");
+    let env = Environment::start(EnvConfig {
+        dir: options.dir.clone(),
+        api_port: 0,
+        admin: false,
+        server_flags: [
+            "--resource-timeout",
+            "1s",
+            "--status-patch-max-backoff",
+            "250ms",
+            "--status-resync-period",
+            "1s",
+            "--store-validation-frequency",
+            "1s",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    })
+    .await?;
+    story.check(
+        true,
+        &format!(
+            "kube-sim serves {}; the server is ready (resource timeout {}s)",
+            env.sim.api_url(),
+            RESOURCE_TIMEOUT.as_secs()
+        ),
+    );
+    let store = env.sim.store();
+    let followers = [
+        timeline.follow_phase(
+            store.clone(),
+            "BackupStorageLocation",
+            VELERO_NAMESPACE,
+            LOCATION,
+        ),
+        timeline.follow_phase(store.clone(), "Backup", VELERO_NAMESPACE, BACKUP),
+        timeline.follow_phase(store.clone(), "Restore", VELERO_NAMESPACE, RESTORE),
+    ];
+    let location = wait_for(
+        &store,
+        "BackupStorageLocation",
+        LOCATION,
+        Duration::from_secs(15),
+        |o| phase_of(o) == Some("Available"),
+    )
+    .await;
+    story.check(
+        location.is_some(),
+        &format!(
+            "BackupStorageLocation {LOCATION} is Available (filesystem, {})",
+            env.storage_root.display()
+        ),
+    );
+
+    let result = scenario(&env, &store, timeline, story).await;
+    for follower in followers {
+        follower.abort();
+    }
+    story.step("6. Stop the server and kube-sim");
+    let stopped = env.stop().await;
+    story.check(
+        stopped.is_ok(),
+        &match &stopped {
+            Ok(()) => "the server and kube-sim shut down cleanly".to_owned(),
+            Err(err) => format!("the server stopped with an error: {err:#}"),
+        },
+    );
+    result
+}
+
+async fn scenario(
+    env: &Environment,
+    store: &SimStore,
+    timeline: &Timeline,
+    story: &mut Story,
+) -> anyhow::Result<()> {
+    story.step(&format!(
+        "2. Create a sample application in namespace {NAMESPACE}"
+    ));
+    store
+        .insert(sample::crd())
+        .context("creating the sample CRD")?;
+    store
+        .insert(sample::namespace())
+        .context("creating the sample namespace")?;
+    let objects = sample::objects();
+    for object in &objects {
+        store
+            .insert(object.clone())
+            .with_context(|| format!("creating {}", describe(object)))?;
+    }
+    timeline.record(
+        format!("Namespace {NAMESPACE}"),
+        "sample application created",
+    );
+    story.check(
+        true,
+        &format!(
+            "created {} objects: {}",
+            objects.len(),
+            objects.iter().map(describe).collect::<Vec<_>>().join(", ")
+        ),
+    );
+
+    if !backup_through_outage(env, store, timeline, story).await? {
+        story.step("4. Restore");
+        story.check(false, "skipped: there is no Completed backup to restore");
+        return Ok(());
+    }
+    restore_and_compare(store, &objects, story).await
+}
+
+/// Backs the namespace up with an outage during the final status write; `true` when the
+/// Backup ended `Completed`.
+async fn backup_through_outage(
+    env: &Environment,
+    store: &SimStore,
+    timeline: &Timeline,
+    story: &mut Story,
+) -> anyhow::Result<bool> {
+    story.step(&format!(
+        "3. Back up {NAMESPACE}; the API refuses connections for {}s while the backup finishes",
+        OUTAGE.as_secs()
+    ));
+    let faults = env.sim.faults();
+    let slow_reads = faults.latency(
+        LatencyFault::new(BACKUP_READ_LATENCY)
+            .verbs(&["get"])
+            .resources(&["backups"]),
+    );
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": BACKUP, "namespace": VELERO_NAMESPACE},
+            "spec": {"includedNamespaces": [NAMESPACE], "storageLocation": LOCATION}
+        }))
+        .context("creating the Backup")?;
+    story.note(&format!(
+        "Backup {VELERO_NAMESPACE}/{BACKUP} created (spec.includedNamespaces: [{NAMESPACE}])"
+    ));
+    let record = env.backup_dir(BACKUP).join("velero-backup.json");
+    let recorded = wait_until(Duration::from_secs(20), || record.exists()).await;
+    if !story.check(
+        recorded,
+        "the server wrote the backup and its record velero-backup.json to the storage location",
+    ) {
+        faults.remove(slow_reads);
+        return Ok(false);
+    }
+    timeline.record(
+        format!("storage {LOCATION}"),
+        format!("{BACKUP}/velero-backup.json written"),
+    );
+    faults.refuse(Some(OUTAGE));
+    let outage_start = timeline.record("kube-sim API", "refusing connections");
+    let phase_at_outage = store
+        .get("velero.io/v1", "Backup", VELERO_NAMESPACE, BACKUP)
+        .and_then(|o| phase_of(&o).map(str::to_owned))
+        .unwrap_or_default();
+    story.check(
+        !FINAL.contains(&phase_at_outage.as_str()),
+        &format!(
+            "the API went away with the Backup still {phase_at_outage}: its final status write \
+             meets an outage longer than the {}s resource timeout",
+            RESOURCE_TIMEOUT.as_secs()
+        ),
+    );
+    let back = {
+        let timeline = timeline.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(OUTAGE).await;
+            timeline.record("kube-sim API", "accepting connections again");
+        })
+    };
+
+    let done = wait_for(store, "Backup", BACKUP, Duration::from_secs(30), |o| {
+        phase_of(o).is_some_and(|p| FINAL.contains(&p))
+    })
+    .await;
+    let landed = timeline.elapsed();
+    // The record of the outage's end, when the Backup finished early.
+    let _ = back.await;
+    faults.remove(slow_reads);
+    let Some(done) = done else {
+        story.check(false, "the Backup reached no final phase within 30 s");
+        return Ok(false);
+    };
+    let phase = phase_of(&done).unwrap_or_default().to_owned();
+    let outage_end = outage_start + OUTAGE;
+    let completed = story.check(phase == "Completed", &format!("the Backup ended {phase}"));
+    story.check(
+        landed + Duration::from_millis(200) >= outage_end,
+        &format!(
+            "its final status landed {:.2}s after the outage began, {:.2}s after the API came back",
+            landed.saturating_sub(outage_start).as_secs_f64(),
+            landed.saturating_sub(outage_end).as_secs_f64(),
+        ),
+    );
+    let progress = &done["status"]["progress"];
+    story.check(
+        progress["itemsBackedUp"].as_u64().is_some_and(|n| n > 0)
+            && progress["itemsBackedUp"] == progress["totalItems"],
+        &format!(
+            "{} of {} items backed up",
+            progress["itemsBackedUp"], progress["totalItems"]
+        ),
+    );
+    let stored_phase = std::fs::read(&record)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|r| phase_of(&r).map(str::to_owned));
+    story.check(
+        stored_phase.as_deref() == Some(phase.as_str()),
+        &format!(
+            "the record in storage agrees: {}",
+            stored_phase.as_deref().unwrap_or("(unreadable)")
+        ),
+    );
+    Ok(completed)
+}
+
+/// Restores the backup into [`RESTORED_NAMESPACE`] and compares every object.
+async fn restore_and_compare(
+    store: &SimStore,
+    objects: &[Value],
+    story: &mut Story,
+) -> anyhow::Result<()> {
+    story.step(&format!(
+        "4. Restore {BACKUP} with namespace mapping {NAMESPACE}:{RESTORED_NAMESPACE}"
+    ));
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Restore",
+            "metadata": {"name": RESTORE, "namespace": VELERO_NAMESPACE},
+            "spec": {
+                "backupName": BACKUP,
+                "includedNamespaces": [NAMESPACE],
+                "namespaceMapping": {NAMESPACE: RESTORED_NAMESPACE}
+            }
+        }))
+        .context("creating the Restore")?;
+    story.note(&format!("Restore {VELERO_NAMESPACE}/{RESTORE} created"));
+    let picked_up = wait_for(store, "Restore", RESTORE, RESTORE_PICKUP, |o| {
+        phase_of(o).is_some()
+    })
+    .await;
+    if picked_up.is_none() {
+        story.check(
+            false,
+            &format!(
+                "the restore step is not available: no controller took up the Restore \
+                 (no phase after {}s)",
+                RESTORE_PICKUP.as_secs()
+            ),
+        );
+        return Ok(());
+    }
+    let done = wait_for(store, "Restore", RESTORE, Duration::from_secs(30), |o| {
+        phase_of(o).is_some_and(|p| FINAL.contains(&p))
+    })
+    .await;
+    let Some(done) = done else {
+        story.check(false, "the Restore reached no final phase within 30 s");
+        return Ok(());
+    };
+    let phase = phase_of(&done).unwrap_or_default();
+    story.check(
+        phase == "Completed",
+        &format!(
+            "the Restore ended {phase} ({} warnings, {} errors)",
+            done["status"]["warnings"].as_u64().unwrap_or(0),
+            done["status"]["errors"].as_u64().unwrap_or(0)
+        ),
+    );
+
+    story.note(&format!(
+        "{} of {} items restored",
+        done["status"]["progress"]["itemsRestored"], done["status"]["progress"]["totalItems"]
+    ));
+
+    story.step(&format!(
+        "5. Compare every object of {NAMESPACE} with its copy in {RESTORED_NAMESPACE}"
+    ));
+    let mapping = Mapping {
+        source: NAMESPACE,
+        target: RESTORED_NAMESPACE,
+    };
+    let namespace = store.get("v1", "Namespace", "", RESTORED_NAMESPACE);
+    story.check(
+        namespace
+            .as_ref()
+            .and_then(|n| n.pointer("/metadata/labels/team"))
+            .is_some_and(|t| t == "storefront"),
+        &format!("Namespace {RESTORED_NAMESPACE} exists with the original's labels"),
+    );
+    let mut matched = 0;
+    for original in objects {
+        let (api_version, kind, name) = identity(original);
+        let live = store.get(api_version, kind, NAMESPACE, name);
+        let copy = store.get(api_version, kind, RESTORED_NAMESPACE, name);
+        let ok = match (&live, &copy) {
+            (Some(live), Some(copy)) => {
+                let found = compare::differences(live, copy, mapping, BACKUP, RESTORE);
+                story.check(
+                    found.is_empty(),
+                    &if found.is_empty() {
+                        format!("{kind} {name} matches")
+                    } else {
+                        format!("{kind} {name} differs at {}", found.join(", "))
+                    },
+                )
+            }
+            (None, _) => story.check(false, &format!("{kind} {name}: the original is gone")),
+            (_, None) => story.check(false, &format!("{kind} {name} was not restored")),
+        };
+        matched += usize::from(ok);
+    }
+    story.check(
+        matched == objects.len(),
+        &format!(
+            "{matched} of {} objects match their originals",
+            objects.len()
+        ),
+    );
+    Ok(())
+}
+
+fn identity(object: &Value) -> (&str, &str, &str) {
+    let field = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    (
+        field("/apiVersion"),
+        field("/kind"),
+        field("/metadata/name"),
+    )
+}
+
+fn describe(object: &Value) -> String {
+    let (_, kind, name) = identity(object);
+    format!("{kind} {name}")
+}
+
+/// Polls the velero.io object `kind velero/name` until `done` holds; `None` after `limit`.
+async fn wait_for(
+    store: &SimStore,
+    kind: &str,
+    name: &str,
+    limit: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(object) = store.get("velero.io/v1", kind, VELERO_NAMESPACE, name)
+            && done(&object)
+        {
+            return Some(object);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Polls `done` every 5 ms; `false` after `limit`.
+async fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !done() {
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
