@@ -96,7 +96,7 @@ async fn a_demo_that_runs_out_of_time_fails_and_keeps_its_directory() {
 }
 
 #[tokio::test]
-async fn dev_serves_a_cluster_the_cli_can_back_up_until_interrupted() {
+async fn dev_serves_a_cluster_the_cli_can_back_up_and_restore_until_interrupted() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = hawser()
         .args(["dev", "--dir", dir.path().to_str().unwrap()])
@@ -164,6 +164,24 @@ async fn dev_serves_a_cluster_the_cli_can_back_up_until_interrupted() {
             .join("storage/hawser/backups/b1/velero-backup.json")
             .exists()
     );
+
+    let (code, stdout) = tokio::time::timeout(
+        Duration::from_secs(30),
+        run(&[
+            "restore",
+            "create",
+            "r1",
+            "--from-backup",
+            "b1",
+            "--namespace-mappings",
+            "default:default-copy",
+            "--wait",
+        ]),
+    )
+    .await
+    .expect("the restore finishes in time");
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("Completed"), "{stdout}");
 
     let pid = child.id().unwrap().to_string();
     let status = std::process::Command::new("kill")

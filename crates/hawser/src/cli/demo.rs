@@ -7,7 +7,7 @@ use clap::Args;
 use hawser_core::duration::GoDuration;
 
 use super::error::{CliError, ExitStatus};
-use super::global::GlobalArgs;
+use super::global::{GlobalArgs, LogFormat};
 use crate::demo::DemoOptions;
 use crate::demo::dev::DevOptions;
 
@@ -64,14 +64,17 @@ pub(crate) async fn run_demo(global: &GlobalArgs, args: DemoArgs) -> Result<Exit
     })?;
     let filter = tracing_subscriber::EnvFilter::try_new(&global.log_level)
         .map_err(|err| CliError::usage("--log-level", err.to_string()))?;
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)
-        .with_writer(Mutex::new(file))
-        .try_init()
-        .map_err(|err| CliError::Output {
-            source: anyhow::anyhow!(err),
-        })?;
+        .with_writer(Mutex::new(file));
+    match global.log_format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    }
+    .map_err(|err| CliError::Output {
+        source: anyhow::anyhow!(err),
+    })?;
     let passed = crate::demo::run(DemoOptions {
         dir: dir.clone(),
         log: Some(log),

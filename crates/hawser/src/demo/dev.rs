@@ -49,8 +49,9 @@ pub async fn run(options: DevOptions, stop: impl Future<Output = ()>) -> anyhow:
          \x20 export KUBECONFIG={kubeconfig}\n\
          \x20 kubectl create namespace shop && kubectl -n shop create configmap settings --from-literal=currency=EUR\n\
          \x20 hawser backup create b1 --include-namespaces shop --wait\n\
-         \x20 kubectl get backups -n {VELERO_NAMESPACE}\n\
-         \x20 hawser backup describe b1\n\
+         \x20 hawser restore create --from-backup b1 --namespace-mappings shop:shop-copy --wait\n\
+         \x20 kubectl get backups,restores -n {VELERO_NAMESPACE}\n\
+         \x20 kubectl -n shop-copy get configmaps\n\
          \x20 curl -X POST -d '{{\"kind\":\"refuse\",\"seconds\":20}}' {admin}/faults   # an API outage\n\
          \n\
          Press Ctrl-C to stop.",

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::compare::{self, Mapping};
 use super::env::{EnvConfig, Environment, LOCATION, VELERO_NAMESPACE};
 use super::sample::{self, NAMESPACE, RESTORED_NAMESPACE};
-use super::timeline::{Timeline, phase_of};
+use super::timeline::{Timeline, object_label, phase_label, phase_of};
 use super::{DemoOptions, Story};
 
 const BACKUP: &str = "demo-backup";
@@ -70,6 +70,7 @@ pub(super) async fn run(
     ];
     let location = wait_for(
         &store,
+        timeline,
         "BackupStorageLocation",
         LOCATION,
         Duration::from_secs(15),
@@ -139,7 +140,7 @@ async fn scenario(
         story.check(false, "skipped: there is no Completed backup to restore");
         return Ok(());
     }
-    restore_and_compare(store, &objects, story).await
+    restore_and_compare(store, timeline, &objects, story).await
 }
 
 /// Backs the namespace up with an outage during the final status write; `true` when the
@@ -205,9 +206,14 @@ async fn backup_through_outage(
         })
     };
 
-    let done = wait_for(store, "Backup", BACKUP, Duration::from_secs(30), |o| {
-        phase_of(o).is_some_and(|p| FINAL.contains(&p))
-    })
+    let done = wait_for(
+        store,
+        timeline,
+        "Backup",
+        BACKUP,
+        Duration::from_secs(30),
+        |o| phase_of(o).is_some_and(|p| FINAL.contains(&p)),
+    )
     .await;
     let landed = timeline.elapsed();
     // The record of the outage's end, when the Backup finished early.
@@ -254,6 +260,7 @@ async fn backup_through_outage(
 /// Restores the backup into [`RESTORED_NAMESPACE`] and compares every object.
 async fn restore_and_compare(
     store: &SimStore,
+    timeline: &Timeline,
     objects: &[Value],
     story: &mut Story,
 ) -> anyhow::Result<()> {
@@ -272,7 +279,7 @@ async fn restore_and_compare(
         }))
         .context("creating the Restore")?;
     story.note(&format!("Restore {VELERO_NAMESPACE}/{RESTORE} created"));
-    let picked_up = wait_for(store, "Restore", RESTORE, RESTORE_PICKUP, |o| {
+    let picked_up = wait_for(store, timeline, "Restore", RESTORE, RESTORE_PICKUP, |o| {
         phase_of(o).is_some()
     })
     .await;
@@ -287,9 +294,14 @@ async fn restore_and_compare(
         );
         return Ok(());
     }
-    let done = wait_for(store, "Restore", RESTORE, Duration::from_secs(30), |o| {
-        phase_of(o).is_some_and(|p| FINAL.contains(&p))
-    })
+    let done = wait_for(
+        store,
+        timeline,
+        "Restore",
+        RESTORE,
+        Duration::from_secs(30),
+        |o| phase_of(o).is_some_and(|p| FINAL.contains(&p)),
+    )
     .await;
     let Some(done) = done else {
         story.check(false, "the Restore reached no final phase within 30 s");
@@ -376,9 +388,11 @@ fn describe(object: &Value) -> String {
     format!("{kind} {name}")
 }
 
-/// Polls the velero.io object `kind velero/name` until `done` holds; `None` after `limit`.
+/// Polls the velero.io object `kind velero/name` until `done` holds, recording its phases on the
+/// timeline; `None` after `limit`.
 async fn wait_for(
     store: &SimStore,
+    timeline: &Timeline,
     kind: &str,
     name: &str,
     limit: Duration,
@@ -386,10 +400,14 @@ async fn wait_for(
 ) -> Option<Value> {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        if let Some(object) = store.get("velero.io/v1", kind, VELERO_NAMESPACE, name)
-            && done(&object)
-        {
-            return Some(object);
+        if let Some(object) = store.get("velero.io/v1", kind, VELERO_NAMESPACE, name) {
+            timeline.observe(
+                &object_label(kind, VELERO_NAMESPACE, name),
+                phase_label(&object),
+            );
+            if done(&object) {
+                return Some(object);
+            }
         }
         if tokio::time::Instant::now() > deadline {
             return None;

@@ -1,6 +1,7 @@
 //! The demo's timeline: what happened to which object, and when, since the demo started.
 
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use kube_sim::SimStore;
@@ -21,7 +22,14 @@ pub struct Entry {
 #[derive(Debug, Clone)]
 pub struct Timeline {
     start: Instant,
-    entries: Arc<Mutex<Vec<Entry>>>,
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    entries: Vec<Entry>,
+    /// The last phase recorded per object, so that each change is recorded once.
+    last: HashMap<String, String>,
 }
 
 impl Timeline {
@@ -29,7 +37,7 @@ impl Timeline {
     pub fn new() -> Self {
         Self {
             start: Instant::now(),
-            entries: Arc::default(),
+            inner: Arc::default(),
         }
     }
 
@@ -49,22 +57,35 @@ impl Timeline {
         at
     }
 
-    fn push(&self, entry: Entry) {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         // A poisoned lock only means a recorder panicked; the entries are still valid.
-        let mut entries = self
-            .entries
+        self.inner
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries.push(entry);
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn push(&self, entry: Entry) {
+        self.lock().entries.push(entry);
+    }
+
+    /// Records that `object` is in `phase`, unless that is already its last recorded phase.
+    pub fn observe(&self, object: &str, phase: &str) {
+        let at = self.elapsed();
+        let mut inner = self.lock();
+        if inner.last.get(object).map(String::as_str) == Some(phase) {
+            return;
+        }
+        inner.last.insert(object.to_owned(), phase.to_owned());
+        inner.entries.push(Entry {
+            at,
+            object: object.to_owned(),
+            phase: phase.to_owned(),
+        });
     }
 
     /// The entries in time order.
     pub fn entries(&self) -> Vec<Entry> {
-        let mut entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let mut entries = self.lock().entries.clone();
         entries.sort_by_key(|e| e.at);
         entries
     }
@@ -81,18 +102,11 @@ impl Timeline {
         let timeline = self.clone();
         let namespace = namespace.to_owned();
         let name = name.to_owned();
-        let label = format!("{kind} {namespace}/{name}");
+        let label = object_label(kind, &namespace, &name);
         tokio::spawn(async move {
-            let mut last: Option<String> = None;
             loop {
-                let phase = store
-                    .get("velero.io/v1", kind, &namespace, &name)
-                    .map(|o| phase_of(&o).unwrap_or("created (no phase yet)").to_owned());
-                if let Some(phase) = phase
-                    && last.as_ref() != Some(&phase)
-                {
-                    timeline.record(label.clone(), phase.clone());
-                    last = Some(phase);
+                if let Some(object) = store.get("velero.io/v1", kind, &namespace, &name) {
+                    timeline.observe(&label, phase_label(&object));
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
@@ -112,6 +126,16 @@ pub fn phase_of(object: &serde_json::Value) -> Option<&str> {
         .pointer("/status/phase")
         .and_then(serde_json::Value::as_str)
         .filter(|p| !p.is_empty())
+}
+
+/// The phase shown for an object: `status.phase`, or that it has none yet.
+pub fn phase_label(object: &serde_json::Value) -> &str {
+    phase_of(object).unwrap_or("created (no phase yet)")
+}
+
+/// The label of the velero.io object `kind namespace/name` on the timeline.
+pub fn object_label(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind} {namespace}/{name}")
 }
 
 /// The timeline as a table: time since start, object, phase.
@@ -157,6 +181,30 @@ mod tests {
             "      TIME  OBJECT           PHASE\n\
              \x20    0.12s  Backup velero/b  InProgress\n\
              \x20    4.57s  kube-sim API     refusing connections\n"
+        );
+    }
+
+    #[test]
+    fn observe_records_each_change_of_phase_once() {
+        let timeline = Timeline::new();
+        for phase in ["New", "InProgress", "InProgress", "Completed", "Completed"] {
+            timeline.observe("Backup velero/b", phase);
+        }
+        timeline.observe("Restore velero/r", "InProgress");
+        let seen: Vec<(String, String)> = timeline
+            .entries()
+            .into_iter()
+            .map(|e| (e.object, e.phase))
+            .collect();
+        let want = [
+            ("Backup velero/b", "New"),
+            ("Backup velero/b", "InProgress"),
+            ("Backup velero/b", "Completed"),
+            ("Restore velero/r", "InProgress"),
+        ];
+        assert_eq!(
+            seen,
+            want.map(|(o, p)| (o.to_owned(), p.to_owned())).to_vec()
         );
     }
 
