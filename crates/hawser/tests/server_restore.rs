@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli_support;
+#[allow(dead_code)]
+mod restore_support;
 mod server_support;
 
 use std::path::Path;
@@ -349,5 +351,90 @@ async fn a_corrupt_archive_ends_the_restore_failed_with_a_reason_and_creates_not
     assert_eq!(
         restore_record(root.path(), "from-garbage").unwrap()["status"]["phase"],
         "Failed"
+    );
+}
+
+#[tokio::test]
+async fn a_hostile_archive_gives_item_errors_through_the_server_and_creates_only_good_items() {
+    let (cluster, root, server) = backed_up(1).await;
+    let config_map = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "web"}});
+    let archive = restore_support::HandArchive::new()
+        .file("metadata/version", b"1.1.0\n")
+        .item(
+            "resources/namespaces/cluster/web.json",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}}),
+        )
+        .item(
+            "resources/configmaps/namespaces/web/good.json",
+            &config_map("good"),
+        )
+        .item(
+            "resources/configmaps/namespaces/web/../../../../escape.json",
+            &config_map("escape"),
+        )
+        .file(
+            "resources/configmaps/namespaces/web/broken.json",
+            b"{\"kind\": ",
+        )
+        .raw(
+            b"resources/configmaps/namespaces/web/link.json",
+            tar::EntryType::Symlink,
+            b"/etc/passwd",
+            b"",
+        )
+        .gzipped();
+    let dir = root.path().join(BUCKET).join("backups/hand");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hand.tar.gz"), archive).unwrap();
+    let store = cluster.sim.store();
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": "hand", "namespace": NS},
+            "spec": {"storageLocation": "default"},
+            "status": {"phase": "Completed"}
+        }))
+        .unwrap();
+
+    create_restore(&cluster, "hostile", json!({"backupName": "hand"}));
+    let done = wait_final(&cluster, &server, "Restore", "hostile").await;
+    assert_eq!(phase(&done), "PartiallyFailed", "{done:#}");
+    assert_eq!(done["status"]["errors"], 3, "{done:#}");
+    assert!(store.get("v1", "ConfigMap", "web", "good").is_some());
+    for name in ["escape", "broken", "link"] {
+        assert!(
+            store.get("v1", "ConfigMap", "web", name).is_none(),
+            "{name} created"
+        );
+    }
+    assert_eq!(
+        restore_record(root.path(), "hostile").unwrap()["status"]["phase"],
+        "PartiallyFailed"
+    );
+}
+
+#[tokio::test]
+async fn filters_and_the_update_policy_apply_through_the_server() {
+    let (cluster, _root, server) = backed_up(3).await;
+    let store = cluster.sim.store();
+    // A live ConfigMap that differs from the backed-up one.
+    let mut changed = store.get("v1", "ConfigMap", "shop", "cm-1").unwrap();
+    changed["data"] = json!({"index": "changed"});
+    store.insert(changed).unwrap();
+    create_restore(
+        &cluster,
+        "configmaps-back",
+        json!({"backupName": "base", "includedResources": ["configmaps"], "existingResourcePolicy": "update"}),
+    );
+    let done = wait_final(&cluster, &server, "Restore", "configmaps-back").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+    let cm = store.get("v1", "ConfigMap", "shop", "cm-1").unwrap();
+    assert_eq!(
+        cm["data"]["index"], "1",
+        "the update policy puts the backed-up data back"
+    );
+    assert_eq!(
+        cm["metadata"]["labels"]["velero.io/restore-name"],
+        "configmaps-back"
     );
 }
