@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli_support;
-#[allow(dead_code)]
 mod restore_support;
 mod server_support;
 
