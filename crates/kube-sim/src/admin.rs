@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::faults::FaultSpec;
 use crate::http::{self as h, Query, Resp};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
     let method = req.method().clone();

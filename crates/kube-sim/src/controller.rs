@@ -1,55 +1,18 @@
 //! Server-side controllers the simulator reproduces: the namespace controller (delete contents,
 //! then the namespace), CRD cleanup (delete custom resources, then the CRD), and a garbage
-//! collector lite that clears the `foregroundDeletion` and `orphan` finalizers.
+//! collector lite that clears the `foregroundDeletion` and `orphan` finalizers. Tasks arrive on
+//! the queue in `work`, pushed by the verbs.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
-use crate::api::{CRDS, NAMESPACES};
 use crate::meta;
-use crate::server::Shared;
+use crate::shared::{CRDS, NAMESPACES, Shared};
 use crate::store::Writer;
-
-/// A pending server-side task.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Work {
-    Namespace(String),
-    Crd(String),
-    /// (storage, namespace, name) of a deleting object carrying GC finalizers.
-    Object(String, String, String),
-}
-
-/// The queue of pending tasks.
-#[derive(Debug, Default)]
-pub struct WorkQueue {
-    items: Mutex<HashSet<Work>>,
-    notify: Notify,
-}
-
-impl WorkQueue {
-    pub fn push(&self, w: Work) {
-        self.items
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(w);
-        self.notify.notify_one();
-    }
-
-    pub fn wake(&self) {
-        self.notify.notify_one();
-    }
-
-    fn take(&self) -> Vec<Work> {
-        self.items
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .drain()
-            .collect()
-    }
-}
+use crate::verbs::delete::{DeleteOptions, delete};
+use crate::work::Work;
 
 /// Runs until `shutdown` flips.
 pub async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
@@ -71,7 +34,7 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
         }
         if pending.is_empty() && !shared.config.garbage_collection {
             tokio::select! {
-                _ = shared.work.notify.notified() => {}
+                _ = shared.work.notified() => {}
                 _ = shutdown.changed() => {}
             }
         } else {
@@ -79,7 +42,7 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
             let mut changes = shared.store.subscribe();
             changes.borrow_and_update();
             tokio::select! {
-                _ = shared.work.notify.notified() => {}
+                _ = shared.work.notified() => {}
                 _ = changes.changed() => {}
                 _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
                 _ = shutdown.changed() => {}
@@ -106,13 +69,13 @@ fn collect_garbage(shared: &Shared) {
         let Some(served) = shared.catalog().by_storage(&storage) else {
             continue;
         };
-        if let Err(e) = crate::api::delete(
+        if let Err(e) = delete(
             shared,
             &mut st,
             &served,
             &ns,
             &name,
-            &crate::api::DeleteOptions::default(),
+            &DeleteOptions::default(),
         ) {
             tracing::debug!(error = %e, %storage, %ns, %name, "garbage collection delete failed");
         }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::catalog::Served;
 use crate::http::{self as h, Output, Query, Resp};
 use crate::openapi;
-use crate::server::{Route, Shared};
+use crate::shared::{Route, Shared};
 
 const AGGREGATED_CT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 

@@ -4,6 +4,10 @@
 //! [`KubeSim::kubeconfig_yaml`], inject faults through [`KubeSim::faults`] (or the admin HTTP
 //! listener) and inspect what clients did with [`KubeSim::requests`]. `docs/kube-sim.md` lists
 //! what is served and what is not reproduced.
+//!
+//! Inside, a request flows `server` (routing, faults, request log) → `api` (negotiation,
+//! dispatch) → one module per verb under `verbs/`. They all read the state in `shared`, a leaf
+//! that imports none of them; verbs hand background work to `controller` through `work`.
 
 pub mod openapi;
 pub mod patch;
@@ -16,22 +20,20 @@ mod api;
 mod catalog;
 mod config;
 mod controller;
-mod create;
-mod delete;
 mod discovery;
 mod faults;
 mod http;
-mod list;
 mod meta;
 mod protobuf;
 mod render;
 mod reqlog;
 mod server;
+mod shared;
 mod sim;
 mod status;
 mod store;
-mod watch;
-mod write;
+mod verbs;
+mod work;
 
 pub use config::SimConfig;
 pub use faults::{ActiveFault, FaultSpec, Faults, LatencyFault, Matcher, Shape, StatusFault};

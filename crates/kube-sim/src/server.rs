@@ -1,182 +1,18 @@
-//! Shared server state, routing of API paths, and the per-request pipeline (faults, logging).
+//! The router: maps API paths to a [`Route`], and runs the per-request pipeline (faults,
+//! dispatch, logging). Resource requests go on to `api`, which hands them to the verb modules;
+//! discovery and OpenAPI paths go to `discovery`. The state it routes against lives in `shared`.
 
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::Arc;
 
 use http::{HeaderValue, Method, Request, header};
 use hyper::body::Incoming;
 
-use crate::catalog::{self, Served};
-use crate::config::SimConfig;
-use crate::faults::{Faults, RequestKey, Shape, StatusFault, default_reason};
+use crate::faults::{RequestKey, Shape, StatusFault, default_reason};
 use crate::http::{self as h, Query, Resp};
-use crate::reqlog::{RequestLog, RequestRecord};
+use crate::reqlog::RequestRecord;
+use crate::shared::{Catalog, ResourceRequest, Route, Shared};
 use crate::status::ApiError;
-use crate::store::{State, Store};
-use crate::{api, controller, discovery, meta};
-
-/// The served resources.
-#[derive(Debug, Default)]
-pub struct Catalog {
-    entries: Vec<Arc<Served>>,
-    builtin_count: usize,
-}
-
-impl Catalog {
-    pub fn new() -> Catalog {
-        let entries: Vec<Arc<Served>> = catalog::builtins().into_iter().map(Arc::new).collect();
-        let builtin_count = entries.len();
-        Catalog {
-            entries,
-            builtin_count,
-        }
-    }
-
-    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Served>> {
-        self.entries
-            .iter()
-            .find(|s| s.info.group == group && s.info.version == version && s.info.plural == plural)
-            .cloned()
-    }
-
-    /// The entry for an object's `apiVersion` and `kind`.
-    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<Served>> {
-        let (group, version) = split_api_version(api_version);
-        self.entries
-            .iter()
-            .find(|s| s.info.group == group && s.info.version == version && s.info.kind == kind)
-            .cloned()
-    }
-
-    /// Any served entry with this storage key.
-    pub fn by_storage(&self, storage: &str) -> Option<Arc<Served>> {
-        self.entries.iter().find(|s| s.storage == storage).cloned()
-    }
-
-    pub fn entries(&self) -> &[Arc<Served>] {
-        &self.entries
-    }
-
-    /// Whether any resource is served under this group/version.
-    pub fn serves_gv(&self, group: &str, version: &str) -> bool {
-        self.entries
-            .iter()
-            .any(|s| s.info.group == group && s.info.version == version)
-    }
-
-    /// Groups (without core) in discovery order, each with its versions most-preferred first.
-    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
-        let mut out: Vec<(String, Vec<String>)> = Vec::new();
-        for s in &self.entries {
-            if s.info.group.is_empty() {
-                continue;
-            }
-            match out.iter_mut().find(|(g, _)| *g == s.info.group) {
-                Some((_, vs)) => {
-                    if !vs.contains(&s.info.version) {
-                        vs.push(s.info.version.clone());
-                    }
-                }
-                None => out.push((s.info.group.clone(), vec![s.info.version.clone()])),
-            }
-        }
-        for (_, vs) in &mut out {
-            vs.sort_by(|a, b| catalog::compare_versions(a, b));
-        }
-        out
-    }
-
-    /// Recomputes the custom-resource entries from the stored CRDs.
-    pub fn rebuild_custom(&mut self, state: &State) {
-        self.entries.truncate(self.builtin_count);
-        let mut custom: Vec<Served> = state
-            .objects("apiextensions.k8s.io/customresourcedefinitions")
-            .values()
-            .flat_map(|crd| catalog::from_crd(crd))
-            .collect();
-        custom.sort_by(|a, b| {
-            a.info
-                .group
-                .cmp(&b.info.group)
-                .then(a.info.plural.cmp(&b.info.plural))
-        });
-        self.entries.extend(custom.into_iter().map(Arc::new));
-    }
-}
-
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
-    match api_version.split_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", api_version),
-    }
-}
-
-/// State shared by the listeners, the background controller and the handle.
-#[derive(Debug)]
-pub struct Shared {
-    pub config: SimConfig,
-    pub store: Store,
-    pub catalog: RwLock<Catalog>,
-    pub faults: Faults,
-    pub log: RequestLog,
-    pub work: controller::WorkQueue,
-}
-
-impl Shared {
-    pub fn new(config: SimConfig) -> Shared {
-        let store = Store::new(config.watch_history, 0);
-        let log = RequestLog::new(config.request_log_capacity);
-        Shared {
-            config,
-            store,
-            catalog: RwLock::new(Catalog::new()),
-            faults: Faults::new(),
-            log,
-            work: controller::WorkQueue::default(),
-        }
-    }
-
-    pub fn catalog(&self) -> std::sync::RwLockReadGuard<'_, Catalog> {
-        self.catalog
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    pub fn rebuild_catalog(&self, state: &State) {
-        self.catalog
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .rebuild_custom(state);
-    }
-}
-
-/// A request against a resource.
-#[derive(Debug, Clone)]
-pub struct ResourceRequest {
-    pub served: Arc<Served>,
-    pub verb: &'static str,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub subresource: Option<String>,
-}
-
-/// Where a path leads.
-#[derive(Debug)]
-pub enum Route {
-    Resource(ResourceRequest),
-    CoreVersions,
-    GroupList,
-    Group(String),
-    ResourceList(String, String),
-    Version,
-    Health(String),
-    OpenApiIndex,
-    OpenApiDoc(String),
-    NotFound,
-    MethodNotAllowed,
-    /// A verb the resource does not offer (e.g. create while its CRD terminates).
-    VerbNotAllowed(Arc<Served>, &'static str),
-}
+use crate::{api, discovery, meta};
 
 /// Subresources of a namespace that are not namespaced collections.
 const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
@@ -445,9 +281,4 @@ fn health(which: &str, query: &Query) -> Resp {
         return h::text(200, &body);
     }
     h::text(200, "ok")
-}
-
-/// How long bookmark-less watches may run when the client gives no timeout.
-pub fn default_watch_timeout() -> Duration {
-    Duration::from_secs(1800)
 }

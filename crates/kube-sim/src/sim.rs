@@ -9,14 +9,17 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::api::{self, WriteOpts};
 use crate::config::SimConfig;
 use crate::faults::Faults;
 use crate::http as h;
 use crate::meta;
 use crate::reqlog::RequestRecord;
-use crate::server::{self, ResourceRequest, Shared};
+use crate::server;
+use crate::shared::{ResourceRequest, Shared};
 use crate::status::ApiError;
+use crate::verbs::delete::{self, DeleteOptions};
+use crate::verbs::request::WriteOpts;
+use crate::verbs::{create, update};
 
 /// Errors of the handle.
 #[derive(Debug, thiserror::Error)]
@@ -280,11 +283,12 @@ impl SimStore {
                 name: Some(name),
                 subresource: None,
             };
-            crate::write::update(&self.shared, &r, obj, &opts)
+            update::update(&self.shared, &r, obj, &opts)
                 .map_err(SimError::Api)?
                 .1
         } else {
-            api::create(&self.shared, &served, ns.as_deref(), obj, &opts).map_err(SimError::Api)?
+            create::create(&self.shared, &served, ns.as_deref(), obj, &opts)
+                .map_err(SimError::Api)?
         };
         Ok((*stored).clone())
     }
@@ -315,7 +319,7 @@ impl SimStore {
             dry_run: false,
             manager: "kube-sim".to_string(),
         };
-        Ok((*crate::write::update(&self.shared, &r, body, &opts)
+        Ok((*update::update(&self.shared, &r, body, &opts)
             .map_err(SimError::Api)?
             .1)
             .clone())
@@ -359,13 +363,13 @@ impl SimStore {
             ""
         };
         let mut st = self.shared.store.write();
-        api::delete(
+        delete::delete(
             &self.shared,
             &mut st,
             &served,
             ns,
             name,
-            &api::DeleteOptions::default(),
+            &DeleteOptions::default(),
         )
         .map(|_| ())
         .map_err(SimError::Api)

@@ -5,14 +5,13 @@ use std::sync::Arc;
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use crate::api::check_type;
-use crate::api::{CRDS, NAMESPACES, WriteOpts};
 use crate::catalog::Served;
 use crate::meta;
-use crate::server::Shared;
+use crate::shared::{CRDS, NAMESPACES, Shared};
 use crate::status::{ApiError, Cause};
 use crate::store::{State, Writer};
-use crate::write;
+use crate::verbs::request::{WriteOpts, check_type};
+use crate::verbs::update::set_managed;
 
 fn namespace_check(st: &State, ns: &str, res: &Served, name: &str) -> Result<(), ApiError> {
     match st.get(NAMESPACES, "", ns) {
@@ -177,7 +176,7 @@ pub fn create_locked(
         .pointer("/metadata/managedFields")
         .is_some_and(|v| v.is_array())
     {
-        write::set_managed(
+        set_managed(
             &mut obj,
             None,
             &opts.manager,

@@ -12,7 +12,7 @@ use crate::http::{Output, Query, Resp};
 use crate::meta;
 use crate::render;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::server::{ResourceRequest, Shared};
+use crate::shared::{ResourceRequest, Shared};
 use crate::status::{ApiError, Cause};
 use crate::store::{Key, State};
 

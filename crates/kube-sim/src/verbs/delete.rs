@@ -4,15 +4,15 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::api::{CRDS, NAMESPACES};
 use crate::catalog::Served;
 use crate::http::{Output, Query, Resp};
-use crate::list::Filter;
 use crate::meta;
 use crate::render;
-use crate::server::{ResourceRequest, Shared};
+use crate::shared::{CRDS, NAMESPACES, ResourceRequest, Shared};
 use crate::status::{self, ApiError, Cause};
 use crate::store::{Key, Writer};
+use crate::verbs::list::Filter;
+use crate::work::Work;
 
 /// Parsed `DeleteOptions` (body or query).
 #[derive(Debug, Default, Clone)]
@@ -171,7 +171,7 @@ pub fn delete(
             let mut obj = (*current).clone();
             meta::meta_mut(&mut obj).insert("finalizers".into(), json!(finalizers));
             let stored = st.put(&served.storage, ns, name, obj);
-            shared.work.push(crate::controller::Work::Object(
+            shared.work.push(Work::Object(
                 served.storage.clone(),
                 ns.to_string(),
                 name.to_string(),
@@ -219,15 +219,11 @@ pub fn delete(
             shared.rebuild_catalog(st);
         }
         let work = if is_namespace {
-            crate::controller::Work::Namespace(name.to_string())
+            Work::Namespace(name.to_string())
         } else if is_crd {
-            crate::controller::Work::Crd(name.to_string())
+            Work::Crd(name.to_string())
         } else {
-            crate::controller::Work::Object(
-                served.storage.clone(),
-                ns.to_string(),
-                name.to_string(),
-            )
+            Work::Object(served.storage.clone(), ns.to_string(), name.to_string())
         };
         shared.work.push(work);
         return Ok(Deleted::Object(stored));
@@ -255,12 +251,10 @@ pub fn delete(
 /// Wakes controllers waiting for a namespace or CRD to drain.
 pub fn after_remove(shared: &Shared, served: &Served, ns: &str) {
     if !ns.is_empty() {
-        shared
-            .work
-            .push(crate::controller::Work::Namespace(ns.to_string()));
+        shared.work.push(Work::Namespace(ns.to_string()));
     }
     if let Some(crd) = &served.crd {
-        shared.work.push(crate::controller::Work::Crd(crd.clone()));
+        shared.work.push(Work::Crd(crd.clone()));
     }
     shared.work.wake();
 }

@@ -10,13 +10,13 @@ use hyper::body::Frame;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::api::{self, Filter};
 use crate::catalog::Served;
 use crate::http::{self as h, BodyError, Output, Query, Resp};
 use crate::render;
-use crate::server::{ResourceRequest, Shared};
+use crate::shared::{ResourceRequest, Shared};
 use crate::status::ApiError;
 use crate::store::EventType;
+use crate::verbs::list::{Filter, wait_for_rv};
 
 type Tx = mpsc::Sender<Result<Frame<Bytes>, BodyError>>;
 
@@ -83,7 +83,7 @@ async fn start(
             t.parse::<u64>()
                 .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
         ),
-        None => crate::server::default_watch_timeout(),
+        None => default_watch_timeout(),
     };
     let initial_state = match (send_initial, requested) {
         (Some(true), _) => true,
@@ -166,7 +166,7 @@ impl Watcher {
         if let Some(n) = requested
             && n > 0
             && !initial
-            && let Err(e) = api::wait_for_rv(&self.shared, n).await
+            && let Err(e) = wait_for_rv(&self.shared, n).await
         {
             // A resourceVersion ahead of the server: 504 as an ERROR event after ~3 s.
             let _ = self.send(render::error_line(&e.to_status())).await;
@@ -377,4 +377,9 @@ impl Watcher {
         }
         Ok(lines)
     }
+}
+
+/// How long bookmark-less watches may run when the client gives no timeout.
+fn default_watch_timeout() -> Duration {
+    Duration::from_secs(1800)
 }
