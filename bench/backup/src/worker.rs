@@ -12,10 +12,10 @@ use bench_common::worker::report;
 use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use hawser::backup::{self, BackupOptions};
 use hawser_api::Backup;
 use hawser_core::archive::{ArchiveReader, ReaderOptions};
 use hawser_core::layout::Layout;
+use hawser_engine::backup::{self, BackupOptions};
 use hawser_store::{Location, LocationSpec};
 
 /// The LIST paths of the objects the cluster holds (the floor lists exactly these).

@@ -17,8 +17,8 @@ use bench_common::worker::{Measured, run as run_worker};
 use bench_common::{mib, verdict};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
-use hawser::backup::{self, BackupOptions};
 use hawser_api::{Backup, BackupSpec};
+use hawser_engine::backup::{self, BackupOptions};
 use kube::Client;
 use kube_sim::{KubeSim, SimConfig, SimStore};
 

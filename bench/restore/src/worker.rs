@@ -3,7 +3,7 @@
 //! * the floor: the archived objects, read and cleaned before the clock starts, created by
 //!   plain `POST`s into the floor namespaces with as many requests in flight as the restore
 //!   uses;
-//! * the restore: `hawser::restore::run` of the backup with the application namespaces mapped
+//! * the restore: `hawser_engine::restore::run` of the backup with the application namespaces mapped
 //!   to the restored ones, then the commit of the Restore record.
 
 use std::time::Instant;
@@ -13,11 +13,11 @@ use bench_common::seed::{NAMESPACES, TYPES};
 use bench_common::worker::report;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt, stream};
-use hawser::restore::{self, RestoreOptions};
 use hawser_api::{Backup, Restore, RestoreSpec};
 use hawser_core::archive::{ArchiveReader, ReaderOptions, VersionDir};
 use hawser_core::layout::Layout;
 use hawser_core::restore::clean::strip_metadata;
+use hawser_engine::restore::{self, RestoreOptions};
 use hawser_store::Location;
 use kube::Client;
 use serde_json::{Value, json};

@@ -21,11 +21,13 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser;
 use futures::future::join_all;
-use hawser::metrics::{AttemptOutcome, StatusMetrics};
-use hawser::status::{Kind, StatusConfig, StatusEngine, StatusUpdate, client_without_retries};
-use hawser_api::phase::BackupPhase;
+use hawser_api::phase::{BackupPhase, Phase};
 use hawser_core::backoff::{VeleroBackoff, VeleroNext};
 use hawser_core::duration::GoDuration;
+use hawser_server::metrics::{AttemptOutcome, StatusMetrics};
+use hawser_server::status::{
+    Kind, StatusConfig, StatusEngine, StatusUpdate, client_without_retries,
+};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_sim::{KubeSim, SimConfig};
@@ -137,11 +139,7 @@ async fn watch_landings(sim: &KubeSim, n: usize, t0: Instant, until: Instant) ->
             let Some(i) = name.strip_prefix('b').and_then(|s| s.parse::<usize>().ok()) else {
                 continue;
             };
-            let phase = obj
-                .pointer("/status/phase")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if i < n && landed[i].is_none() && Kind::Backup.is_final(phase) {
+            if i < n && landed[i].is_none() && Phase::of(Kind::Backup, &obj).is_final() {
                 landed[i] = Some(now);
             }
         }
@@ -215,7 +213,7 @@ async fn run_hawser(args: &Args, outage: Duration) -> anyhow::Result<Figures> {
             // A controller writes the final status of the object it holds: its resourceVersion
             // goes along as the precondition.
             let u = StatusUpdate::backup(NS, format!("b{i:04}"), BackupPhase::Completed)
-                .observed(rv, "InProgress");
+                .observed(rv, BackupPhase::InProgress);
             let _outcome = engine.write(u).await;
             t0.elapsed().as_secs_f64()
         })

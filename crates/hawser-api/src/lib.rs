@@ -40,7 +40,8 @@ pub use common::{HookErrorMode, HookStatus, TemplateMetadata};
 pub use hawser_core::duration::GoDuration;
 pub use phase::{
     BackupPhase, BackupStorageLocationPhase, DeleteBackupRequestPhase, DownloadRequestPhase,
-    IllegalTransition, LifecyclePhase, RestorePhase, SchedulePhase, ServerStatusRequestPhase,
+    IllegalTransition, Kind, LifecyclePhase, Phase, RestorePhase, SchedulePhase,
+    ServerStatusRequestPhase,
 };
 pub use phased::{PhasedResource, phase_str};
 pub use requests::{

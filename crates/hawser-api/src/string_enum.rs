@@ -38,6 +38,15 @@ macro_rules! string_enum {
                 }
             }
 
+            /// The exact string of a known value, `"Unknown"` for an unknown one: a label with a
+            /// static lifetime (Event reasons, metric labels, error categories).
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( Self::$variant => $text, )+
+                    Self::Unknown(_) => "Unknown",
+                }
+            }
+
             /// Reads a value; never fails (see the `Unknown` variant).
             pub fn parse(value: &str) -> Self {
                 match value {

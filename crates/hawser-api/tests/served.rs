@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use hawser_api::testing::WithMeta;
 use hawser_api::{
     Backup, BackupPhase, BackupStatus, BackupStorageLocation, BackupStorageLocationPhase,
 };

@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod backoff;
+pub mod clock;
 pub mod duration;
 pub mod errors;
 pub mod layout;

@@ -8,13 +8,13 @@ use std::io::{Cursor, Read};
 use std::path::Path;
 use std::time::Duration;
 
-use hawser::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
 use hawser_api::Backup;
 use hawser_api::phase::BackupPhase;
 use hawser_core::archive::gzjson::{ResourceList, Results, read_gz_json};
 use hawser_core::archive::{ArchiveReader, ReaderOptions};
 use hawser_core::layout::Layout;
 use hawser_core::selection::BOTH_SELECTORS_MESSAGE;
+use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
 use hawser_store::{AccessMode, Location, LocationOptions, LocationSpec};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;

@@ -4,8 +4,8 @@
 
 mod restore_support;
 
-use hawser::restore::{self, RestoreError, RestoreOptions};
 use hawser_api::phase::RestorePhase;
+use hawser_engine::restore::{self, RestoreError, RestoreOptions};
 use restore_support::*;
 use serde_json::json;
 use tempfile::TempDir;

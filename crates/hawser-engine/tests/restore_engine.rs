@@ -5,9 +5,9 @@
 
 mod restore_support;
 
-use hawser::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
 use hawser_api::phase::RestorePhase;
 use hawser_core::restore::{BACKUP_NAME_LABEL, RESTORE_NAME_LABEL};
+use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
 use restore_support::*;
 use serde_json::json;
 use tempfile::TempDir;

@@ -4,11 +4,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use hawser_core::duration::GoDuration;
+use hawser_core::restore::Priorities;
+
+use crate::settings::{
+    BackupSettings, ClientSettings, LocationSettings, RestoreSettings, Settings, StatusSettings,
+};
 
 /// Flags of `hawser server`. Every flag also reads the environment variable `HAWSER_<NAME>`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
-    /// Deadline of retried API requests (status writes) and of waits during a reconcile.
+    /// Deadline of a status write's retries on the reconcile path (then the re-driver takes
+    /// over), and how long a restore waits for a restored CRD to be established.
     #[arg(long, env = "HAWSER_RESOURCE_TIMEOUT", default_value = "10m")]
     pub resource_timeout: GoDuration,
 
@@ -93,29 +99,12 @@ pub enum ArgsError {
         /// Why it does not parse.
         reason: String,
     },
+    /// `--restore-resource-priorities` does not parse.
+    #[error("--restore-resource-priorities")]
+    Priorities(#[source] hawser_core::restore::PrioritiesError),
     /// `--default-backup-storage-location` is empty.
     #[error("--default-backup-storage-location must not be empty")]
     EmptyLocation,
-}
-
-/// The checked form of [`ServerArgs`], in the types the server uses.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) resource_timeout: Duration,
-    /// `None`: periodic validation disabled.
-    pub(crate) store_validation_frequency: Option<Duration>,
-    pub(crate) default_backup_ttl: GoDuration,
-    pub(crate) default_backup_storage_location: String,
-    /// `None`: no client-side rate limit.
-    pub(crate) client_qps: Option<f64>,
-    pub(crate) client_burst: u32,
-    /// `None`: no paging.
-    pub(crate) client_page_size: Option<u32>,
-    pub(crate) metrics_address: SocketAddr,
-    pub(crate) concurrent_backups: usize,
-    pub(crate) restore_resource_priorities: Option<String>,
-    pub(crate) status_patch_max_backoff: Duration,
-    pub(crate) status_resync_period: Duration,
 }
 
 fn positive(flag: &'static str, value: GoDuration) -> Result<Duration, ArgsError> {
@@ -154,56 +143,77 @@ pub(crate) fn parse_listen_address(value: &str) -> Result<SocketAddr, ArgsError>
 }
 
 impl ServerArgs {
-    /// Checks every value and converts it to the form the server uses.
+    /// Checks every value and converts the flags to the server's settings tree. The flags are
+    /// destructured without `..`, so a new flag that is not given a place fails to compile.
     pub(crate) fn settings(&self) -> Result<Settings, ArgsError> {
-        if !self.client_qps.is_finite() || self.client_qps < 0.0 {
+        let Self {
+            resource_timeout,
+            store_validation_frequency,
+            default_backup_ttl,
+            default_backup_storage_location,
+            client_qps,
+            client_burst,
+            client_page_size,
+            metrics_address,
+            concurrent_backups,
+            restore_resource_priorities,
+            status_patch_max_backoff,
+            status_resync_period,
+        } = self.clone();
+        if !client_qps.is_finite() || client_qps < 0.0 {
             return Err(ArgsError::Number {
                 flag: "client-qps",
                 requirement: "must be 0 or more",
-                value: self.client_qps.to_string(),
+                value: client_qps.to_string(),
             });
         }
-        if self.client_burst == 0 {
+        if client_burst == 0 {
             return Err(ArgsError::Number {
                 flag: "client-burst",
                 requirement: "must be greater than 0",
                 value: "0".to_owned(),
             });
         }
-        if self.concurrent_backups == 0 {
+        if concurrent_backups == 0 {
             return Err(ArgsError::Number {
                 flag: "concurrent-backups",
                 requirement: "must be greater than 0",
                 value: "0".to_owned(),
             });
         }
-        if self.default_backup_storage_location.trim().is_empty() {
+        if default_backup_storage_location.trim().is_empty() {
             return Err(ArgsError::EmptyLocation);
         }
-        let store_validation_frequency = non_negative(
-            "store-validation-frequency",
-            self.store_validation_frequency,
-        )?;
+        let resource_timeout = positive("resource-timeout", resource_timeout)?;
+        let validation_frequency =
+            non_negative("store-validation-frequency", store_validation_frequency)?;
+        non_negative("default-backup-ttl", default_backup_ttl)?;
         Ok(Settings {
-            resource_timeout: positive("resource-timeout", self.resource_timeout)?,
-            store_validation_frequency: (!store_validation_frequency.is_zero())
-                .then_some(store_validation_frequency),
-            default_backup_ttl: {
-                non_negative("default-backup-ttl", self.default_backup_ttl)?;
-                self.default_backup_ttl
+            client: ClientSettings {
+                qps: (client_qps > 0.0).then_some(client_qps),
+                burst: client_burst,
+                page_size: (client_page_size > 0).then_some(client_page_size),
             },
-            default_backup_storage_location: self.default_backup_storage_location.clone(),
-            client_qps: (self.client_qps > 0.0).then_some(self.client_qps),
-            client_burst: self.client_burst,
-            client_page_size: (self.client_page_size > 0).then_some(self.client_page_size),
-            metrics_address: parse_listen_address(&self.metrics_address)?,
-            concurrent_backups: self.concurrent_backups,
-            restore_resource_priorities: self.restore_resource_priorities.clone(),
-            status_patch_max_backoff: positive(
-                "status-patch-max-backoff",
-                self.status_patch_max_backoff,
-            )?,
-            status_resync_period: positive("status-resync-period", self.status_resync_period)?,
+            status: StatusSettings {
+                resource_timeout,
+                max_backoff: positive("status-patch-max-backoff", status_patch_max_backoff)?,
+                resync_period: positive("status-resync-period", status_resync_period)?,
+            },
+            backup: BackupSettings {
+                default_ttl: default_backup_ttl,
+                default_location: default_backup_storage_location,
+                concurrency: concurrent_backups,
+            },
+            restore: RestoreSettings {
+                resource_priorities: Priorities::from_flag(restore_resource_priorities.as_deref())
+                    .map_err(ArgsError::Priorities)?,
+                crd_ready_timeout: resource_timeout,
+            },
+            locations: LocationSettings {
+                validation_frequency: (!validation_frequency.is_zero())
+                    .then_some(validation_frequency),
+            },
+            metrics_address: parse_listen_address(&metrics_address)?,
         })
     }
 }
@@ -230,18 +240,22 @@ mod tests {
     #[test]
     fn defaults_are_veleros() {
         let s = parse(&[]).unwrap().settings().unwrap();
-        assert_eq!(s.resource_timeout, Duration::from_secs(600));
-        assert_eq!(s.store_validation_frequency, Some(Duration::from_secs(60)));
-        assert_eq!(s.default_backup_ttl.to_string(), "720h0m0s");
-        assert_eq!(s.default_backup_storage_location, "default");
-        assert_eq!(s.client_qps, Some(100.0));
-        assert_eq!(s.client_burst, 100);
-        assert_eq!(s.client_page_size, Some(500));
+        assert_eq!(s.status.resource_timeout, Duration::from_secs(600));
+        assert_eq!(s.restore.crd_ready_timeout, Duration::from_secs(600));
+        assert_eq!(
+            s.locations.validation_frequency,
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(s.backup.default_ttl.to_string(), "720h0m0s");
+        assert_eq!(s.backup.default_location, "default");
+        assert_eq!(s.client.qps, Some(100.0));
+        assert_eq!(s.client.burst, 100);
+        assert_eq!(s.client.page_size, Some(500));
         assert_eq!(s.metrics_address, "0.0.0.0:8085".parse().unwrap());
-        assert_eq!(s.concurrent_backups, 1);
-        assert_eq!(s.restore_resource_priorities, None);
-        assert_eq!(s.status_patch_max_backoff, Duration::from_secs(5));
-        assert_eq!(s.status_resync_period, Duration::from_secs(60));
+        assert_eq!(s.backup.concurrency, 1);
+        assert_eq!(s.restore.resource_priorities, Priorities::default());
+        assert_eq!(s.status.max_backoff, Duration::from_secs(5));
+        assert_eq!(s.status.resync_period, Duration::from_secs(60));
     }
 
     #[test]
@@ -254,9 +268,9 @@ mod tests {
         .unwrap()
         .settings()
         .unwrap();
-        assert_eq!(s.store_validation_frequency, None);
-        assert_eq!(s.client_page_size, None);
-        assert_eq!(s.client_qps, None);
+        assert_eq!(s.locations.validation_frequency, None);
+        assert_eq!(s.client.page_size, None);
+        assert_eq!(s.client.qps, None);
     }
 
     #[test]
@@ -278,6 +292,10 @@ mod tests {
                 "--store-validation-frequency",
             ),
             (&["--metrics-address=8085"][..], "--metrics-address"),
+            (
+                &["--restore-resource-priorities=pods,,secrets"][..],
+                "--restore-resource-priorities",
+            ),
         ] {
             let err = parse(args).unwrap().settings().unwrap_err();
             assert!(err.to_string().contains(flag), "{args:?}: {err}");

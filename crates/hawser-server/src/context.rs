@@ -6,9 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::args::Settings;
-use super::locations::Locations;
+use hawser_core::clock::Clock;
+
+use crate::locations::Locations;
 use crate::metrics::VeleroMetrics;
+use crate::settings::Settings;
 use crate::status::StatusEngine;
 
 /// The label naming the Schedule a Backup was created by.
@@ -21,6 +23,8 @@ pub(crate) struct Context {
     /// Where Velero objects live.
     pub(crate) namespace: String,
     pub(crate) settings: Settings,
+    /// The one clock of every timestamp the server writes.
+    pub(crate) clock: Clock,
     pub(crate) engine: StatusEngine,
     pub(crate) metrics: VeleroMetrics,
     pub(crate) locations: Locations,

@@ -16,30 +16,15 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use hawser_api::phase::Phase;
 use kube::Api;
 use kube::api::{DynamicObject, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::Semaphore;
 
-use super::context::Context;
+use crate::context::Context;
 use crate::status::Kind;
-
-/// Whether an object of `kind` in `phase` is waiting to be started.
-pub(crate) fn is_waiting(kind: Kind, phase: &str) -> bool {
-    match kind {
-        Kind::Backup => matches!(phase, "" | "New" | "Queued" | "ReadyToStart"),
-        Kind::Restore => matches!(phase, "" | "New"),
-    }
-}
-
-fn phase(object: &DynamicObject) -> &str {
-    object
-        .data
-        .pointer("/status/phase")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default()
-}
 
 struct Queue<H> {
     ctx: Arc<Context>,
@@ -58,7 +43,9 @@ where
         let Some(name) = object.metadata.name.clone() else {
             return;
         };
-        if object.metadata.deletion_timestamp.is_some() || !is_waiting(self.kind, phase(&object)) {
+        if object.metadata.deletion_timestamp.is_some()
+            || !Phase::of(self.kind, &object.data).is_waiting()
+        {
             return;
         }
         let fresh = self
@@ -102,7 +89,7 @@ where
     };
     let events = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff();
     let mut events = std::pin::pin!(events);
-    let mut sweep = tokio::time::interval(ctx.settings.status_resync_period);
+    let mut sweep = tokio::time::interval(ctx.settings.status.resync_period);
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

@@ -16,8 +16,8 @@ use kube::Api;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::context::backup_location_name;
-use super::locations::Locations;
+use crate::context::backup_location_name;
+use crate::locations::Locations;
 use crate::status::{Kind, ObjectKey, RecordError, RecordSource, RecordedOutcome};
 
 /// Records in the storage locations of the server namespace.

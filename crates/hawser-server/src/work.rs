@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use hawser_api::phase::Phase;
 use kube::api::DynamicObject;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::context::Context;
+use crate::context::Context;
 use crate::status::{Kind, Landing, ObjectKey, StatusUpdate, WorkerGuard, WriteError};
 
 /// A waiting object taken up by a worker of this instance.
@@ -21,7 +22,7 @@ pub(crate) struct Taken {
     pub(crate) json: Value,
     /// `metadata.resourceVersion` and `status.phase` as seen, for the first write.
     pub(crate) resource_version: String,
-    pub(crate) phase: String,
+    pub(crate) phase: Phase,
     /// Marks the object as owned here (recovery leaves it alone) while held.
     pub(crate) _worker: WorkerGuard,
 }
@@ -37,11 +38,7 @@ impl Taken {
         }
         let worker = ctx.engine.worker(key.clone());
         let json = serde_json::to_value(object).unwrap_or(Value::Null);
-        let phase = json
-            .pointer("/status/phase")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let phase = Phase::of(kind, &json);
         Some(Self {
             name,
             key,
@@ -50,6 +47,15 @@ impl Taken {
             json,
             _worker: worker,
         })
+    }
+
+    /// A status update of this object moving it to `phase` (a phase of its kind).
+    pub(crate) fn update(&self, phase: impl Into<Phase>) -> StatusUpdate {
+        StatusUpdate::new(
+            self.key.namespace.clone(),
+            self.key.name.clone(),
+            phase.into(),
+        )
     }
 
     /// `update` with the object as seen as its precondition.
@@ -100,7 +106,12 @@ pub(crate) async fn report_progress<P>(
         if now == last {
             continue;
         }
-        let update = StatusUpdate::new(key.clone(), "InProgress").field("progress", to_json(&now));
+        let update = StatusUpdate::new(
+            key.namespace.clone(),
+            key.name.clone(),
+            Phase::in_progress(key.kind),
+        )
+        .field("progress", to_json(&now));
         match tokio::time::timeout(PROGRESS_WRITE_BUDGET, ctx.engine.write(update)).await {
             Ok(Ok(_)) => last = now,
             Ok(Err(e)) => tracing::debug!(object = %key, error = %e, "progress not stored"),

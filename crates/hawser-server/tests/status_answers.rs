@@ -7,9 +7,9 @@ mod status_support;
 
 use std::time::Duration;
 
-use hawser::metrics::AttemptOutcome;
-use hawser::status::{Kind, StatusUpdate, WriteError};
-use hawser_api::phase::BackupPhase;
+use hawser_api::phase::{BackupPhase, Phase};
+use hawser_server::metrics::AttemptOutcome;
+use hawser_server::status::{Kind, StatusUpdate, WriteError};
 use kube_sim::StatusFault;
 use serde_json::json;
 use status_support::*;
@@ -36,7 +36,7 @@ async fn too_many_requests_with_retry_after_is_not_retried_before_it() {
         h.sim.faults().status(fault);
         let landing = h
             .engine
-            .write(completed("b1").observed(rv(&obj), "InProgress"))
+            .write(completed("b1").observed(rv(&obj), BackupPhase::InProgress))
             .await
             .unwrap();
         assert_eq!(landing.attempts, 2);
@@ -81,7 +81,7 @@ async fn a_deleted_cr_stops_quietly_after_one_request() {
         .unwrap();
     let err = h
         .engine
-        .write(completed("b2").observed(rv(&obj), "InProgress"))
+        .write(completed("b2").observed(rv(&obj), BackupPhase::InProgress))
         .await
         .unwrap_err();
     assert!(matches!(err, WriteError::Gone { .. }), "{err:?}");
@@ -99,7 +99,7 @@ async fn an_invalid_answer_stops_with_a_warning_event_and_no_more_attempts() {
     );
     let err = h
         .engine
-        .write(completed("b1").observed(rv(&obj), "InProgress"))
+        .write(completed("b1").observed(rv(&obj), BackupPhase::InProgress))
         .await
         .unwrap_err();
     assert!(matches!(err, WriteError::Rejected { .. }), "{err:?}");
@@ -129,7 +129,7 @@ async fn a_conflict_rereads_and_reapplies_the_still_legal_transition() {
 
     let landing = h
         .engine
-        .write(completed("b1").observed(rv(&obj), "InProgress"))
+        .write(completed("b1").observed(rv(&obj), BackupPhase::InProgress))
         .await
         .unwrap();
     assert_eq!(landing.attempts, 2);
@@ -166,11 +166,11 @@ async fn a_conflict_with_a_cr_finalized_meanwhile_drops_the_status() {
     let h = start(short_config("a")).await;
     let obj = create(&h.sim, Kind::Backup, "b1", "InProgress", Some("a"));
     set_phase(&h.sim, Kind::Backup, "b1", "Completed");
-    let failed =
-        StatusUpdate::backup(NS, "b1", BackupPhase::Failed).observed(rv(&obj), "InProgress");
+    let failed = StatusUpdate::backup(NS, "b1", BackupPhase::Failed)
+        .observed(rv(&obj), BackupPhase::InProgress);
     let err = h.engine.write(failed).await.unwrap_err();
     assert!(
-        matches!(err, WriteError::Stale { ref current, .. } if current == "Completed"),
+        matches!(err, WriteError::Stale { ref current, .. } if *current == Phase::Backup(BackupPhase::Completed)),
         "{err:?}"
     );
     assert_eq!(phase(&h.sim, Kind::Backup, "b1"), "Completed");
@@ -181,8 +181,8 @@ async fn a_pending_failed_status_is_dropped_when_someone_else_completes_the_cr()
     let h = start(short_config("a")).await;
     let obj = create(&h.sim, Kind::Backup, "b1", "InProgress", Some("a"));
     h.sim.faults().refuse(Some(Duration::from_secs(4)));
-    let failed =
-        StatusUpdate::backup(NS, "b1", BackupPhase::Failed).observed(rv(&obj), "InProgress");
+    let failed = StatusUpdate::backup(NS, "b1", BackupPhase::Failed)
+        .observed(rv(&obj), BackupPhase::InProgress);
     let err = h.engine.write(failed).await.unwrap_err();
     assert!(err.is_pending(), "{err:?}");
     // While the API is unreachable for hawser, another writer finalizes the backup.

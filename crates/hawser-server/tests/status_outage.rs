@@ -6,8 +6,8 @@ mod status_support;
 
 use std::time::Duration;
 
-use hawser::status::{Kind, StatusConfig, StatusUpdate, WriteError};
 use hawser_api::phase::BackupPhase;
+use hawser_server::status::{Kind, StatusConfig, StatusUpdate, WriteError};
 use status_support::*;
 use tokio::time::Instant;
 
@@ -77,10 +77,11 @@ async fn an_outage_three_times_the_timeout_returns_at_the_deadline_and_the_redri
         returned <= timeout + request_timeout,
         "returned late: {returned:?}"
     );
-    assert!(
-        h.engine
-            .is_pending(&hawser::status::ObjectKey::new(Kind::Backup, NS, "b1"))
-    );
+    assert!(h.engine.is_pending(&hawser_server::status::ObjectKey::new(
+        Kind::Backup,
+        NS,
+        "b1"
+    )));
     assert_eq!(h.metrics.pending(Kind::Backup), 1);
     assert_eq!(phase(&h.sim, Kind::Backup, "b1"), "InProgress");
 
@@ -149,9 +150,10 @@ async fn a_minute_long_outage_costs_each_pending_status_about_one_attempt_per_ca
         total <= outage + cap + Duration::from_secs(1),
         "last landing {total:?}"
     );
-    let failed_attempts = h
-        .metrics
-        .attempts(Kind::Backup, hawser::metrics::AttemptOutcome::Transient);
+    let failed_attempts = h.metrics.attempts(
+        Kind::Backup,
+        hawser_server::metrics::AttemptOutcome::Transient,
+    );
     let per_cr = failed_attempts as f64 / names.len() as f64;
     // Growth phase 10 ms → 5 s: 10 attempts; then at most one per 4 s.
     let bound = outage.as_secs_f64() / (cap.as_secs_f64() * 0.8) + 10.0;

@@ -4,13 +4,14 @@
 
 mod status_support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use hawser::status::{
-    Kind, MemoryRecords, ObjectKey, RecordedOutcome, StatusUpdate, restart_failure_reason,
-};
 use hawser_api::phase::BackupPhase;
+use hawser_core::clock::Clock;
+use hawser_server::status::{
+    Kind, MemoryRecords, ObjectKey, RecordedOutcome, StatusConfig, StatusUpdate,
+    restart_failure_reason,
+};
 use serde_json::json;
 use status_support::*;
 
@@ -39,9 +40,12 @@ async fn a_new_instance_resolves_orphans_from_records_and_fails_those_without() 
         RecordedOutcome::phase("PartiallyFailed").with("errors", 2),
     );
 
-    let (engine, _metrics, _client) = engine_for(&sim, short_config("new")).await;
     let fixed_now: jiff::Timestamp = "2026-12-02T11:22:33.456Z".parse().unwrap();
-    let engine = engine.with_wall_clock(Arc::new(move || fixed_now));
+    let config = StatusConfig {
+        clock: Clock::fixed(fixed_now),
+        ..short_config("new")
+    };
+    let (engine, _metrics, _client) = engine_for(&sim, config).await;
     let report = engine.resolve_orphans(&records).await.unwrap();
     assert_eq!(
         (

@@ -1,11 +1,8 @@
 //! hawser: a Kubernetes backup and restore server speaking Velero's `velero.io/v1` API.
 //!
-//! This library holds the server's parts; `main.rs` wires them together.
+//! This crate is the `hawser` binary's: the command line ([`cli`]) and the embedded demo and
+//! development setup ([`demo`]). The server is in `hawser-server`, the engines in
+//! `hawser-engine`.
 
-pub mod backup;
 pub mod cli;
 pub mod demo;
-pub mod metrics;
-pub mod restore;
-pub mod server;
-pub mod status;

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli_support;
+#[path = "../../hawser-engine/tests/restore_support/mod.rs"]
 mod restore_support;
 mod server_support;
 

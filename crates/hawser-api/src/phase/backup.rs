@@ -61,6 +61,24 @@ string_enum! {
 }
 
 impl BackupPhase {
+    /// The phases before the work starts (`New`, `Queued`, `ReadyToStart`).
+    pub fn is_waiting(&self) -> bool {
+        matches!(self, Self::New | Self::Queued | Self::ReadyToStart)
+    }
+
+    /// The phases between the start and the end of the work, and `Unknown`, not `Deleting`.
+    pub fn is_in_flight(&self) -> bool {
+        matches!(
+            self,
+            Self::InProgress
+                | Self::WaitingForPluginOperations
+                | Self::WaitingForPluginOperationsPartiallyFailed
+                | Self::Finalizing
+                | Self::FinalizingPartiallyFailed
+                | Self::Unknown(_)
+        )
+    }
+
     /// True for `FailedValidation`, `Completed`, `PartiallyFailed` and `Failed`. `Deleting` is
     /// not final (the object is about to be removed) and `Unknown` is not final either.
     pub fn is_final(&self) -> bool {
@@ -135,5 +153,21 @@ impl LifecyclePhase for BackupPhase {
 
     fn can_transition_to(&self, to: &Self) -> bool {
         Self::can_transition(self, to)
+    }
+
+    fn is_waiting(&self) -> bool {
+        BackupPhase::is_waiting(self)
+    }
+
+    fn is_in_flight(&self) -> bool {
+        BackupPhase::is_in_flight(self)
+    }
+
+    fn is_success(&self) -> bool {
+        *self == Self::Completed
+    }
+
+    fn failed() -> Self {
+        Self::Failed
     }
 }

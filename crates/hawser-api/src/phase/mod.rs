@@ -8,14 +8,20 @@
 //!
 //! Writing the phase an object already has is a no-op and always allowed, so a repeated status
 //! write is never rejected; every other move must be forward.
+//!
+//! Code that handles Backups and Restores alike (the status engine, recovery, the work queue)
+//! uses [`Phase`], a Backup's or a Restore's phase with its [`Kind`]; nothing outside this
+//! module spells a phase or reads `status.phase` by hand ([`Phase::of`]).
 
 mod backup;
+mod lifecycle;
 mod other;
 mod restore;
 
 use std::fmt::{Debug, Display};
 
 pub use backup::BackupPhase;
+pub use lifecycle::{Kind, Phase};
 pub use other::{
     BackupStorageLocationPhase, DeleteBackupRequestPhase, DownloadRequestPhase, SchedulePhase,
     ServerStatusRequestPhase,
@@ -39,6 +45,21 @@ pub trait LifecyclePhase: Clone + Eq + Debug + Display + Send + Sync + 'static {
 
     /// Whether a status write may move an object from `self` to `to` (see the type's docs).
     fn can_transition_to(&self, to: &Self) -> bool;
+
+    /// The phases before the work starts, from which a server may take the object up (`New`,
+    /// and a Backup's `Queued` and `ReadyToStart`).
+    fn is_waiting(&self) -> bool;
+
+    /// The phases between the start and the end of the work (`InProgress` up to the
+    /// `Finalizing` steps, and `Unknown`): the ones recovery resolves when no live worker owns
+    /// the object.
+    fn is_in_flight(&self) -> bool;
+
+    /// `Completed`: the only phase that means the work succeeded without errors.
+    fn is_success(&self) -> bool;
+
+    /// `Failed`, the phase given to work that cannot be finished.
+    fn failed() -> Self;
 
     /// `Ok(to)` when the move is allowed, otherwise an [`IllegalTransition`] naming both phases.
     fn transition_to(&self, to: Self) -> Result<Self, IllegalTransition> {

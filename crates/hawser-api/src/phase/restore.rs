@@ -49,6 +49,24 @@ string_enum! {
 }
 
 impl RestorePhase {
+    /// The phases before the work starts (`New`).
+    pub fn is_waiting(&self) -> bool {
+        *self == Self::New
+    }
+
+    /// The phases between the start and the end of the work, and `Unknown`.
+    pub fn is_in_flight(&self) -> bool {
+        matches!(
+            self,
+            Self::InProgress
+                | Self::WaitingForPluginOperations
+                | Self::WaitingForPluginOperationsPartiallyFailed
+                | Self::Finalizing
+                | Self::FinalizingPartiallyFailed
+                | Self::Unknown(_)
+        )
+    }
+
     /// True for `FailedValidation`, `Completed`, `PartiallyFailed` and `Failed`; `Unknown` is not
     /// final.
     pub fn is_final(&self) -> bool {
@@ -118,5 +136,21 @@ impl LifecyclePhase for RestorePhase {
 
     fn can_transition_to(&self, to: &Self) -> bool {
         Self::can_transition(self, to)
+    }
+
+    fn is_waiting(&self) -> bool {
+        RestorePhase::is_waiting(self)
+    }
+
+    fn is_in_flight(&self) -> bool {
+        RestorePhase::is_in_flight(self)
+    }
+
+    fn is_success(&self) -> bool {
+        *self == Self::Completed
+    }
+
+    fn failed() -> Self {
+        Self::Failed
     }
 }

@@ -194,3 +194,58 @@ fn empty_null_and_unknown_phases_read_without_failing() {
         DeleteBackupRequestPhase::New
     );
 }
+
+/// Every phase of both kinds in exactly one class: waiting (`w`), in flight (`i`), final (`f`)
+/// or neither (`-`, only a Backup's `Deleting`); `s` marks the one success.
+#[test]
+fn every_phase_has_one_class() {
+    fn class(p: &Phase) -> String {
+        let mut c = match (p.is_waiting(), p.is_in_flight(), p.is_final()) {
+            (true, false, false) => "w",
+            (false, true, false) => "i",
+            (false, false, true) => "f",
+            (false, false, false) => "-",
+            _ => "?",
+        }
+        .to_owned();
+        if p.is_success() {
+            c.push('s');
+        }
+        c
+    }
+    let backups: Vec<String> = backup_phases()
+        .into_iter()
+        .map(|p| class(&Phase::from(p)))
+        .collect();
+    assert_eq!(
+        backups.join(" "),
+        "w w w f i i i i i fs f f - i",
+        "New Queued ReadyToStart FailedValidation InProgress Waiting WaitingPF Finalizing FinalizingPF Completed PartiallyFailed Failed Deleting Unknown"
+    );
+    let restores: Vec<String> = restore_phases()
+        .into_iter()
+        .map(|p| class(&Phase::from(p)))
+        .collect();
+    assert_eq!(
+        restores.join(" "),
+        "w f i i i i i fs f f i",
+        "New FailedValidation InProgress Waiting WaitingPF Finalizing FinalizingPF Completed PartiallyFailed Failed Unknown"
+    );
+}
+
+#[test]
+fn phases_of_both_kinds_read_from_objects_and_never_cross() {
+    let object = serde_json::json!({"status": {"phase": "InProgress"}});
+    for kind in Kind::ALL {
+        let p = Phase::of(kind, &object);
+        assert_eq!(p, Phase::in_progress(kind));
+        assert_eq!(p.kind(), kind);
+        assert!(p.can_transition_to(&Phase::failed(kind)));
+        assert!(!Phase::failed(kind).can_transition_to(&p));
+        assert_eq!(Phase::of(kind, &serde_json::json!({})).as_str(), "New");
+    }
+    assert!(!Phase::failed(Kind::Backup).can_transition_to(&Phase::failed(Kind::Restore)));
+    assert!(!Phase::in_progress(Kind::Restore).can_transition_to(&Phase::failed(Kind::Backup)));
+    assert_eq!(BackupPhase::Unknown("x".to_owned()).name(), "Unknown");
+    assert_eq!(RestorePhase::FailedValidation.name(), "FailedValidation");
+}

@@ -5,30 +5,13 @@ use std::collections::BTreeSet;
 
 use hawser_core::selection::{ApiResource, BackedUpItems, NamespaceScope, Selection};
 use kube::Client;
-use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::progress::ProgressHandle;
 use super::results::{Messages, Scope};
 use super::sink::Batch;
-
-/// One page of a LIST.
-#[derive(Debug, Deserialize)]
-struct ListPage {
-    #[serde(default)]
-    metadata: ListMeta,
-    #[serde(default)]
-    items: Vec<serde_json::Value>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ListMeta {
-    #[serde(default, rename = "continue")]
-    continue_token: Option<String>,
-    #[serde(default)]
-    remaining_item_count: Option<i64>,
-}
+use crate::cluster::path::{Collection, page_url};
+use crate::cluster::request::{self, fresh_token, get_page};
 
 /// What listing one type produced besides the items themselves.
 #[derive(Debug, Default)]
@@ -53,92 +36,8 @@ pub(crate) struct Lister<'a> {
     pub sender: mpsc::Sender<Batch>,
 }
 
-/// The URL path of a LIST of `r`, in `namespace` when given.
-pub(crate) fn list_path(r: &ApiResource, namespace: Option<&str>) -> String {
-    let base = if r.group.is_empty() {
-        format!("/api/{}", r.version)
-    } else {
-        format!("/apis/{}/{}", r.group, r.version)
-    };
-    match namespace {
-        Some(ns) => format!("{base}/namespaces/{ns}/{}", r.plural),
-        None => format!("{base}/{}", r.plural),
-    }
-}
-
-/// Percent-encodes a query value (everything but RFC 3986 unreserved characters).
-fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-fn page_url(path: &str, limit: u32, selector: &str, token: Option<&str>) -> String {
-    let mut url = format!("{path}?limit={limit}");
-    if !selector.is_empty() {
-        url.push_str("&labelSelector=");
-        url.push_str(&encode(selector));
-    }
-    if let Some(token) = token {
-        url.push_str("&continue=");
-        url.push_str(&encode(token));
-    }
-    url
-}
-
-async fn get_page(client: &Client, url: &str) -> Result<ListPage, kube::Error> {
-    let request = http::Request::get(url)
-        .body(Vec::new())
-        .map_err(kube::Error::HttpError)?;
-    client.request::<ListPage>(request).await
-}
-
-/// Every object of a LIST, page by page (for small collections such as namespaces).
-pub(crate) async fn list_all(
-    client: &Client,
-    path: &str,
-    page_size: u32,
-) -> Result<Vec<serde_json::Value>, kube::Error> {
-    let mut items = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page = get_page(client, &page_url(path, page_size, "", token.as_deref())).await?;
-        items.extend(page.items);
-        match page.metadata.continue_token.filter(|t| !t.is_empty()) {
-            Some(next) => token = Some(next),
-            None => return Ok(items),
-        }
-    }
-}
-
 /// Resumptions of one LIST after an expired continue token.
 const MAX_RESUMES: u32 = 3;
-
-/// The continue token a 410 `Expired` answer offers for going on with a LIST.
-fn fresh_token(error: &kube::Error) -> Option<String> {
-    match error {
-        kube::Error::Api(status) if status.code == 410 => status
-            .metadata
-            .as_ref()
-            .and_then(|m| m.continue_.clone())
-            .filter(|t| !t.is_empty()),
-        _ => None,
-    }
-}
-
-/// HTTP status of an API error, when the server answered.
-pub(crate) fn api_code(error: &kube::Error) -> Option<u16> {
-    match error {
-        kube::Error::Api(status) => Some(status.code),
-        _ => None,
-    }
-}
 
 impl Lister<'_> {
     /// Lists every object of `r` the selection keeps and sends them to the archive.
@@ -153,7 +52,7 @@ impl Lister<'_> {
         let mut seen = (selectors.len() > 1).then(BackedUpItems::default);
         for namespace in namespaces {
             for selector in &selectors {
-                let path = list_path(r, namespace);
+                let path = Collection::of(r).path(namespace);
                 self.collect_list(r, &path, namespace, selector, seen.as_mut(), &mut report)
                     .await;
                 if report.stopped {
@@ -199,8 +98,8 @@ impl Lister<'_> {
                 }
                 Err(e) => {
                     self.progress.page_listed(0, -remaining_reported);
-                    let text = super::error_text(&e);
-                    if api_code(&e) == Some(404) {
+                    let text = hawser_core::errors::chain_text(&e);
+                    if request::code(&e) == Some(404) {
                         report.messages.warn(
                             scope,
                             format!("{group_resource} could not be listed, it is no longer served (404): {text}"),

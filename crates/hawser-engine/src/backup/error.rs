@@ -6,6 +6,8 @@ use hawser_core::archive::ArchiveWriteError;
 use hawser_core::archive::gzjson::GzJsonError;
 use hawser_store::StoreError;
 
+use crate::cluster::DiscoveryError;
+
 /// Why a backup did not produce an outcome.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -19,14 +21,8 @@ pub enum BackupError {
     #[error("the backup storage location is read-only")]
     ReadOnlyLocation,
     /// Discovery of the served resources failed.
-    #[error("discovering the API resources ({path})")]
-    Discovery {
-        /// The discovery document requested.
-        path: String,
-        /// The cause.
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
     /// Listing the namespaces (needed for every backup) failed.
     #[error("listing namespaces")]
     Namespaces(#[source] kube::Error),
@@ -73,7 +69,7 @@ impl BackupError {
         match self {
             Self::Validation { .. } => "FailedValidation",
             Self::ReadOnlyLocation => "StorageLocationReadOnly",
-            Self::Discovery { .. } => "DiscoveryFailed",
+            Self::Discovery(_) => "DiscoveryFailed",
             Self::Namespaces(_) => "NamespaceListFailed",
             Self::Storage { .. } => "StorageFailed",
             Self::Archive(_) => "ArchiveWriteFailed",

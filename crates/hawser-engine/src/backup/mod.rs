@@ -27,14 +27,12 @@
 //! aborted, so no archive is stored and nothing claims success.
 
 mod collect;
-mod discovery;
 mod error;
 mod progress;
 mod results;
 mod sink;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -54,12 +52,13 @@ use kube::Client;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
-pub use discovery::catalogue;
 pub use error::BackupError;
 pub use hawser_core::selection::Catalogue;
 pub use progress::Progress;
 
-use collect::{Lister, ResourceReport, api_code, list_all};
+use crate::cluster::path::Collection;
+use crate::cluster::request::{self, list_all};
+use collect::{Lister, ResourceReport};
 use progress::ProgressHandle;
 use results::{BackupLog, Messages, Scope};
 use sink::Batch;
@@ -78,8 +77,8 @@ pub struct BackupOptions {
     pub gzip_level: u32,
     /// Receives [`Progress`] after every page, when set.
     pub progress: Option<watch::Sender<Progress>>,
-    /// The wall clock for timestamps (start, completion, log lines).
-    pub wall: crate::status::WallClock,
+    /// The clock for timestamps (start, completion, log lines).
+    pub clock: hawser_core::clock::Clock,
 }
 
 impl Default for BackupOptions {
@@ -89,7 +88,7 @@ impl Default for BackupOptions {
             concurrency: 4,
             gzip_level: 6,
             progress: None,
-            wall: Arc::new(jiff::Timestamp::now),
+            clock: hawser_core::clock::Clock::system(),
         }
     }
 }
@@ -127,10 +126,10 @@ impl BackupOptions {
         self
     }
 
-    /// Replaces the wall clock.
+    /// Replaces the clock.
     #[must_use]
-    pub fn with_wall_clock(mut self, wall: crate::status::WallClock) -> Self {
-        self.wall = wall;
+    pub fn with_clock(mut self, clock: hawser_core::clock::Clock) -> Self {
+        self.clock = clock;
         self
     }
 }
@@ -272,15 +271,15 @@ async fn run_named(
     if location.is_read_only() {
         return Err(BackupError::ReadOnlyLocation);
     }
-    let started = (options.wall)();
-    let mut log = BackupLog::new(format!("{namespace}/{name}"), options.wall.clone());
+    let started = options.clock.now();
+    let mut log = BackupLog::new(format!("{namespace}/{name}"), options.clock.clone());
     log.info("Starting backup");
     let mut messages = Messages::default();
 
-    let catalogue = discovery::catalogue(&client).await?;
+    let catalogue = crate::cluster::catalogue(&client).await?;
     let namespaces_resource = catalogue.resolve(NAMESPACES).cloned();
     let namespace_objects = match &namespaces_resource {
-        Some(r) => list_all(&client, &collect::list_path(r, None), options.page_size)
+        Some(r) => list_all(&client, &Collection::of(r).path(None), options.page_size)
             .await
             .map_err(BackupError::Namespaces)?,
         None => Vec::new(),
@@ -444,7 +443,7 @@ async fn run_named(
     Ok(BackupOutcome {
         phase,
         started,
-        completed: (options.wall)(),
+        completed: options.clock.now(),
         items_backed_up: report.stats.items,
         results,
         archive_bytes: report.size,
@@ -524,20 +523,10 @@ async fn crds_of(
 ) -> Vec<serde_json::Value> {
     let mut crds = Vec::new();
     for group_resource in types.iter().filter(|gr| gr.contains('.')) {
-        let path = format!("{}/{group_resource}", collect::list_path(crd_type, None));
-        let request = match http::Request::get(&path).body(Vec::new()) {
-            Ok(request) => request,
-            Err(e) => {
-                messages.error(
-                    Scope::Cluster,
-                    format!("error getting the CRD of {group_resource}: {e}"),
-                );
-                continue;
-            }
-        };
-        match client.request::<serde_json::Value>(request).await {
+        let path = Collection::of(crd_type).item_path(None, group_resource);
+        match request::get(client, &path).await {
             Ok(crd) => crds.push(typed(crd, crd_type)),
-            Err(e) if api_code(&e) == Some(404) => {}
+            Err(e) if request::code(&e) == Some(404) => {}
             Err(e) => messages.error(
                 Scope::Cluster,
                 format!(

@@ -60,21 +60,21 @@ fn to_messages(list: &[(Scope, String)]) -> ResultMessages {
 /// number of objects.
 pub(crate) struct BackupLog {
     backup: String,
-    wall: crate::status::WallClock,
+    clock: hawser_core::clock::Clock,
     text: String,
 }
 
 impl BackupLog {
-    pub(crate) fn new(backup: String, wall: crate::status::WallClock) -> Self {
+    pub(crate) fn new(backup: String, clock: hawser_core::clock::Clock) -> Self {
         Self {
             backup,
-            wall,
+            clock,
             text: String::new(),
         }
     }
 
     pub(crate) fn line(&mut self, level: &str, message: &str) {
-        let now = (self.wall)();
+        let now = self.clock.now();
         let escaped = message
             .replace('\\', "\\\\")
             .replace('"', "\\\"")

@@ -8,37 +8,40 @@ use hawser_core::selection::{ApiResource, Catalogue};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroupList, APIResourceList, APIVersions};
 use kube::Client;
 
-use super::error::BackupError;
-
 /// Group documents fetched at the same time.
 const CONCURRENT_GROUPS: usize = 4;
+
+/// A discovery document could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("discovering the API resources ({path})")]
+pub struct DiscoveryError {
+    /// The discovery document requested.
+    pub path: String,
+    /// The cause.
+    #[source]
+    pub source: kube::Error,
+}
 
 async fn get<T: serde::de::DeserializeOwned>(
     client: &Client,
     path: &str,
-) -> Result<T, BackupError> {
-    let request =
-        http::Request::get(path)
-            .body(Vec::new())
-            .map_err(|e| BackupError::Discovery {
-                path: path.to_owned(),
-                source: kube::Error::HttpError(e),
-            })?;
-    client
-        .request::<T>(request)
-        .await
-        .map_err(|source| BackupError::Discovery {
-            path: path.to_owned(),
-            source,
-        })
+) -> Result<T, DiscoveryError> {
+    let failed = |source| DiscoveryError {
+        path: path.to_owned(),
+        source,
+    };
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .map_err(|e| failed(kube::Error::HttpError(e)))?;
+    client.request::<T>(request).await.map_err(failed)
 }
 
 /// Builds the catalogue: the core group first, then the groups in the server's order, each at
 /// its preferred version; subresources are left out.
 ///
 /// # Errors
-/// [`BackupError::Discovery`] naming the document that could not be read.
-pub async fn catalogue(client: &Client) -> Result<Catalogue, BackupError> {
+/// [`DiscoveryError`] naming the document that could not be read.
+pub async fn catalogue(client: &Client) -> Result<Catalogue, DiscoveryError> {
     let core: APIVersions = get(client, "/api").await?;
     let mut paths: Vec<(String, String, String)> = Vec::new();
     // The core group serves one version in practice; take the first (Kubernetes lists `v1`).
@@ -64,7 +67,7 @@ pub async fn catalogue(client: &Client) -> Result<Catalogue, BackupError> {
     let lists: Vec<(String, String, APIResourceList)> = futures::stream::iter(paths)
         .map(|(group, version, path)| async move {
             let list: APIResourceList = get(client, &path).await?;
-            Ok::<_, BackupError>((group, version, list))
+            Ok::<_, DiscoveryError>((group, version, list))
         })
         .buffered(CONCURRENT_GROUPS)
         .try_collect()

@@ -1,80 +1,17 @@
-//! The few raw API requests a restore makes (create, get, merge patch, status replace), and the
-//! URL paths they go to. Path segments come from an untrusted archive, so they are
-//! percent-encoded.
+//! The raw API requests the engines make (get, create, merge patch, replace, paged LIST), and
+//! how their errors are read.
 
 use http::Method;
 use http::header::CONTENT_TYPE;
 use kube::Client;
+use serde::Deserialize;
 use serde_json::Value;
+
+use super::path::page_url;
 
 /// Content type of a JSON merge patch.
 pub(crate) const MERGE_PATCH: &str = "application/merge-patch+json";
 const JSON: &str = "application/json";
-
-/// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).
-fn segment(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Where the objects of one type live: `/api/v1` or `/apis/<group>/<version>`, the plural,
-/// and whether it is namespaced.
-#[derive(Clone, Debug)]
-pub(crate) struct Collection {
-    pub group: String,
-    pub version: String,
-    pub plural: String,
-    pub namespaced: bool,
-}
-
-impl Collection {
-    /// `apiVersion` of the objects at this version.
-    pub(crate) fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    /// The collection URL (in `namespace` for namespaced types).
-    pub(crate) fn path(&self, namespace: Option<&str>) -> String {
-        let base = if self.group.is_empty() {
-            format!("/api/{}", segment(&self.version))
-        } else {
-            format!("/apis/{}/{}", segment(&self.group), segment(&self.version))
-        };
-        match namespace {
-            Some(ns) => format!("{base}/namespaces/{}/{}", segment(ns), self.plural),
-            None => format!("{base}/{}", self.plural),
-        }
-    }
-
-    /// The URL of one object.
-    pub(crate) fn item_path(&self, namespace: Option<&str>, name: &str) -> String {
-        format!("{}/{}", self.path(namespace), segment(name))
-    }
-}
-
-/// The path of a Namespace object.
-pub(crate) fn namespace_path(name: &str) -> String {
-    format!("/api/v1/namespaces/{}", segment(name))
-}
-
-/// The path of a CustomResourceDefinition.
-pub(crate) fn crd_path(name: &str) -> String {
-    format!(
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{}",
-        segment(name)
-    )
-}
 
 async fn call(
     client: &Client,
@@ -139,5 +76,62 @@ pub(crate) fn text(error: &kube::Error) -> String {
         kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
         kube::Error::Api(status) => format!("{} ({})", status.reason, status.code),
         other => hawser_core::errors::chain_text(other),
+    }
+}
+
+/// One page of a LIST.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListPage {
+    #[serde(default)]
+    pub metadata: ListMeta,
+    #[serde(default)]
+    pub items: Vec<Value>,
+}
+
+/// The list metadata the engines read.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ListMeta {
+    #[serde(default, rename = "continue")]
+    pub continue_token: Option<String>,
+    #[serde(default)]
+    pub remaining_item_count: Option<i64>,
+}
+
+/// One page of a LIST at `url` (built with [`page_url`]).
+pub(crate) async fn get_page(client: &Client, url: &str) -> Result<ListPage, kube::Error> {
+    let request = http::Request::get(url)
+        .body(Vec::new())
+        .map_err(kube::Error::HttpError)?;
+    client.request::<ListPage>(request).await
+}
+
+/// Every object of a LIST, page by page (for small collections such as namespaces).
+pub(crate) async fn list_all(
+    client: &Client,
+    path: &str,
+    page_size: u32,
+) -> Result<Vec<Value>, kube::Error> {
+    let mut items = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = get_page(client, &page_url(path, page_size, "", token.as_deref())).await?;
+        items.extend(page.items);
+        match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+            Some(next) => token = Some(next),
+            None => return Ok(items),
+        }
+    }
+}
+
+/// The continue token a 410 `Expired` answer offers for going on with a LIST.
+pub(crate) fn fresh_token(error: &kube::Error) -> Option<String> {
+    match error {
+        kube::Error::Api(status) if status.code == 410 => status
+            .metadata
+            .as_ref()
+            .and_then(|m| m.continue_.clone())
+            .filter(|t| !t.is_empty()),
+        _ => None,
     }
 }

@@ -14,9 +14,10 @@ use hawser_core::selection::{Catalogue, NAMESPACES};
 use kube::Client;
 use serde_json::Value;
 
-use super::api::{self, Collection};
 use super::namespaces::Namespaces;
 use super::results::{ItemResult, Report, Scope};
+use crate::cluster::path::Collection;
+use crate::cluster::request as api;
 
 /// Everything the item tasks of one restore share.
 pub(crate) struct Restorer {
@@ -79,12 +80,7 @@ impl Restorer {
     where
         S: Stream<Item = ArchiveItem>,
     {
-        let collection = self.catalogue.resolve(gr).map(|r| Collection {
-            group: r.group.clone(),
-            version: r.version.clone(),
-            plural: r.plural.clone(),
-            namespaced: r.namespaced,
-        });
+        let collection = self.catalogue.resolve(gr).map(Collection::of);
         let collection = collection.as_ref();
         let counted = items
             .map(|item| self.restore_item(gr, collection, item))

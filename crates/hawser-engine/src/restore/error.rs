@@ -6,7 +6,7 @@ use hawser_api::phase::RestorePhase;
 use hawser_core::archive::ArchiveError;
 use hawser_store::StoreError;
 
-use crate::backup::BackupError;
+use crate::cluster::DiscoveryError;
 
 /// Why a restore did not produce an outcome.
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +25,7 @@ pub enum RestoreError {
     BackupUnnamed,
     /// Discovery of the served resources failed.
     #[error("discovering the API resources of the cluster")]
-    Discovery(#[source] BackupError),
+    Discovery(#[source] DiscoveryError),
     /// The backup archive could not be opened in the storage location.
     #[error("opening the backup archive `{key}`")]
     OpenArchive {

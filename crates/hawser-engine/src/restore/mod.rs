@@ -39,7 +39,6 @@
 //! Only the restore's own objects are written: the items of the archive that pass the
 //! filters and the target namespaces they need.
 
-mod api;
 mod apply;
 mod error;
 mod namespaces;
@@ -47,7 +46,7 @@ mod results;
 mod scan;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -65,6 +64,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
+
+use crate::cluster::path::crd_path;
+use crate::cluster::request;
 
 pub use error::RestoreError;
 pub use results::Progress;
@@ -93,8 +95,8 @@ pub struct RestoreOptions {
     pub terminating_timeout: Duration,
     /// Receives [`Progress`] after every item, when set.
     pub progress: Option<watch::Sender<Progress>>,
-    /// The wall clock for timestamps (start, completion, log lines).
-    pub wall: crate::status::WallClock,
+    /// The clock for timestamps (start, completion, log lines).
+    pub clock: hawser_core::clock::Clock,
 }
 
 impl Default for RestoreOptions {
@@ -107,7 +109,7 @@ impl Default for RestoreOptions {
             crd_ready_timeout: Duration::from_secs(60),
             terminating_timeout: Duration::from_secs(600),
             progress: None,
-            wall: Arc::new(jiff::Timestamp::now),
+            clock: hawser_core::clock::Clock::system(),
         }
     }
 }
@@ -153,6 +155,14 @@ impl RestoreOptions {
         self
     }
 
+    /// Sets how long a restored CRD may take to be established before its custom resources are
+    /// restored anyway (and fail if it never is).
+    #[must_use]
+    pub fn with_crd_ready_timeout(mut self, timeout: Duration) -> Self {
+        self.crd_ready_timeout = timeout;
+        self
+    }
+
     /// Sets how long a terminating target namespace is waited on.
     #[must_use]
     pub fn with_terminating_timeout(mut self, timeout: Duration) -> Self {
@@ -167,10 +177,10 @@ impl RestoreOptions {
         self
     }
 
-    /// Replaces the wall clock.
+    /// Replaces the clock.
     #[must_use]
-    pub fn with_wall_clock(mut self, wall: crate::status::WallClock) -> Self {
-        self.wall = wall;
+    pub fn with_clock(mut self, clock: hawser_core::clock::Clock) -> Self {
+        self.clock = clock;
         self
     }
 }
@@ -298,7 +308,7 @@ pub async fn run(
         tracing::info_span!("restore", namespace = %namespace, name = %name, backup = %backup_name);
     let report = Report::new(
         format!("{namespace}/{name}"),
-        options.wall.clone(),
+        options.clock.clone(),
         options.progress.clone(),
     );
     run_named(
@@ -401,9 +411,9 @@ async fn run_named(
     backup_name: String,
     report: Report,
 ) -> Result<RestoreOutcome, RestoreError> {
-    let started = (options.wall)();
+    let started = options.clock.now();
     report.info(&format!("Starting restore of backup {backup_name}"));
-    let catalogue = crate::backup::catalogue(&client)
+    let catalogue = crate::cluster::catalogue(&client)
         .await
         .map_err(RestoreError::Discovery)?;
     let filters = filters_of(restore)?;
@@ -469,7 +479,7 @@ async fn run_named(
         }
         if *tier == Tier::Crds {
             wait_for_crds(&restorer, options.crd_ready_timeout).await;
-            restorer.catalogue = crate::backup::catalogue(&restorer.client)
+            restorer.catalogue = crate::cluster::catalogue(&restorer.client)
                 .await
                 .map_err(RestoreError::Discovery)?;
         }
@@ -508,7 +518,7 @@ async fn run_named(
     Ok(RestoreOutcome {
         phase,
         started,
-        completed: (options.wall)(),
+        completed: options.clock.now(),
         items_restored,
         results,
         archive_passes: passes.count,
@@ -559,7 +569,7 @@ async fn wait_for_crds(restorer: &Restorer, timeout: Duration) {
     for name in names {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let established = api::get(&restorer.client, &api::crd_path(&name))
+            let established = request::get(&restorer.client, &crd_path(&name))
                 .await
                 .is_ok_and(|crd| is_established(&crd));
             if established {

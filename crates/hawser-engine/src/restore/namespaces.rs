@@ -10,9 +10,10 @@ use hawser_core::restore::namespace_object;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use super::api;
 use super::apply::Restorer;
 use super::results::ItemResult;
+use crate::cluster::path::namespace_path;
+use crate::cluster::request as api;
 
 /// How often a terminating namespace is looked at.
 const TERMINATING_POLL: Duration = Duration::from_secs(1);
@@ -51,7 +52,7 @@ impl Namespaces {
     }
 
     async fn ensure_once(&self, r: &Restorer, source: &str, target: &str) -> Result<(), String> {
-        let path = api::namespace_path(target);
+        let path = namespace_path(target);
         match api::get(&r.client, &path).await {
             Ok(ns) if is_terminating(&ns) => self.wait_gone(r, &path, target).await?,
             Ok(_) => return Ok(()),

@@ -69,7 +69,7 @@ struct State {
 #[derive(Clone)]
 pub(crate) struct Report {
     restore: Arc<str>,
-    wall: crate::status::WallClock,
+    clock: hawser_core::clock::Clock,
     state: Arc<Mutex<State>>,
     progress: Option<watch::Sender<Progress>>,
 }
@@ -85,12 +85,12 @@ fn add(messages: &mut ResultMessages, scope: &Scope, message: String) {
 impl Report {
     pub(crate) fn new(
         restore: String,
-        wall: crate::status::WallClock,
+        clock: hawser_core::clock::Clock,
         progress: Option<watch::Sender<Progress>>,
     ) -> Self {
         Self {
             restore: restore.into(),
-            wall,
+            clock,
             state: Arc::default(),
             progress,
         }
@@ -104,7 +104,7 @@ impl Report {
 
     /// Appends one logfmt line to the restore's log (and to the process log).
     pub(crate) fn line(&self, level: &str, message: &str) {
-        let now = (self.wall)();
+        let now = self.clock.now();
         let escaped = message
             .replace('\\', "\\\\")
             .replace('"', "\\\"")

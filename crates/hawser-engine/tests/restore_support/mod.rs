@@ -6,11 +6,11 @@
 use std::io::{Cursor, Write};
 use std::time::Duration;
 
-use hawser::backup::{self, BackupOptions};
-use hawser::restore::{self, RestoreOptions, RestoreOutcome};
 use hawser_api::{Backup, Restore};
 use hawser_core::archive::gzjson::{ResourceList, Results, gunzip_limited, read_gz_json};
 use hawser_core::layout::Layout;
+use hawser_engine::backup::{self, BackupOptions};
+use hawser_engine::restore::{self, RestoreOptions, RestoreOutcome};
 use hawser_store::{Location, LocationSpec};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};

@@ -8,7 +8,7 @@
 //! 2. **Claim** (→ `InProgress` with `startTimestamp`, `expiration`, `formatVersion`, and the
 //!    owner annotation naming this server instance, one write through the status engine).
 //! 3. **Run** the backup engine, with `status.progress` written at most every
-//!    [`PROGRESS_INTERVAL`](super::work::PROGRESS_INTERVAL).
+//!    [`PROGRESS_INTERVAL`](crate::work::PROGRESS_INTERVAL).
 //! 4. **Commit**: `velero-backup.json`, carrying the final status, is stored last. A backup is
 //!    `Completed`/`PartiallyFailed` only once it is stored; when storing it fails the backup is
 //!    `Failed`. A failed run stores a `Failed` record too (best effort), so that recovery finds
@@ -28,11 +28,11 @@ use kube::api::DynamicObject;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::context::{Context, schedule_of};
-use super::work::{Taken, record_status, report_final, report_progress, store_record};
-use crate::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
+use crate::context::{Context, schedule_of};
 use crate::metrics::{BackupFinished, FinalOutcome};
-use crate::status::{Kind, StatusUpdate};
+use crate::status::Kind;
+use crate::work::{Taken, record_status, report_final, report_progress, store_record};
+use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
 
 /// The outcome of validation.
 enum Checked {
@@ -59,7 +59,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         }
         Checked::Invalid(messages) => {
             tracing::warn!(backup = %name, errors = ?messages, "backup failed validation");
-            let update = StatusUpdate::new(key.clone(), BackupPhase::FailedValidation.to_string())
+            let update = taken
+                .update(BackupPhase::FailedValidation)
                 .field("validationErrors", messages);
             let update = taken.first_write(update);
             if report_final(ctx.engine.write(update).await, &key) {
@@ -69,13 +70,14 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         }
     };
 
-    let started = (ctx.engine.wall())();
+    let started = ctx.clock.now();
     let expiration = backup
         .spec
         .ttl
         .and_then(|ttl| hawser_api::time::add(started, ttl))
         .map(Time);
-    let claim = StatusUpdate::new(key.clone(), BackupPhase::InProgress.to_string())
+    let claim = taken
+        .update(BackupPhase::InProgress)
         .claim()
         .field("version", 1)
         .field("formatVersion", FORMAT_VERSION)
@@ -98,15 +100,15 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         |p| json!({"totalItems": p.total_items, "itemsBackedUp": p.items_backed_up}),
     ));
     let options = BackupOptions::default()
-        .with_page_size(ctx.settings.client_page_size.unwrap_or(u32::MAX))
+        .with_page_size(ctx.settings.client.page_size.unwrap_or(u32::MAX))
         .with_progress(progress)
-        .with_wall_clock(ctx.engine.wall());
+        .with_clock(ctx.clock.clone());
     let result = backup::run(ctx.client.clone(), &location, &backup, options).await;
     reporter.abort();
 
     let outcome = commit(&ctx, &location, &backup, result, started).await;
     let record = record_status(backup::record(&backup, &outcome).ok().as_ref());
-    let update = StatusUpdate::new(key.clone(), outcome.phase.to_string()).fields(record);
+    let update = taken.update(outcome.phase.clone()).fields(record);
     report_final(ctx.engine.write(update).await, &key);
     ctx.metrics.backup_finished(&schedule, &finished(&outcome));
 }
@@ -125,7 +127,7 @@ async fn commit(
         Ok(outcome) => outcome,
         Err(e) => {
             tracing::warn!(backup = %name, category = e.category(), error = %e.full_message(), "backup failed");
-            let mut failed = BackupOutcome::failed(&e, started, (ctx.engine.wall())());
+            let mut failed = BackupOutcome::failed(&e, started, ctx.clock.now());
             // The claim moved it to InProgress; FailedValidation is for unstarted backups.
             failed.phase = BackupPhase::Failed;
             failed
@@ -181,7 +183,7 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
     };
     let mut messages = backup::validate_spec(&backup);
     if backup.spec.ttl.is_none_or(|t| t.is_zero()) {
-        backup.spec.ttl = Some(ctx.settings.default_backup_ttl);
+        backup.spec.ttl = Some(ctx.settings.backup.default_ttl);
     }
     let named = backup
         .spec
@@ -190,7 +192,7 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
         .filter(|s| !s.is_empty());
     let location_name = named
         .clone()
-        .unwrap_or_else(|| ctx.settings.default_backup_storage_location.clone());
+        .unwrap_or_else(|| ctx.settings.backup.default_location.clone());
     backup.spec.storage_location = Some(location_name.clone());
     let bsl = match ctx.locations.get(&location_name).await {
         Ok(Some(bsl)) => bsl,

@@ -21,7 +21,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 
-use super::context::Context;
+use crate::context::Context;
 
 /// Longest time between two looks at the locations.
 const TICK: Duration = Duration::from_secs(10);
@@ -41,7 +41,8 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     let mut seen: HashMap<String, Value> = HashMap::new();
     let tick = ctx
         .settings
-        .store_validation_frequency
+        .locations
+        .validation_frequency
         .map_or(TICK, |f| f.min(TICK))
         .max(Duration::from_millis(200));
     loop {
@@ -71,7 +72,7 @@ async fn reconcile(
     };
     let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
     let changed = seen.get(&name) != Some(&spec);
-    let now = (ctx.engine.wall())();
+    let now = ctx.clock.now();
     let (phase, message) = match serde_json::from_value::<BackupStorageLocation>(
         serde_json::to_value(&object).unwrap_or(Value::Null),
     ) {
@@ -130,7 +131,7 @@ fn due(ctx: &Context, bsl: &BackupStorageLocation, now: jiff::Timestamp) -> bool
     };
     let frequency = match bsl.spec.validation_frequency {
         Some(f) => f.to_std().filter(|d| !d.is_zero()),
-        None => ctx.settings.store_validation_frequency,
+        None => ctx.settings.locations.validation_frequency,
     };
     let Some(frequency) = frequency else {
         return false;

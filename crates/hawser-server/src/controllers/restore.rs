@@ -23,7 +23,6 @@ use std::sync::Arc;
 
 use hawser_api::phase::{BackupPhase, RestorePhase};
 use hawser_api::{Backup, Restore};
-use hawser_core::restore::Priorities;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
@@ -31,11 +30,11 @@ use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::context::{Context, SCHEDULE_LABEL, backup_location_name};
-use super::work::{Taken, record_status, report_final, report_progress, store_record};
+use crate::context::{Context, SCHEDULE_LABEL, backup_location_name};
 use crate::metrics::FinalOutcome;
-use crate::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
-use crate::status::{Kind, StatusUpdate};
+use crate::status::Kind;
+use crate::work::{Taken, record_status, report_final, report_progress, store_record};
+use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
 
 enum Checked {
     Valid(Box<Restore>, Box<Backup>, Location),
@@ -64,7 +63,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         Checked::Invalid(messages) => {
             ctx.metrics.restore_attempt(&schedule);
             tracing::warn!(restore = %name, errors = ?messages, "restore failed validation");
-            let update = StatusUpdate::new(key.clone(), RestorePhase::FailedValidation.to_string())
+            let update = taken
+                .update(RestorePhase::FailedValidation)
                 .field("validationErrors", messages);
             let update = taken.first_write(update);
             if report_final(ctx.engine.write(update).await, &key) {
@@ -75,8 +75,9 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     };
     ctx.metrics.restore_attempt(&schedule);
 
-    let started = (ctx.engine.wall())();
-    let claim = StatusUpdate::new(key.clone(), RestorePhase::InProgress.to_string())
+    let started = ctx.clock.now();
+    let claim = taken
+        .update(RestorePhase::InProgress)
         .claim()
         .field("startTimestamp", json!(Time(started)));
     if let Err(e) = ctx.engine.write(taken.first_write(claim)).await {
@@ -92,18 +93,17 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         progress_rx,
         |p| json!({"totalItems": p.total_items, "itemsRestored": p.items_restored}),
     ));
-    let priorities = Priorities::from_flag(ctx.settings.restore_resource_priorities.as_deref())
-        .unwrap_or_default();
     let options = RestoreOptions::default()
-        .with_priorities(priorities)
+        .with_priorities(ctx.settings.restore.resource_priorities.clone())
+        .with_crd_ready_timeout(ctx.settings.restore.crd_ready_timeout)
         .with_progress(progress)
-        .with_wall_clock(ctx.engine.wall());
+        .with_clock(ctx.clock.clone());
     let result = restore::run(ctx.client.clone(), &location, &restore, &backup, options).await;
     reporter.abort();
 
     let outcome = commit(&ctx, &location, &restore, result, started).await;
     let record = record_status(restore::record(&restore, &outcome).ok().as_ref());
-    let update = StatusUpdate::new(key.clone(), outcome.phase.to_string()).fields(record);
+    let update = taken.update(outcome.phase.clone()).fields(record);
     report_final(ctx.engine.write(update).await, &key);
     ctx.metrics.restore_finished(
         &schedule,
@@ -129,7 +129,7 @@ async fn commit(
         Ok(outcome) => outcome,
         Err(e) => {
             tracing::warn!(restore = %name, category = e.category(), error = %e.full_message(), "restore failed");
-            let mut failed = RestoreOutcome::failed(&e, started, (ctx.engine.wall())());
+            let mut failed = RestoreOutcome::failed(&e, started, ctx.clock.now());
             // The claim moved it to InProgress; FailedValidation is for unstarted restores.
             failed.phase = RestorePhase::Failed;
             failed
@@ -222,8 +222,7 @@ async fn check(ctx: &Context, json: Value) -> Checked {
         ));
         return Checked::Invalid(messages);
     }
-    let location_name =
-        backup_location_name(&backup_json, &ctx.settings.default_backup_storage_location);
+    let location_name = backup_location_name(&backup_json, &ctx.settings.backup.default_location);
     let location = match ctx.locations.get(&location_name).await {
         Ok(Some(bsl)) => match ctx.locations.usable(&location_name, &bsl).await {
             Ok(l) => l,
@@ -242,11 +241,11 @@ async fn check(ctx: &Context, json: Value) -> Checked {
                 ctx.namespace
             )]);
         }
-        Err(e) => return Checked::Retry(e.full_message()),
+        Err(e) => return Checked::Retry(hawser_core::errors::chain_text(&e)),
     };
-    let catalogue = match crate::backup::catalogue(&ctx.client).await {
+    let catalogue = match hawser_engine::cluster::catalogue(&ctx.client).await {
         Ok(c) => c,
-        Err(e) => return Checked::Retry(e.full_message()),
+        Err(e) => return Checked::Retry(hawser_core::errors::chain_text(&e)),
     };
     messages.extend(restore::validate_spec(&restore, &catalogue));
     if !messages.is_empty() {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hawser_core::backoff::{Backoff, DEFAULT_JITTER, DeadlinePolicy};
+use hawser_core::clock::Clock;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::Value;
@@ -40,6 +41,9 @@ pub struct StatusConfig {
     pub redrive_concurrency: usize,
     /// Seed of the jitter RNG (`None`: from the OS).
     pub rng_seed: Option<u64>,
+    /// The clock of the timestamps the engine writes (`completionTimestamp` of recovered
+    /// objects); the server's one clock.
+    pub clock: Clock,
 }
 
 impl Default for StatusConfig {
@@ -53,6 +57,7 @@ impl Default for StatusConfig {
             namespace: None,
             redrive_concurrency: 16,
             rng_seed: None,
+            clock: Clock::system(),
         }
     }
 }
@@ -86,9 +91,6 @@ pub struct Landing {
     pub object: Value,
 }
 
-/// The wall clock used for timestamps written into statuses (injected for tests).
-pub type WallClock = Arc<dyn Fn() -> jiff::Timestamp + Send + Sync>;
-
 /// Outcome of one attempt, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteOutcome {
@@ -118,7 +120,6 @@ pub(crate) struct Inner {
     pub(crate) redriver: Redriver,
     workers: Mutex<HashMap<ObjectKey, usize>>,
     pub(crate) shutdown: CancellationToken,
-    pub(crate) wall: WallClock,
 }
 
 /// Writes Backup/Restore statuses with the truth guarantee (see the module docs). Cheap to clone.
@@ -174,25 +175,9 @@ impl StatusEngine {
             redriver,
             workers: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
-            wall: Arc::new(jiff::Timestamp::now),
         };
         Self {
             inner: Arc::new(inner),
-        }
-    }
-
-    /// Replace the wall clock used for `completionTimestamp` of recovered objects.
-    #[must_use]
-    pub fn with_wall_clock(self, wall: WallClock) -> Self {
-        match Arc::try_unwrap(self.inner) {
-            Ok(mut inner) => {
-                inner.wall = wall;
-                Self {
-                    inner: Arc::new(inner),
-                }
-            }
-            // Already shared: keep the engine as it is (only meant to be called right after new).
-            Err(inner) => Self { inner },
         }
     }
 
@@ -202,10 +187,10 @@ impl StatusEngine {
         self.inner.writer.instance_id()
     }
 
-    /// The wall clock the engine stamps statuses with.
+    /// The clock the engine stamps statuses with.
     #[must_use]
-    pub fn wall(&self) -> WallClock {
-        self.inner.wall.clone()
+    pub fn clock(&self) -> &Clock {
+        &self.inner.config.clock
     }
 
     /// The engine's metrics.
@@ -301,13 +286,13 @@ impl StatusEngine {
             }
             Finish::Deadline { error, attempts } => {
                 if update.is_final() {
-                    tracing::warn!(object = %key, phase = update.phase(), attempts, error = %error,
+                    tracing::warn!(object = %key, phase = %update.phase(), attempts, error = %error,
                         "status not stored by the deadline; the re-driver keeps trying");
                     let err = key.handed_over(attempts, error);
                     Redriver::hand_over(&self.inner, update, state, start, attempts);
                     Err(err)
                 } else {
-                    tracing::warn!(object = %key, phase = update.phase(), attempts, error = %error,
+                    tracing::warn!(object = %key, phase = %update.phase(), attempts, error = %error,
                         "non-final status not stored by the deadline");
                     Err(key.expired(attempts, error))
                 }
@@ -339,7 +324,7 @@ impl Inner {
         };
         self.metrics.attempt(u.key.kind, outcome);
         if let Err(e) = &r {
-            tracing::debug!(object = %u.key, phase = u.phase(), category = e.category(), error = %e, "status write attempt failed");
+            tracing::debug!(object = %u.key, phase = %u.phase(), category = e.category(), error = %e, "status write attempt failed");
         }
         r
     }
@@ -355,7 +340,7 @@ impl Inner {
         let key = &u.key;
         self.metrics.landed_after(key.kind, elapsed.as_secs_f64());
         if attempts > 1 {
-            tracing::info!(object = %key, phase = u.phase(), attempts, elapsed_ms = elapsed.as_millis(), "status stored after retries");
+            tracing::info!(object = %key, phase = %u.phase(), attempts, elapsed_ms = elapsed.as_millis(), "status stored after retries");
             let note = format!(
                 "status {} stored after {attempts} attempts over {:.1}s",
                 u.phase(),
@@ -371,7 +356,7 @@ impl Inner {
                 )
                 .await;
         } else {
-            tracing::debug!(object = %key, phase = u.phase(), "status stored");
+            tracing::debug!(object = %key, phase = %u.phase(), "status stored");
         }
         Landing {
             attempts,
@@ -399,7 +384,7 @@ impl Inner {
                 Ok(self.landed(u, object, true, attempts, elapsed).await)
             }
             Ok(Step::Stale { current }) => {
-                tracing::warn!(object = %key, current = %current, wanted = u.phase(), attempts,
+                tracing::warn!(object = %key, current = %current, wanted = %u.phase(), attempts,
                     "object moved to a phase this status may not replace; status dropped");
                 Err(WriteError::Stale {
                     kind: key.kind.label(),
@@ -410,11 +395,11 @@ impl Inner {
                 })
             }
             Err(e) if matches!(e.class(), Class::Gone) => {
-                tracing::info!(object = %key, phase = u.phase(), attempts, "object no longer exists; status not written");
+                tracing::info!(object = %key, phase = %u.phase(), attempts, "object no longer exists; status not written");
                 Err(key.gone())
             }
             Err(e) => {
-                tracing::error!(object = %key, phase = u.phase(), attempts, category = e.category(), error = %e,
+                tracing::error!(object = %key, phase = %u.phase(), attempts, category = e.category(), error = %e,
                     "the API server refused the status write");
                 let note = format!("status {} refused: {e}", u.phase());
                 self.events

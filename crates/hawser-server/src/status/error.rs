@@ -1,5 +1,6 @@
 //! Errors of status writes and their classification.
 
+use hawser_api::phase::Phase;
 use std::time::Duration;
 
 /// How the retry loop treats a failed attempt.
@@ -47,10 +48,10 @@ pub enum AttemptError {
     Build(#[source] kube::core::request::Error),
     /// The write was accepted but the stored phase did not change: the main resource ignores
     /// `.status` when the status subresource is enabled (the CRD changed since discovery).
-    #[error("the API server accepted the write but kept phase {stored:?}")]
+    #[error("the API server accepted the write but kept phase \"{stored}\"")]
     NotApplied {
         /// The phase the server kept.
-        stored: String,
+        stored: Phase,
     },
 }
 
@@ -129,7 +130,7 @@ pub enum WriteError {
     /// The object is in a phase the pending status may not replace (e.g. someone else already
     /// finalized it); the pending status was dropped.
     #[error(
-        "{kind} {namespace}/{name} is in phase {current:?}, which may not move to {wanted:?}; status dropped"
+        "{kind} {namespace}/{name} is in phase \"{current}\", which may not move to \"{wanted}\"; status dropped"
     )]
     Stale {
         /// `backup` or `restore`.
@@ -139,9 +140,9 @@ pub enum WriteError {
         /// Name of the object.
         name: String,
         /// The phase found on the object.
-        current: String,
+        current: Phase,
         /// The phase the write wanted.
-        wanted: String,
+        wanted: Phase,
     },
     /// The API server refused the write permanently (400/403/422…): a bug or missing RBAC.
     #[error("the API server refused the status of {kind} {namespace}/{name}")]

@@ -19,6 +19,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
+use hawser_api::phase::Phase;
 use serde_json::{Map, Value};
 
 use super::engine::StatusEngine;
@@ -175,8 +176,8 @@ impl StatusEngine {
                         .unwrap_or("")
                         .to_owned()
                 };
-                let phase = s("/status/phase");
-                if !kind.is_in_flight(&phase) {
+                let phase = Phase::of(kind, &obj);
+                if !phase.is_in_flight() {
                     continue;
                 }
                 report.in_flight += 1;
@@ -211,10 +212,12 @@ impl StatusEngine {
         records: &R,
         key: ObjectKey,
         rv: String,
-        phase: String,
+        phase: Phase,
     ) -> Resolution {
         let record = match records.outcome(key.kind, &key.namespace, &key.name).await {
-            Ok(r) => r.filter(|o| key.kind.is_final(&o.phase)),
+            Ok(r) => r
+                .map(|o| (Phase::parse(key.kind, &o.phase), o.status))
+                .filter(|(recorded, _)| recorded.is_final()),
             Err(e) => {
                 tracing::warn!(object = %key, error = %e, "outcome record unreadable; object left for the next round");
                 return Resolution::Unresolved;
@@ -222,18 +225,22 @@ impl StatusEngine {
         };
         let from_record = record.is_some();
         let update = match record {
-            Some(o) => StatusUpdate::new(key.clone(), o.phase).fields(o.status),
+            Some((recorded, status)) => StatusUpdate::for_key(key.clone(), recorded).fields(status),
             None => {
-                let now = (self.inner.wall)()
+                let now = self
+                    .inner
+                    .config
+                    .clock
+                    .now()
                     .strftime("%Y-%m-%dT%H:%M:%SZ")
                     .to_string();
-                StatusUpdate::new(key.clone(), key.kind.failed_phase())
+                StatusUpdate::for_key(key.clone(), Phase::failed(key.kind))
                     .field("failureReason", restart_failure_reason(key.kind))
                     .field("completionTimestamp", now)
             }
         }
         .observed(rv, phase.clone());
-        let wanted = update.phase().to_owned();
+        let wanted = update.phase().clone();
         match self.write(update).await {
             Ok(landing) => {
                 let note = if from_record {

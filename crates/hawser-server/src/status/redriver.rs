@@ -80,7 +80,7 @@ impl Redriver {
     ) {
         let key = update.key.clone();
         let id = inner.redriver.next_id.fetch_add(1, Ordering::Relaxed);
-        let span = tracing::info_span!("redrive", object = %key, phase = update.phase());
+        let span = tracing::info_span!("redrive", object = %key, phase = %update.phase());
         let Ok(mut entries) = inner.redriver.entries.lock() else {
             tracing::error!(object = %key, "re-driver state poisoned; pending status not taken over");
             return;

@@ -1,9 +1,9 @@
 //! [`StatusUpdate`]: what a worker (or recovery) wants stored on a Backup/Restore.
 
-use hawser_api::phase::{BackupPhase, LifecyclePhase, RestorePhase};
+use hawser_api::phase::{BackupPhase, Phase, RestorePhase};
 use serde_json::{Map, Value};
 
-use super::kind::{Kind, ObjectKey};
+use super::kind::ObjectKey;
 
 /// The object as the caller last saw it. With it the first attempt needs no GET: the write
 /// carries `metadata.resourceVersion` as a precondition, so a stale view yields 409 and a re-read.
@@ -11,8 +11,8 @@ use super::kind::{Kind, ObjectKey};
 pub struct Observed {
     /// `metadata.resourceVersion` of the object the caller read.
     pub resource_version: String,
-    /// `status.phase` of that object (`""` when unset).
-    pub phase: String,
+    /// `status.phase` of that object.
+    pub phase: Phase,
 }
 
 /// A status delta for one Backup/Restore: the target phase plus any other `status` fields, sent
@@ -21,18 +21,24 @@ pub struct Observed {
 #[must_use]
 pub struct StatusUpdate {
     pub(crate) key: ObjectKey,
-    pub(crate) phase: String,
+    pub(crate) phase: Phase,
     pub(crate) status: Map<String, Value>,
     pub(crate) claim: bool,
     pub(crate) observed: Option<Observed>,
 }
 
 impl StatusUpdate {
-    /// Move `key` to `phase` (an exact phase string).
-    pub fn new(key: ObjectKey, phase: impl Into<String>) -> Self {
-        let phase = phase.into();
+    /// Move the object `namespace/name` of the phase's kind to `phase`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>, phase: Phase) -> Self {
+        let key = ObjectKey::new(phase.kind(), namespace, name);
+        Self::for_key(key, phase)
+    }
+
+    /// Move `key` to `phase`, a phase of the key's kind.
+    pub(crate) fn for_key(key: ObjectKey, phase: Phase) -> Self {
+        debug_assert_eq!(key.kind, phase.kind(), "a status update names its own kind");
         let mut status = Map::new();
-        status.insert("phase".to_owned(), Value::String(phase.clone()));
+        status.insert("phase".to_owned(), Value::String(phase.as_str().to_owned()));
         Self {
             key,
             phase,
@@ -48,10 +54,7 @@ impl StatusUpdate {
         name: impl Into<String>,
         phase: BackupPhase,
     ) -> Self {
-        Self::new(
-            ObjectKey::new(Kind::Backup, namespace, name),
-            LifecyclePhase::as_str(&phase),
-        )
+        Self::new(namespace, name, Phase::Backup(phase))
     }
 
     /// Move a Restore to `phase`.
@@ -60,10 +63,7 @@ impl StatusUpdate {
         name: impl Into<String>,
         phase: RestorePhase,
     ) -> Self {
-        Self::new(
-            ObjectKey::new(Kind::Restore, namespace, name),
-            LifecyclePhase::as_str(&phase),
-        )
+        Self::new(namespace, name, Phase::Restore(phase))
     }
 
     /// Also set `status.<field>` (camelCase, as in the CRD).
@@ -95,7 +95,7 @@ impl StatusUpdate {
     pub fn observed(
         mut self,
         resource_version: impl Into<String>,
-        phase: impl Into<String>,
+        phase: impl Into<Phase>,
     ) -> Self {
         self.observed = Some(Observed {
             resource_version: resource_version.into(),
@@ -112,7 +112,7 @@ impl StatusUpdate {
 
     /// The target phase.
     #[must_use]
-    pub fn phase(&self) -> &str {
+    pub fn phase(&self) -> &Phase {
         &self.phase
     }
 
@@ -126,7 +126,7 @@ impl StatusUpdate {
     /// deadline instead of being given up).
     #[must_use]
     pub fn is_final(&self) -> bool {
-        self.key.kind.is_final(&self.phase)
+        self.phase.is_final()
     }
 }
 
@@ -157,6 +157,7 @@ fn merged_equals(stored: &Value, patch: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::Kind;
     use serde_json::json;
 
     fn delta(v: Value) -> Map<String, Value> {
@@ -195,7 +196,7 @@ mod tests {
         let u = StatusUpdate::backup("velero", "b1", BackupPhase::Completed)
             .field("phase", "InProgress")
             .field("completionTimestamp", "2026-01-01T00:00:00Z");
-        assert_eq!(u.phase(), "Completed");
+        assert_eq!(u.phase(), &Phase::Backup(BackupPhase::Completed));
         assert_eq!(u.status().get("phase"), Some(&json!("Completed")));
         assert!(u.is_final());
         assert_eq!(u.key().kind, Kind::Backup);

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use hawser_api::phase::Phase;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
@@ -34,7 +35,7 @@ pub(crate) enum Step {
     /// The object is in a phase that may not move to the target: drop the update.
     Stale {
         /// The phase found.
-        current: String,
+        current: Phase,
     },
 }
 
@@ -42,7 +43,7 @@ pub(crate) enum Step {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AttemptState {
     /// resourceVersion to send as precondition, and the phase the object had at it.
-    known: Option<(String, String)>,
+    known: Option<(String, Phase)>,
     /// The owner annotation is already on the object (subresource mode, first half done).
     claimed: bool,
     /// The last object seen (for Event references).
@@ -71,13 +72,6 @@ pub(crate) struct Writer {
     /// One discovery request at a time: many writes starting together (e.g. after an outage)
     /// share its answer instead of each asking.
     discovering: tokio::sync::Mutex<()>,
-}
-
-fn phase_of(obj: &Value) -> String {
-    obj.pointer("/status/phase")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned()
 }
 
 fn rv_of(obj: &Value) -> Option<String> {
@@ -162,7 +156,7 @@ impl Writer {
                     .api
                     .get(key.kind, &key.namespace, &key.name, left(end))
                     .await?;
-                let current = phase_of(&obj);
+                let current = Phase::of(key.kind, &obj);
                 let Some(rv) = rv_of(&obj) else {
                     return Err(AttemptError::Api {
                         code: 500,
@@ -181,7 +175,7 @@ impl Writer {
                 (rv, current)
             }
         };
-        if !key.kind.can_transition(&current, &u.phase) {
+        if !current.can_transition_to(&u.phase) {
             return Ok(Step::Stale { current });
         }
         let result = self.patch(u, st, &rv, end).await;
@@ -248,7 +242,7 @@ impl Writer {
                 st.claimed = true;
                 if let Some(new_rv) = rv_of(&obj) {
                     rv = new_rv.clone();
-                    st.known = Some((new_rv, phase_of(&obj)));
+                    st.known = Some((new_rv, Phase::of(key.kind, &obj)));
                 }
             }
             let body = json!({ "metadata": { "resourceVersion": rv }, "status": status });
@@ -265,13 +259,13 @@ impl Writer {
                         .await?;
                     self.forget_subresource(key.kind);
                     return Err(AttemptError::NotApplied {
-                        stored: phase_of(&obj),
+                        stored: Phase::of(key.kind, &obj),
                     });
                 }
                 r => r?,
             }
         };
-        let stored = phase_of(&obj);
+        let stored = Phase::of(key.kind, &obj);
         if stored != u.phase {
             // The server accepted the patch but ignored `.status`: the subresource was enabled
             // after discovery. Re-discover on the next attempt.

@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
-use hawser::metrics::StatusMetrics;
-use hawser::status::{Kind, StatusConfig, StatusEngine, client_without_retries};
+use hawser_core::clock::Clock;
+use hawser_server::metrics::StatusMetrics;
+use hawser_server::status::{Kind, StatusConfig, StatusEngine, client_without_retries};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_sim::{KubeSim, RequestRecord, SimConfig};
 use serde_json::{Value, json};
@@ -32,6 +33,7 @@ pub fn short_config(instance: &str) -> StatusConfig {
         namespace: Some(NS.to_owned()),
         redrive_concurrency: 16,
         rng_seed: Some(7),
+        clock: Clock::system(),
     }
 }
 

@@ -49,7 +49,7 @@ pub enum Command {
     /// Install the CRDs and the hawser server into the cluster (or print them).
     Install(Box<install::InstallArgs>),
     /// Run the server: the backup and storage-location controllers, recovery, and /metrics.
-    Server(Box<crate::server::ServerArgs>),
+    Server(Box<hawser_server::ServerArgs>),
     /// Back up and restore a sample application on an embedded cluster, through an API outage.
     Demo(demo::DemoArgs),
     /// Run an embedded cluster and a hawser server for trying kubectl and hawser by hand.

@@ -1,10 +1,10 @@
-//! `hawser server`: runs [`crate::server::serve`] until SIGINT or SIGTERM.
+//! `hawser server`: runs [`hawser_server::serve`] until SIGINT or SIGTERM.
 
 use tokio_util::sync::CancellationToken;
 
 use super::error::{CliError, ExitStatus};
 use super::global::GlobalArgs;
-use crate::server::ServerArgs;
+use hawser_server::ServerArgs;
 
 /// Runs the server in the global namespace with the global kube config.
 ///
@@ -18,7 +18,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: ServerArgs) -> Result<ExitSta
         wait_for_signal().await;
         signal.cancel();
     });
-    crate::server::serve(config, global.namespace.clone(), args, shutdown)
+    hawser_server::serve(config, global.namespace.clone(), args, shutdown)
         .await
         .map_err(|source| CliError::Server { source })?;
     Ok(ExitStatus::Success)

@@ -12,7 +12,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::server::ServerArgs;
+use hawser_server::ServerArgs;
 
 /// Namespace of the server and its velero.io objects.
 pub const VELERO_NAMESPACE: &str = "velero";
@@ -95,7 +95,7 @@ impl Environment {
             .server;
         let kube_config = kube_config(&sim).await?;
         let shutdown = CancellationToken::new();
-        let server = tokio::spawn(crate::server::serve(
+        let server = tokio::spawn(hawser_server::serve(
             kube_config,
             VELERO_NAMESPACE.to_owned(),
             args,

@@ -1,0 +1,69 @@
+//! The server's settings as one tree, one branch per part of the server. Built only from the
+//! checked flags ([`ServerArgs::settings`](crate::ServerArgs)); each part reads its own branch.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use hawser_core::duration::GoDuration;
+use hawser_core::restore::Priorities;
+
+/// Everything the server was configured with.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) client: ClientSettings,
+    pub(crate) status: StatusSettings,
+    pub(crate) backup: BackupSettings,
+    pub(crate) restore: RestoreSettings,
+    pub(crate) locations: LocationSettings,
+    /// `--metrics-address`: where `/metrics`, `/livez` and `/readyz` are served.
+    pub(crate) metrics_address: SocketAddr,
+}
+
+/// The Kubernetes client.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientSettings {
+    /// `--client-qps`; `None`: no client-side rate limit.
+    pub(crate) qps: Option<f64>,
+    /// `--client-burst`.
+    pub(crate) burst: u32,
+    /// `--client-page-size`; `None`: no paging.
+    pub(crate) page_size: Option<u32>,
+}
+
+/// The status truth engine.
+#[derive(Debug, Clone)]
+pub(crate) struct StatusSettings {
+    /// `--resource-timeout`: the deadline of the reconcile path's retries.
+    pub(crate) resource_timeout: Duration,
+    /// `--status-patch-max-backoff`.
+    pub(crate) max_backoff: Duration,
+    /// `--status-resync-period`: recovery and the work queues' full LIST.
+    pub(crate) resync_period: Duration,
+}
+
+/// The backup controller.
+#[derive(Debug, Clone)]
+pub(crate) struct BackupSettings {
+    /// `--default-backup-ttl`.
+    pub(crate) default_ttl: GoDuration,
+    /// `--default-backup-storage-location`.
+    pub(crate) default_location: String,
+    /// `--concurrent-backups`.
+    pub(crate) concurrency: usize,
+}
+
+/// The restore controller.
+#[derive(Debug, Clone)]
+pub(crate) struct RestoreSettings {
+    /// `--restore-resource-priorities`, parsed (Velero's order when unset).
+    pub(crate) resource_priorities: Priorities,
+    /// How long a restored CRD may take to be established (`--resource-timeout`, as Velero).
+    pub(crate) crd_ready_timeout: Duration,
+}
+
+/// The storage-location controller.
+#[derive(Debug, Clone)]
+pub(crate) struct LocationSettings {
+    /// `--store-validation-frequency`; `None`: periodic validation disabled.
+    pub(crate) validation_frequency: Option<Duration>,
+}
