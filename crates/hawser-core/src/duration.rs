@@ -62,10 +62,10 @@ impl ParseDurationError {
     /// A stable short category for logs and metrics.
     pub fn category(&self) -> &'static str {
         match self {
-            Self::Invalid { .. } => "invalid",
-            Self::MissingUnit { .. } => "missing_unit",
-            Self::UnknownUnit { .. } => "unknown_unit",
-            Self::Overflow { .. } => "overflow",
+            Self::Invalid { .. } => "InvalidDuration",
+            Self::MissingUnit { .. } => "MissingDurationUnit",
+            Self::UnknownUnit { .. } => "UnknownDurationUnit",
+            Self::Overflow { .. } => "DurationOverflow",
         }
     }
 }
@@ -414,24 +414,24 @@ mod tests {
     #[test]
     fn rejects_what_go_rejects() {
         let cases: &[(&str, &str)] = &[
-            ("", "invalid"),
-            ("3", "missing_unit"),
-            ("-", "invalid"),
-            ("s", "invalid"),
-            (".", "invalid"),
-            ("-.", "invalid"),
-            (".s", "invalid"),
-            ("+.s", "invalid"),
-            ("1d", "unknown_unit"),
-            ("3000000h", "overflow"),
-            ("9223372036854775808ns", "overflow"),
-            ("9223372036854775.808us", "overflow"),
-            ("9223372036854ms775us808ns", "overflow"),
-            ("-9223372036854775809ns", "overflow"),
-            ("1h 30m", "unknown_unit"),
-            (" 1h", "invalid"),
-            ("1hh", "unknown_unit"),
-            ("10 m", "unknown_unit"),
+            ("", "InvalidDuration"),
+            ("3", "MissingDurationUnit"),
+            ("-", "InvalidDuration"),
+            ("s", "InvalidDuration"),
+            (".", "InvalidDuration"),
+            ("-.", "InvalidDuration"),
+            (".s", "InvalidDuration"),
+            ("+.s", "InvalidDuration"),
+            ("1d", "UnknownDurationUnit"),
+            ("3000000h", "DurationOverflow"),
+            ("9223372036854775808ns", "DurationOverflow"),
+            ("9223372036854775.808us", "DurationOverflow"),
+            ("9223372036854ms775us808ns", "DurationOverflow"),
+            ("-9223372036854775809ns", "DurationOverflow"),
+            ("1h 30m", "UnknownDurationUnit"),
+            (" 1h", "InvalidDuration"),
+            ("1hh", "UnknownDurationUnit"),
+            ("10 m", "UnknownDurationUnit"),
         ];
         for (input, category) in cases {
             match GoDuration::parse(input) {

@@ -1,12 +1,8 @@
 //! What every controller of the server shares.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
+use hawser_core::clock::Clock;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-
-use hawser_core::clock::Clock;
 
 use crate::locations::Locations;
 use crate::metrics::VeleroMetrics;
@@ -29,14 +25,6 @@ pub(crate) struct Context {
     pub(crate) metrics: VeleroMetrics,
     pub(crate) locations: Locations,
     pub(crate) shutdown: CancellationToken,
-    /// Set once start-up is done and the controllers run (`/readyz`).
-    pub(crate) ready: Arc<AtomicBool>,
-}
-
-impl Context {
-    pub(crate) fn set_ready(&self) {
-        self.ready.store(true, Ordering::Relaxed);
-    }
 }
 
 /// The storage location a Backup object (as JSON) names, or `default` when it names none.

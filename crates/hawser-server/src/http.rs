@@ -1,10 +1,10 @@
 //! The server's HTTP endpoints on `--metrics-address`: `/metrics` (Prometheus text format),
-//! `/livez` (the process answers) and `/readyz` (start-up is done and the controllers run).
+//! `/livez` (the process answers) and `/readyz` (every controller's watch is up and the server is
+//! not shutting down; see [`Readiness`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
@@ -15,13 +15,15 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::readiness::Readiness;
+
 const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// What the endpoints answer from.
 #[derive(Clone)]
 pub(crate) struct Endpoints {
     pub(crate) registry: Arc<Registry>,
-    pub(crate) ready: Arc<AtomicBool>,
+    pub(crate) readiness: Readiness,
 }
 
 /// Binds `addr`; the listener is returned so that a bad address fails start-up at once.
@@ -76,14 +78,14 @@ fn answer(endpoints: &Endpoints, req: &Request<Incoming>) -> Response<Full<Bytes
             }
         }
         "/livez" => respond(StatusCode::OK, "text/plain", "ok\n".to_owned()),
-        "/readyz" if endpoints.ready.load(Ordering::Relaxed) => {
-            respond(StatusCode::OK, "text/plain", "ok\n".to_owned())
-        }
-        "/readyz" => respond(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "starting: the controllers are not running yet\n".to_owned(),
-        ),
+        "/readyz" => match endpoints.readiness.check() {
+            Ok(()) => respond(StatusCode::OK, "text/plain", "ok\n".to_owned()),
+            Err(why) => respond(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("not ready: {why}\n"),
+            ),
+        },
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",

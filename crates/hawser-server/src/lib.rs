@@ -26,6 +26,7 @@ mod controllers;
 mod http;
 mod locations;
 mod queue;
+mod readiness;
 mod records;
 mod serve;
 mod settings;

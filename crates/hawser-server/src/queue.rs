@@ -24,6 +24,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::Semaphore;
 
 use crate::context::Context;
+use crate::readiness::Watch;
 use crate::status::Kind;
 
 struct Queue<H> {
@@ -73,8 +74,13 @@ where
 }
 
 /// Runs the queue of `kind` until the server shuts down; `handle` runs one waiting object.
-pub(crate) async fn run<H, F>(ctx: Arc<Context>, kind: Kind, concurrency: usize, handle: H)
-where
+pub(crate) async fn run<H, F>(
+    ctx: Arc<Context>,
+    kind: Kind,
+    concurrency: usize,
+    handle: H,
+    health: Watch,
+) where
     H: Fn(Arc<Context>, DynamicObject) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
@@ -95,9 +101,14 @@ where
         tokio::select! {
             () = ctx.shutdown.cancelled() => return,
             event = events.next() => match event {
-                Some(Ok(Event::Apply(o) | Event::InitApply(o))) => queue.offer(o),
-                Some(Ok(_)) => {}
+                Some(Ok(Event::Apply(o) | Event::InitApply(o))) => {
+                    health.up();
+                    queue.offer(o);
+                }
+                Some(Ok(Event::Init)) => {}
+                Some(Ok(Event::InitDone | Event::Delete(_))) => health.up(),
                 Some(Err(e)) => {
+                    health.down();
                     tracing::warn!(%kind, error = %e, "watching failed; the watch starts again after a backoff");
                 }
                 None => return,

@@ -2,7 +2,6 @@
 //! every controller, recovery and the HTTP endpoints until shutdown.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -12,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::Context;
 use crate::controllers;
 use crate::metrics::{StatusMetrics, VeleroMetrics};
+use crate::readiness::Readiness;
 use crate::status::{self, Kind, StatusConfig, StatusEngine};
 use crate::{Locations, ServerArgs, StorageRecords, http, queue};
 
@@ -67,7 +67,11 @@ pub async fn serve(
         StatusMetrics::register(&mut registry),
     );
     let metrics = VeleroMetrics::register(&mut registry);
-    let ready = Arc::new(AtomicBool::new(false));
+    let readiness = Readiness::default();
+    // Registered before anything runs, so that `/readyz` waits for all of them.
+    let location_watch = readiness.watch("backupstoragelocations");
+    let backup_watch = readiness.watch("backups");
+    let restore_watch = readiness.watch("restores");
     let locations = Locations::new(client.clone(), namespace.clone());
     let records = StorageRecords::new(
         client.clone(),
@@ -84,7 +88,6 @@ pub async fn serve(
         metrics,
         locations,
         shutdown: shutdown.clone(),
-        ready: ready.clone(),
     });
     tracing::info!(
         namespace = %namespace,
@@ -98,18 +101,19 @@ pub async fn serve(
         listener,
         http::Endpoints {
             registry: Arc::new(registry),
-            ready,
+            readiness: readiness.clone(),
         },
         shutdown.clone(),
     ));
     let recovery = engine.clone();
     tasks.spawn(async move { recovery.run_recovery(records).await });
-    tasks.spawn(controllers::bsl::run(ctx.clone()));
+    tasks.spawn(controllers::bsl::run(ctx.clone(), location_watch));
     tasks.spawn(queue::run(
         ctx.clone(),
         Kind::Backup,
         concurrent_backups,
         controllers::backup::handle,
+        backup_watch,
     ));
     // Velero runs one restore at a time (the restore controller's default concurrency).
     tasks.spawn(queue::run(
@@ -117,12 +121,13 @@ pub async fn serve(
         Kind::Restore,
         1,
         controllers::restore::handle,
+        restore_watch,
     ));
-    ctx.set_ready();
     tracing::info!("hawser server running");
 
     shutdown.cancelled().await;
     tracing::info!("hawser server shutting down");
+    readiness.stopping();
     engine.shutdown();
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}

@@ -12,12 +12,11 @@ use hawser_store::{ConfigError, FailureKind, Location, StoreError, ValidationErr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multipart_artifact_round_trip_with_path_style() {
     let s3 = S3Server::start();
-    s3.create_bucket("velero");
-    let location = Location::with_options(
-        &s3.spec("velero").with_prefix("/cluster-a/"),
-        test_options(),
-    )
-    .unwrap();
+    let bucket = s3.bucket("velero");
+    s3.create_bucket(&bucket);
+    let location =
+        Location::with_options(&s3.spec(&bucket).with_prefix("/cluster-a/"), test_options())
+            .unwrap();
 
     // 12 MiB with 5 MiB parts: three parts.
     let data = artifact(12 * 1024 * 1024 + 17, 7);
@@ -39,7 +38,7 @@ async fn multipart_artifact_round_trip_with_path_style() {
     );
 
     // The prefix is applied: a location without it sees the object under `cluster-a/`.
-    let bare = Location::with_options(&s3.spec("velero"), test_options()).unwrap();
+    let bare = Location::with_options(&s3.spec(&bucket), test_options()).unwrap();
     assert!(bare.exists("cluster-a/backups/b1/b1.tar.gz").await.unwrap());
     assert_eq!(
         bare.list_dirs("").await.unwrap(),
@@ -94,11 +93,12 @@ async fn multipart_artifact_round_trip_with_path_style() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_from_a_named_profile() {
     let s3 = S3Server::start();
-    s3.create_bucket("profiled");
+    let bucket = s3.bucket("profiled");
+    s3.create_bucket(&bucket);
     // `[default]` lacks its secret key: only the named profile can work.
     let file = "[default]\naws_access_key_id = broken\n\n[backup]\naws_access_key_id = AKIBACKUP\n\
                 aws_secret_access_key = backupsecret\naws_session_token = token\n";
-    let spec = spec_for(&s3.endpoint, "profiled")
+    let spec = spec_for(&s3.endpoint, &bucket)
         .with_credentials(file)
         .with_config("profile", "backup");
     let location = Location::with_options(&spec, test_options()).unwrap();
@@ -108,14 +108,14 @@ async fn credentials_from_a_named_profile() {
         .unwrap();
     assert!(location.backup_exists("x").await.unwrap());
 
-    let default = spec_for(&s3.endpoint, "profiled").with_credentials(file);
+    let default = spec_for(&s3.endpoint, &bucket).with_credentials(file);
     let err = Location::with_options(&default, test_options()).unwrap_err();
     assert!(matches!(err, ConfigError::Credentials { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
         "spec.credential: the referenced Secret key is not usable for provider `aws`"
     );
-    let missing = spec_for(&s3.endpoint, "profiled")
+    let missing = spec_for(&s3.endpoint, &bucket)
         .with_credentials(file)
         .with_config("profile", "prod");
     let err = Location::with_options(&missing, test_options()).unwrap_err();
@@ -181,8 +181,9 @@ async fn unreachable_endpoint_is_a_clear_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_layout_makes_the_location_unavailable() {
     let s3 = S3Server::start();
-    s3.create_bucket("shared");
-    let location = Location::with_options(&s3.spec("shared"), test_options()).unwrap();
+    let bucket = s3.bucket("shared");
+    s3.create_bucket(&bucket);
+    let location = Location::with_options(&s3.spec(&bucket), test_options()).unwrap();
     location
         .put("backups/b1/velero-backup.json", Bytes::from_static(b"{}"))
         .await
@@ -210,11 +211,12 @@ async fn invalid_layout_makes_the_location_unavailable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_failure_mid_upload_stores_nothing() {
     let s3 = S3Server::start();
-    s3.create_bucket("flaky");
+    let bucket = s3.bucket("flaky");
+    s3.create_bucket(&bucket);
     let proxy = Proxy::start(&s3.endpoint).await;
     let through_proxy =
         Location::with_options(&spec_for(&proxy.endpoint(), "flaky"), test_options()).unwrap();
-    let direct = Location::with_options(&s3.spec("flaky"), test_options()).unwrap();
+    let direct = Location::with_options(&s3.spec(&bucket), test_options()).unwrap();
 
     let key = "backups/b2/b2.tar.gz";
     let mut writer = through_proxy.blocking_writer(key).unwrap();
@@ -255,14 +257,15 @@ async fn storage_failure_mid_upload_stores_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_location_refuses_writes() {
     let s3 = S3Server::start();
-    s3.create_bucket("readonly");
-    let writable = Location::with_options(&s3.spec("readonly"), test_options()).unwrap();
+    let bucket = s3.bucket("readonly");
+    s3.create_bucket(&bucket);
+    let writable = Location::with_options(&s3.spec(&bucket), test_options()).unwrap();
     writable
         .commit_backup("b1", Bytes::from_static(b"{}"))
         .await
         .unwrap();
     let read_only = Location::with_options(
-        &s3.spec("readonly")
+        &s3.spec(&bucket)
             .with_access_mode(hawser_store::AccessMode::ReadOnly),
         test_options(),
     )

@@ -90,7 +90,7 @@ pub struct IllegalTransition {
 impl IllegalTransition {
     /// A stable short category for Event reasons and metric labels.
     pub fn category(&self) -> &'static str {
-        "illegal_transition"
+        "IllegalTransition"
     }
 }
 

@@ -107,7 +107,7 @@ fn completed_never_returns_to_in_progress() {
         err.to_string(),
         "backup may not move from phase \"Completed\" to \"InProgress\""
     );
-    assert_eq!(err.category(), "illegal_transition");
+    assert_eq!(err.category(), "IllegalTransition");
     let err = RestorePhase::Completed
         .transition_to(RestorePhase::InProgress)
         .unwrap_err();

@@ -51,6 +51,13 @@ pub fn gzip_writer<W: Write>(w: W) -> GzEncoder<W> {
     GzEncoder::new(w, Compression::default())
 }
 
+/// `bytes` gzip-compressed (for text artifacts such as logs).
+pub fn gzip_bytes(bytes: &[u8]) -> Result<Vec<u8>, GzJsonError> {
+    let mut gz = gzip_writer(Vec::new());
+    gz.write_all(bytes).map_err(GzJsonError::Write)?;
+    gz.finish().map_err(GzJsonError::Write)
+}
+
 /// Writes `value` as compact JSON, gzip-compressed, to `w`; returns `w`.
 pub fn write_gz_json<W: Write, T: Serialize + ?Sized>(w: W, value: &T) -> Result<W, GzJsonError> {
     let mut gz = gzip_writer(w);
@@ -122,6 +129,27 @@ impl ResourceList {
     }
 }
 
+/// Where a message belongs in a results file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// About the server, or the backup or restore as a whole.
+    Velero,
+    /// About cluster-scoped objects.
+    Cluster,
+    /// About objects of one namespace.
+    Namespace(String),
+}
+
+impl Scope {
+    /// The scope of an object in `namespace`: cluster-scoped when it has none.
+    pub fn of(namespace: Option<&str>) -> Self {
+        match namespace {
+            Some(ns) if !ns.is_empty() => Self::Namespace(ns.to_owned()),
+            _ => Self::Cluster,
+        }
+    }
+}
+
 /// Velero's `Result`: messages for the server, for cluster-scoped objects, and per namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResultMessages {
@@ -146,6 +174,15 @@ impl ResultMessages {
                 .or_default()
                 .push(message.into()),
             _ => self.velero.push(message.into()),
+        }
+    }
+
+    /// Adds a message under `scope`.
+    pub fn push(&mut self, scope: &Scope, message: impl Into<String>) {
+        match scope {
+            Scope::Velero => self.velero.push(message.into()),
+            Scope::Cluster => self.cluster.push(message.into()),
+            Scope::Namespace(ns) => self.add(Some(ns), message),
         }
     }
 

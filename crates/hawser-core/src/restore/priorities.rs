@@ -71,7 +71,7 @@ pub enum PrioritiesError {
 impl PrioritiesError {
     /// Stable short category.
     pub fn category(&self) -> &'static str {
-        "invalid_priorities"
+        "InvalidPriorities"
     }
 }
 

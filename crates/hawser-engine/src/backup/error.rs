@@ -67,7 +67,7 @@ impl BackupError {
     #[must_use]
     pub fn category(&self) -> &'static str {
         match self {
-            Self::Validation { .. } => "FailedValidation",
+            Self::Validation { .. } => BackupPhase::FailedValidation.name(),
             Self::ReadOnlyLocation => "StorageLocationReadOnly",
             Self::Discovery(_) => "DiscoveryFailed",
             Self::Namespaces(_) => "NamespaceListFailed",

@@ -298,7 +298,7 @@ async fn run_named(
         .collect();
     for missing in selection.missing_included_namespaces(&existing) {
         messages.error(
-            Scope::Server,
+            Scope::Velero,
             format!("included namespace {missing} does not exist"),
         );
     }
@@ -431,10 +431,13 @@ async fn run_named(
         results.errors.count()
     ));
     let log_key = layout.backup_log(&name);
-    let log_bytes = gzip_bytes(&log.into_bytes()).map_err(|source| BackupError::Encode {
-        key: log_key.clone(),
-        source,
-    })?;
+    let log_bytes =
+        hawser_core::archive::gzjson::gzip_bytes(&log.into_bytes()).map_err(|source| {
+            BackupError::Encode {
+                key: log_key.clone(),
+                source,
+            }
+        })?;
     location
         .put(&log_key, Bytes::from(log_bytes))
         .await
@@ -552,14 +555,4 @@ async fn put_gz<T: serde::Serialize>(
         .put(key, Bytes::from(bytes))
         .await
         .map_err(|source| BackupError::storage(key.to_owned(), source))
-}
-
-/// gzips raw bytes (the log is text, not JSON).
-fn gzip_bytes(bytes: &[u8]) -> Result<Vec<u8>, hawser_core::archive::gzjson::GzJsonError> {
-    use std::io::Write;
-    let mut gz = hawser_core::archive::gzjson::gzip_writer(Vec::new());
-    gz.write_all(bytes)
-        .map_err(hawser_core::archive::gzjson::GzJsonError::Write)?;
-    gz.finish()
-        .map_err(hawser_core::archive::gzjson::GzJsonError::Write)
 }

@@ -2,16 +2,7 @@
 
 use hawser_core::archive::gzjson::{ResultMessages, Results};
 
-/// Where a message belongs in the results file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Scope {
-    /// About the server or the backup as a whole.
-    Server,
-    /// About cluster-scoped objects.
-    Cluster,
-    /// About objects of one namespace.
-    Namespace(String),
-}
+pub(crate) use hawser_core::archive::gzjson::Scope;
 
 /// Warnings and errors gathered by one step.
 #[derive(Clone, Debug, Default)]
@@ -46,11 +37,7 @@ impl Messages {
 fn to_messages(list: &[(Scope, String)]) -> ResultMessages {
     let mut out = ResultMessages::default();
     for (scope, message) in list {
-        match scope {
-            Scope::Server => out.velero.push(message.clone()),
-            Scope::Cluster => out.cluster.push(message.clone()),
-            Scope::Namespace(ns) => out.add(Some(ns), message.clone()),
-        }
+        out.push(scope, message.clone());
     }
     out
 }

@@ -55,7 +55,7 @@ impl RestoreError {
     #[must_use]
     pub fn category(&self) -> &'static str {
         match self {
-            Self::Validation { .. } => "FailedValidation",
+            Self::Validation { .. } => RestorePhase::FailedValidation.name(),
             Self::Unnamed | Self::BackupUnnamed => "InvalidRestoreObject",
             Self::Discovery(_) => "DiscoveryFailed",
             Self::OpenArchive { .. } => "ArchiveUnavailable",

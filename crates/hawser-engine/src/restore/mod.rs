@@ -500,7 +500,10 @@ async fn run_named(
     let uploads: [(String, Result<Vec<u8>, _>); 3] = [
         (layout.restore_results(&name), to_gz_json(&results)),
         (layout.restore_resource_list(&name), to_gz_json(&restored)),
-        (layout.restore_log(&name), gzip_bytes(log.as_bytes())),
+        (
+            layout.restore_log(&name),
+            hawser_core::archive::gzjson::gzip_bytes(log.as_bytes()),
+        ),
     ];
     for (key, bytes) in uploads {
         let stored = match bytes {
@@ -599,14 +602,4 @@ fn is_established(crd: &serde_json::Value) -> bool {
                     && c.get("status").and_then(serde_json::Value::as_str) == Some("True")
             })
         })
-}
-
-/// gzips raw bytes (the log is text, not JSON).
-fn gzip_bytes(bytes: &[u8]) -> Result<Vec<u8>, hawser_core::archive::gzjson::GzJsonError> {
-    use std::io::Write;
-    let mut gz = hawser_core::archive::gzjson::gzip_writer(Vec::new());
-    gz.write_all(bytes)
-        .map_err(hawser_core::archive::gzjson::GzJsonError::Write)?;
-    gz.finish()
-        .map_err(hawser_core::archive::gzjson::GzJsonError::Write)
 }

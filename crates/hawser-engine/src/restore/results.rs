@@ -17,25 +17,7 @@ pub struct Progress {
     pub total_items: u64,
 }
 
-/// Where a message belongs in the results file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Scope {
-    /// About the server or the restore as a whole.
-    Velero,
-    /// About a cluster-scoped object.
-    Cluster,
-    /// About an object of this (target) namespace.
-    Namespace(String),
-}
-
-impl Scope {
-    pub(crate) fn of(namespace: Option<&str>) -> Self {
-        match namespace {
-            Some(ns) if !ns.is_empty() => Self::Namespace(ns.to_owned()),
-            _ => Self::Cluster,
-        }
-    }
-}
+pub(crate) use hawser_core::archive::gzjson::Scope;
 
 /// How one item ended, as the restored-resource list writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,14 +54,6 @@ pub(crate) struct Report {
     clock: hawser_core::clock::Clock,
     state: Arc<Mutex<State>>,
     progress: Option<watch::Sender<Progress>>,
-}
-
-fn add(messages: &mut ResultMessages, scope: &Scope, message: String) {
-    match scope {
-        Scope::Velero => messages.velero.push(message),
-        Scope::Cluster => messages.cluster.push(message),
-        Scope::Namespace(ns) => messages.add(Some(ns), message),
-    }
 }
 
 impl Report {
@@ -128,12 +102,12 @@ impl Report {
 
     pub(crate) fn warn(&self, scope: Scope, message: String) {
         self.line("warning", &message);
-        self.with(|s| add(&mut s.warnings, &scope, message));
+        self.with(|s| s.warnings.push(&scope, message));
     }
 
     pub(crate) fn error(&self, scope: Scope, message: String) {
         self.line("error", &message);
-        self.with(|s| add(&mut s.errors, &scope, message));
+        self.with(|s| s.errors.push(&scope, message));
     }
 
     /// Records how an item ended and counts it as handled.

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hawser_api::BackupStorageLocation;
+use hawser_api::{BackupStorageLocation, BackupStorageLocationPhase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
@@ -22,6 +22,7 @@ use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 
 use crate::context::Context;
+use crate::readiness::Watch;
 
 /// Longest time between two looks at the locations.
 const TICK: Duration = Duration::from_secs(10);
@@ -33,8 +34,8 @@ fn resource() -> ApiResource {
     )
 }
 
-/// Runs until the server shuts down.
-pub(crate) async fn run(ctx: Arc<Context>) {
+/// Runs until the server shuts down; reports whether its LIST works through `health`.
+pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource());
     // The spec each location had when this process last validated it.
@@ -48,11 +49,15 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     loop {
         match api.list(&ListParams::default()).await {
             Ok(list) => {
+                health.up();
                 for object in list.items {
                     reconcile(&ctx, &api, &mut seen, object).await;
                 }
             }
-            Err(e) => tracing::debug!(error = %e, "listing storage locations failed; trying again"),
+            Err(e) => {
+                health.down();
+                tracing::debug!(error = %e, "listing storage locations failed; trying again");
+            }
         }
         tokio::select! {
             () = ctx.shutdown.cancelled() => return,
@@ -81,7 +86,7 @@ async fn reconcile(
                 return;
             }
             (
-                "Unavailable",
+                BackupStorageLocationPhase::Unavailable,
                 Some(format!("the BackupStorageLocation cannot be read: {e}")),
             )
         }
@@ -90,8 +95,8 @@ async fn reconcile(
                 return;
             }
             match validate(ctx, &name, &bsl).await {
-                Ok(()) => ("Available", None),
-                Err(Some(message)) => ("Unavailable", Some(message)),
+                Ok(()) => (BackupStorageLocationPhase::Available, None),
+                Err(Some(message)) => (BackupStorageLocationPhase::Unavailable, Some(message)),
                 Err(None) => return,
             }
         }
@@ -111,7 +116,8 @@ async fn reconcile(
             } else {
                 tracing::info!(location = %name, "storage location available");
             }
-            ctx.metrics.location_status(&name, phase == "Available");
+            ctx.metrics
+                .location_status(&name, phase == BackupStorageLocationPhase::Available);
             seen.insert(name, spec);
         }
         Err(e) => {

@@ -7,7 +7,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::status::{Kind, WriteOutcome};
+use hawser_api::phase::Kind;
 
 /// `kind` label: which resource a status write was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
@@ -27,7 +27,8 @@ impl From<Kind> for KindLabel {
     }
 }
 
-/// `outcome` label of one status-write attempt.
+/// What one status-write attempt ended with: the status engine's classification and the
+/// `outcome` label of its metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
 pub enum AttemptOutcome {
     /// The status was stored.
@@ -44,20 +45,6 @@ pub enum AttemptOutcome {
     Rejected,
     /// The object moved to a phase the transition table does not allow leaving for this status.
     Stale,
-}
-
-impl From<WriteOutcome> for AttemptOutcome {
-    fn from(o: WriteOutcome) -> Self {
-        match o {
-            WriteOutcome::Landed => Self::Landed,
-            WriteOutcome::AlreadyLanded => Self::AlreadyLanded,
-            WriteOutcome::Transient => Self::Transient,
-            WriteOutcome::Conflict => Self::Conflict,
-            WriteOutcome::Gone => Self::Gone,
-            WriteOutcome::Rejected => Self::Rejected,
-            WriteOutcome::Stale => Self::Stale,
-        }
-    }
 }
 
 /// Labels of `hawser_status_write_attempts_total`.
@@ -125,11 +112,11 @@ impl StatusMetrics {
         m
     }
 
-    pub(crate) fn attempt(&self, kind: Kind, outcome: WriteOutcome) {
+    pub(crate) fn attempt(&self, kind: Kind, outcome: AttemptOutcome) {
         self.attempts
             .get_or_create(&AttemptLabels {
                 kind: kind.into(),
-                outcome: outcome.into(),
+                outcome,
             })
             .inc();
     }

@@ -20,7 +20,7 @@ use super::redriver::Redriver;
 use super::retry::{Finish, until_deadline};
 use super::update::StatusUpdate;
 use super::writer::{AttemptState, Step, Writer};
-use crate::metrics::StatusMetrics;
+use crate::metrics::{AttemptOutcome, StatusMetrics};
 
 /// Settings of the status engine (from `hawser server` flags).
 #[derive(Debug, Clone)]
@@ -89,25 +89,6 @@ pub struct Landing {
     pub already_there: bool,
     /// The object as stored.
     pub object: Value,
-}
-
-/// Outcome of one attempt, for metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteOutcome {
-    /// Stored.
-    Landed,
-    /// Already stored.
-    AlreadyLanded,
-    /// Retried later.
-    Transient,
-    /// 409, re-read.
-    Conflict,
-    /// 404.
-    Gone,
-    /// Permanent refusal.
-    Rejected,
-    /// Dropped by the transition table.
-    Stale,
 }
 
 pub(crate) struct Inner {
@@ -312,14 +293,14 @@ impl Inner {
     ) -> Result<Step, AttemptError> {
         let r = self.writer.attempt(u, st, timeout).await;
         let outcome = match &r {
-            Ok(Step::Landed(_)) => WriteOutcome::Landed,
-            Ok(Step::AlreadyLanded(_)) => WriteOutcome::AlreadyLanded,
-            Ok(Step::Stale { .. }) => WriteOutcome::Stale,
+            Ok(Step::Landed(_)) => AttemptOutcome::Landed,
+            Ok(Step::AlreadyLanded(_)) => AttemptOutcome::AlreadyLanded,
+            Ok(Step::Stale { .. }) => AttemptOutcome::Stale,
             Err(e) => match e.class() {
-                Class::Transient { .. } => WriteOutcome::Transient,
-                Class::Conflict => WriteOutcome::Conflict,
-                Class::Gone => WriteOutcome::Gone,
-                Class::Rejected => WriteOutcome::Rejected,
+                Class::Transient { .. } => AttemptOutcome::Transient,
+                Class::Conflict => AttemptOutcome::Conflict,
+                Class::Gone => AttemptOutcome::Gone,
+                Class::Rejected => AttemptOutcome::Rejected,
             },
         };
         self.metrics.attempt(u.key.kind, outcome);

@@ -38,7 +38,7 @@ mod update;
 mod writer;
 
 pub use client::{client_without_retries, throttled_client_without_retries};
-pub use engine::{Landing, StatusConfig, StatusEngine, WorkerGuard, WriteOutcome};
+pub use engine::{Landing, StatusConfig, StatusEngine, WorkerGuard};
 pub use error::{AttemptError, Class, RecoveryError, WriteError};
 pub use kind::{Kind, ObjectKey};
 pub use recovery::{

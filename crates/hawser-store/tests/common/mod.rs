@@ -136,6 +136,12 @@ impl S3Server {
         );
     }
 
+    /// A bucket name of this test process: a server given through `HAWSER_TEST_S3_ENDPOINT`
+    /// outlives one run, so a fixed name would meet the previous run's objects.
+    pub fn bucket(&self, base: &str) -> String {
+        format!("{base}-{}", std::process::id())
+    }
+
     /// A path-style `aws` spec for `bucket` on this server with `[default]` credentials.
     pub fn spec(&self, bucket: &str) -> LocationSpec {
         spec_for(&self.endpoint, bucket)

@@ -6,9 +6,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
 
-use super::bsl::parse_duration;
 use super::describe;
 use super::error::{CliError, ExitStatus};
+use super::flags::parse_duration;
 use super::flags::{MetaArgs, SelectorArgs, fetch, get_required, list, print_objects};
 use super::global::GlobalArgs;
 use super::output::{OutputFormat, count, encode, or_none, table, until, when};
@@ -214,7 +214,7 @@ async fn create_backup(
         "Backup {:?} finished: {}. Run `hawser backup describe {}` for more details.",
         args.name,
         if status == ExitStatus::Success {
-            "Completed"
+            hawser_api::BackupPhase::Completed.name()
         } else {
             "not successful"
         },

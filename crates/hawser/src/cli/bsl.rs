@@ -1,10 +1,8 @@
 //! `hawser backup-location create|get`.
 
-use std::collections::BTreeMap;
-
 use clap::{Args, Subcommand};
 use hawser_api::{
-    BackupStorageLocation, BackupStorageLocationAccessMode, BackupStorageLocationSpec, GoDuration,
+    BackupStorageLocation, BackupStorageLocationAccessMode, BackupStorageLocationSpec,
     ObjectStorageLocation,
 };
 use k8s_openapi::api::core::v1::SecretKeySelector;
@@ -12,6 +10,7 @@ use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 
 use super::error::{CliError, ExitStatus};
+use super::flags::{parse_duration, parse_key_values};
 use super::global::GlobalArgs;
 use super::output::{OutputFormat, encode, or_none, table};
 
@@ -87,34 +86,6 @@ pub async fn run(global: &GlobalArgs, args: BslArgs) -> Result<ExitStatus, CliEr
         BslCommand::Create(create) => create_location(global, *create).await,
         BslCommand::Get(get) => get_locations(global, get).await,
     }
-}
-
-/// Parses `key=value,key=value` lists (already split on commas by clap).
-pub fn parse_key_values(
-    flag: &'static str,
-    items: &[String],
-) -> Result<BTreeMap<String, String>, CliError> {
-    let mut map = BTreeMap::new();
-    for item in items.iter().filter(|i| !i.is_empty()) {
-        let Some((key, value)) = item.split_once('=') else {
-            return Err(CliError::usage(flag, format!("{item:?} is not key=value")));
-        };
-        if key.trim().is_empty() {
-            return Err(CliError::usage(flag, format!("{item:?} has an empty key")));
-        }
-        map.insert(key.trim().to_owned(), value.trim().to_owned());
-    }
-    Ok(map)
-}
-
-/// Parses a Go duration flag value.
-pub fn parse_duration(flag: &'static str, value: &str) -> Result<GoDuration, CliError> {
-    GoDuration::parse(value).map_err(|err| {
-        CliError::usage(
-            flag,
-            format!("{value:?} is not a duration like 90s or 1h30m: {err}"),
-        )
-    })
 }
 
 /// Builds the BackupStorageLocation `create` describes (pure; no API calls).

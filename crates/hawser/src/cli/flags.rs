@@ -1,9 +1,11 @@
-//! Flags and helpers shared by `backup` and `restore`: label selectors, labels and annotations of
-//! the new object, list flags, and the lookups of referenced objects.
+//! Flags and helpers shared by the commands: `key=value` lists and Go durations, label
+//! selectors, labels and annotations of the new object, list flags, and the lookups of
+//! referenced objects.
 
 use std::collections::BTreeMap;
 
 use clap::Args;
+use hawser_api::GoDuration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ListParams;
 use kube::api::ObjectMeta;
@@ -11,10 +13,37 @@ use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::bsl::parse_key_values;
 use super::error::CliError;
 use super::output::{OutputFormat, encode};
 use super::selector::{parse_or_selectors, parse_selector};
+
+/// Parses `key=value,key=value` lists (already split on commas by clap).
+pub fn parse_key_values(
+    flag: &'static str,
+    items: &[String],
+) -> Result<BTreeMap<String, String>, CliError> {
+    let mut map = BTreeMap::new();
+    for item in items.iter().filter(|i| !i.is_empty()) {
+        let Some((key, value)) = item.split_once('=') else {
+            return Err(CliError::usage(flag, format!("{item:?} is not key=value")));
+        };
+        if key.trim().is_empty() {
+            return Err(CliError::usage(flag, format!("{item:?} has an empty key")));
+        }
+        map.insert(key.trim().to_owned(), value.trim().to_owned());
+    }
+    Ok(map)
+}
+
+/// Parses a Go duration flag value.
+pub fn parse_duration(flag: &'static str, value: &str) -> Result<GoDuration, CliError> {
+    GoDuration::parse(value).map_err(|err| {
+        CliError::usage(
+            flag,
+            format!("{value:?} is not a duration like 90s or 1h30m: {err}"),
+        )
+    })
+}
 
 /// `-l/--selector` and `--or-selector` of `create`.
 #[derive(Args, Debug, Clone, Default)]

@@ -14,8 +14,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
 
-use super::bsl::{parse_duration, parse_key_values};
 use super::error::{CliError, ExitStatus};
+use super::flags::{parse_duration, parse_key_values};
 use super::global::GlobalArgs;
 use super::manifests::{DEFAULT_IMAGE, InstallPlan, LocationPlan, Manifest, manifests};
 

@@ -246,7 +246,7 @@ async fn create_restore(
     println!(
         "Restore {name:?} finished: {}. Run `hawser restore describe {name}` for more details.",
         if status == ExitStatus::Success {
-            "Completed"
+            hawser_api::RestorePhase::Completed.name()
         } else {
             "not successful"
         },

@@ -84,7 +84,7 @@ pub fn progress_line<K: PhasedResource + Progress>(object: &K, name: &str) -> St
 pub fn outcome<P: LifecyclePhase>(phase: &P) -> Option<ExitStatus> {
     if !phase.is_final() {
         None
-    } else if phase.as_str() == "Completed" {
+    } else if phase.is_success() {
         Some(ExitStatus::Success)
     } else {
         Some(ExitStatus::Unsuccessful)

@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
+use hawser_api::phase::{BackupStorageLocationPhase, Kind, Phase};
+use hawser_api::phase_str;
 use kube_sim::{LatencyFault, SimStore};
 use serde_json::{Value, json};
 
@@ -20,7 +22,6 @@ const OUTAGE: Duration = Duration::from_secs(3);
 /// Slowness of each read of the Backup, so that its final status write is still under way when
 /// the outage starts (the record in storage is written first).
 const BACKUP_READ_LATENCY: Duration = Duration::from_millis(400);
-const FINAL: [&str; 4] = ["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
 /// How long the Restore may go without any phase before the demo concludes that no restore
 /// controller picked it up.
 const RESTORE_PICKUP: Duration = Duration::from_secs(10);
@@ -74,7 +75,9 @@ pub(super) async fn run(
         "BackupStorageLocation",
         LOCATION,
         Duration::from_secs(15),
-        |o| phase_of(o) == Some("Available"),
+        |o| {
+            BackupStorageLocationPhase::parse(phase_str(o)) == BackupStorageLocationPhase::Available
+        },
     )
     .await;
     story.check(
@@ -191,7 +194,7 @@ async fn backup_through_outage(
         .and_then(|o| phase_of(&o).map(str::to_owned))
         .unwrap_or_default();
     story.check(
-        !FINAL.contains(&phase_at_outage.as_str()),
+        !Phase::parse(Kind::Backup, &phase_at_outage).is_final(),
         &format!(
             "the API went away with the Backup still {phase_at_outage}: its final status write \
              meets an outage longer than the {}s resource timeout",
@@ -212,7 +215,7 @@ async fn backup_through_outage(
         "Backup",
         BACKUP,
         Duration::from_secs(30),
-        |o| phase_of(o).is_some_and(|p| FINAL.contains(&p)),
+        |o| Phase::of(Kind::Backup, o).is_final(),
     )
     .await;
     let landed = timeline.elapsed();
@@ -225,7 +228,10 @@ async fn backup_through_outage(
     };
     let phase = phase_of(&done).unwrap_or_default().to_owned();
     let outage_end = outage_start + OUTAGE;
-    let completed = story.check(phase == "Completed", &format!("the Backup ended {phase}"));
+    let completed = story.check(
+        Phase::parse(Kind::Backup, &phase).is_success(),
+        &format!("the Backup ended {phase}"),
+    );
     story.check(
         landed + Duration::from_millis(200) >= outage_end,
         &format!(
@@ -300,7 +306,7 @@ async fn restore_and_compare(
         "Restore",
         RESTORE,
         Duration::from_secs(30),
-        |o| phase_of(o).is_some_and(|p| FINAL.contains(&p)),
+        |o| Phase::of(Kind::Restore, o).is_final(),
     )
     .await;
     let Some(done) = done else {
@@ -309,7 +315,7 @@ async fn restore_and_compare(
     };
     let phase = phase_of(&done).unwrap_or_default();
     story.check(
-        phase == "Completed",
+        Phase::parse(Kind::Restore, phase).is_success(),
         &format!(
             "the Restore ended {phase} ({} warnings, {} errors)",
             done["status"]["warnings"].as_u64().unwrap_or(0),

@@ -122,10 +122,7 @@ impl Default for Timeline {
 
 /// `status.phase` of an object.
 pub fn phase_of(object: &serde_json::Value) -> Option<&str> {
-    object
-        .pointer("/status/phase")
-        .and_then(serde_json::Value::as_str)
-        .filter(|p| !p.is_empty())
+    Some(hawser_api::phase_str(object)).filter(|p| !p.is_empty())
 }
 
 /// The phase shown for an object: `status.phase`, or that it has none yet.
