@@ -1,5 +1,5 @@
 //! The served resources: the built-in catalogue plus one entry per served version of every
-//! established CustomResourceDefinition.
+//! CustomResourceDefinition whose names are accepted (discovery lists only established ones).
 
 use std::cmp::Ordering;
 
@@ -438,18 +438,22 @@ pub fn compare_versions(a: &str, b: &str) -> Ordering {
         .then(ka.4.cmp(&kb.4))
 }
 
-/// The served entries of a CRD object, if it is established (one per served version).
-pub fn from_crd(crd: &Value) -> Vec<Served> {
-    let established = crd
-        .pointer("/status/conditions")
+/// Whether a CRD object has the condition `kind` with status `True`.
+pub fn crd_condition(crd: &Value, kind: &str) -> bool {
+    crd.pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| {
             cs.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some("Established")
+                c.get("type").and_then(Value::as_str) == Some(kind)
                     && c.get("status").and_then(Value::as_str) == Some("True")
             })
-        });
-    if !established {
+        })
+}
+
+/// The served entries of a CRD object (one per served version), once its names are accepted or
+/// it is established: the real custom resource handler serves from then on.
+pub fn from_crd(crd: &Value) -> Vec<Served> {
+    if !crd_condition(crd, "NamesAccepted") && !crd_condition(crd, "Established") {
         return Vec::new();
     }
     let terminating = crd.pointer("/metadata/deletionTimestamp").is_some();

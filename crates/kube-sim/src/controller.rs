@@ -1,18 +1,20 @@
 //! Server-side controllers the simulator reproduces: the namespace controller (delete contents,
-//! then the namespace), CRD cleanup (delete custom resources, then the CRD), and a garbage
-//! collector lite that clears the `foregroundDeletion` and `orphan` finalizers. Tasks arrive on
-//! the queue in `work`, pushed by the verbs.
+//! then the namespace), CRD cleanup (delete custom resources, then the CRD), the delayed end of
+//! CRD establishment (`establish`), and a garbage collector lite that clears the
+//! `foregroundDeletion` and `orphan` finalizers. Tasks arrive on the queue in `work`, pushed by
+//! the verbs.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio::time::{Duration, Instant};
 
-use crate::meta;
 use crate::shared::{CRDS, NAMESPACES, Shared};
 use crate::store::Writer;
 use crate::verbs::delete::{DeleteOptions, delete};
 use crate::work::Work;
+use crate::{establish, meta};
 
 /// Runs until `shutdown` flips.
 pub async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
@@ -28,6 +30,11 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
             }
         }
         pending = still;
+        // Re-check at least every second, and when the next delayed task is due.
+        let recheck = pending
+            .iter()
+            .filter_map(Work::due)
+            .fold(Instant::now() + Duration::from_secs(1), Instant::min);
         collect_garbage(&shared);
         if *shutdown.borrow() {
             return;
@@ -44,7 +51,7 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
             tokio::select! {
                 _ = shared.work.notified() => {}
                 _ = changes.changed() => {}
-                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                _ = tokio::time::sleep_until(recheck) => {}
                 _ = shutdown.changed() => {}
             }
         }
@@ -92,6 +99,18 @@ fn process(shared: &Shared, w: &Work) -> bool {
         }
         Work::Namespace(ns) => drain_namespace(shared, &mut st, ns),
         Work::Crd(name) => drain_crd(shared, &mut st, name),
+        Work::Establish {
+            crd,
+            uid,
+            at,
+            with_names,
+        } => {
+            if Instant::now() < *at {
+                return false;
+            }
+            establish::finish(shared, &mut st, crd, uid, *with_names);
+            true
+        }
     }
 }
 

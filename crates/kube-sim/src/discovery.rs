@@ -110,7 +110,7 @@ pub fn serve(shared: &Shared, route: &Route, accept: Option<&str>, headers: &Hea
         Ok(o) => o,
         Err(e) => return h::error(&e),
     };
-    let catalog = shared.catalog();
+    let catalog = shared.catalog().discoverable();
     if out == Output::AggregatedDiscovery {
         let items: Vec<Value> = match route {
             Route::CoreVersions => {
@@ -233,7 +233,7 @@ fn fnv(bytes: &[u8]) -> u64 {
 
 /// `/openapi/v3` and `/openapi/v3/<gv>`.
 pub fn openapi(shared: &Shared, route: &Route, _query: &Query) -> Resp {
-    let catalog = shared.catalog();
+    let catalog = shared.catalog().discoverable();
     let mut gvs: Vec<String> = vec!["api/v1".to_string()];
     for (g, vs) in catalog.groups() {
         for v in vs {

@@ -1,5 +1,6 @@
 //! HTTP plumbing: body type, response builders, query parsing, content negotiation, and the
-//! accept loops (the API loop closes its listener while a `refuse` fault is active).
+//! accept loops (the API loop closes its listener while a `refuse` fault is active; every
+//! connection can be closed unanswered from its handler through [`CloseConnection`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -13,7 +14,7 @@ use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::faults::{Faults, ListenerState};
 use crate::status::ApiError;
@@ -161,7 +162,19 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(1024)
 }
 
-/// Serves one connection until it ends or `kill` fires.
+/// Closes the connection a request arrived on without answering it (the client sees the
+/// connection end). Every request carries one in its extensions.
+#[derive(Debug, Clone)]
+pub struct CloseConnection(Arc<Notify>);
+
+impl CloseConnection {
+    /// Drops the connection; the handler's future is dropped with it, so call this last.
+    pub fn close(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// Serves one connection until it ends, `kill` fires or a handler closes it.
 fn spawn_conn<S, F>(stream: tokio::net::TcpStream, mut kill: watch::Receiver<u64>, service: S)
 where
     S: Fn(http::Request<Incoming>) -> F + Send + Sync + 'static,
@@ -169,9 +182,12 @@ where
 {
     let _ = stream.set_nodelay(true);
     let service = Arc::new(service);
+    let close = Arc::new(Notify::new());
+    let handle = CloseConnection(close.clone());
     tokio::spawn(async move {
-        let svc = hyper::service::service_fn(move |req| {
+        let svc = hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
             let service = service.clone();
+            req.extensions_mut().insert(handle.clone());
             async move { Ok::<_, Infallible>(service(req).await) }
         });
         let conn = hyper::server::conn::http1::Builder::new()
@@ -184,6 +200,9 @@ where
                 }
             }
             _ = kill.changed() => {}
+            () = close.notified() => {
+                tracing::debug!("connection closed without an answer");
+            }
         }
     });
 }

@@ -7,7 +7,8 @@
 //!
 //! Inside, a request flows `server` (routing, faults, request log) → `api` (negotiation,
 //! dispatch) → one module per verb under `verbs/`. They all read the state in `shared`, a leaf
-//! that imports none of them; verbs hand background work to `controller` through `work`.
+//! that imports none of them; verbs hand background work to `controller` through `work`. A new
+//! CRD's conditions are written by `establish`, at once or after an injected delay.
 
 pub mod openapi;
 pub mod patch;
@@ -21,6 +22,7 @@ mod catalog;
 mod config;
 mod controller;
 mod discovery;
+mod establish;
 mod faults;
 mod http;
 mod meta;
@@ -36,7 +38,10 @@ mod verbs;
 mod work;
 
 pub use config::SimConfig;
-pub use faults::{ActiveFault, FaultSpec, Faults, LatencyFault, Matcher, Shape, StatusFault};
+pub use faults::{
+    ActiveFault, DropResponseFault, EstablishDelayFault, FaultSpec, Faults, HangFault,
+    LatencyFault, Matcher, Shape, StatusFault,
+};
 pub use reqlog::RequestRecord;
 pub use sim::{KubeSim, SimError, SimStore, kubeconfig_yaml};
 pub use status::ApiError;

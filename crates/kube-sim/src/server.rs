@@ -1,13 +1,14 @@
 //! The router: maps API paths to a [`Route`], and runs the per-request pipeline (faults,
-//! dispatch, logging). Resource requests go on to `api`, which hands them to the verb modules;
-//! discovery and OpenAPI paths go to `discovery`. The state it routes against lives in `shared`.
+//! dispatch, logging; `hang` and `drop-response` faults end the connection unanswered). Resource
+//! requests go on to `api`, which hands them to the verb modules; discovery and OpenAPI paths go
+//! to `discovery`. The state it routes against lives in `shared`.
 
 use std::sync::Arc;
 
 use http::{HeaderValue, Method, Request, header};
 use hyper::body::Incoming;
 
-use crate::faults::{RequestKey, Shape, StatusFault, default_reason};
+use crate::faults::{Interrupt, RequestKey, Shape, StatusFault, default_reason};
 use crate::http::{self as h, Query, Resp};
 use crate::reqlog::RequestRecord;
 use crate::shared::{Catalog, ResourceRequest, Route, Shared};
@@ -24,14 +25,16 @@ pub fn route(catalog: &Catalog, method: &Method, path: &str, query: &Query) -> R
         _ => segs,
     };
     let is_get = method == Method::GET;
+    // Discovery paths of a group appear once one of its CRDs is established.
+    let listed = || catalog.discoverable();
     match segs.as_slice() {
         ["api"] if is_get => Route::CoreVersions,
         ["apis"] if is_get => Route::GroupList,
-        ["apis", g] if is_get && catalog.groups().iter().any(|(x, _)| x == g) => {
+        ["apis", g] if is_get && listed().groups().iter().any(|(x, _)| x == g) => {
             Route::Group((*g).to_string())
         }
         ["api", "v1"] if is_get => Route::ResourceList(String::new(), "v1".into()),
-        ["apis", g, v] if is_get && catalog.serves_gv(g, v) => {
+        ["apis", g, v] if is_get && listed().serves_gv(g, v) => {
             Route::ResourceList((*g).to_string(), (*v).to_string())
         }
         ["version"] if is_get => Route::Version,
@@ -157,29 +160,67 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
         namespace: &ns,
     };
     let decision = shared.faults.decide(&key);
-    if let Some(d) = decision.delay {
-        tokio::time::sleep(d).await;
-    }
-    let resp = match decision.error {
-        Some(f) => fault_response(&f),
-        None => dispatch(&shared, route, req, query).await,
-    };
-    shared.log.push(RequestRecord {
+    let record = RequestRecord {
         seq: 0,
-        time: meta::now_millis(),
+        time: String::new(),
         verb: verb.to_string(),
         group,
         resource,
         subresource: sub,
         namespace: ns,
         name,
-        code: resp.status().as_u16(),
+        code: 0,
         method: method.to_string(),
         path: uri
             .path_and_query()
             .map_or_else(|| uri.path().to_string(), |p| p.as_str().to_string()),
-    });
+    };
+    if let Some(d) = decision.delay {
+        tokio::time::sleep(d).await;
+    }
+    let close = req.extensions().get::<h::CloseConnection>().cloned();
+    let resp = match (decision.error, decision.interrupt) {
+        (Some(f), _) => fault_response(&f),
+        (None, None) => dispatch(&shared, route, req, query).await,
+        (None, Some(Interrupt::Hang(hold))) => {
+            // Read the body, so that hyper notices when the client gives up and drops this.
+            let _ = h::read_body(req.into_body(), shared.config.max_body_bytes).await;
+            log(&shared, record, 0);
+            hold.wait().await;
+            return close_unanswered(close).await;
+        }
+        (None, Some(Interrupt::DropResponse(hold))) => {
+            drop(dispatch(&shared, route, req, query).await);
+            log(&shared, record, 0);
+            if let Some(hold) = hold {
+                hold.wait().await;
+            }
+            return close_unanswered(close).await;
+        }
+    };
+    log(&shared, record, resp.status().as_u16());
     resp
+}
+
+/// Logs a request with the code it was answered with (0 = not answered).
+fn log(shared: &Shared, mut record: RequestRecord, code: u16) {
+    record.time = meta::now_millis();
+    record.code = code;
+    shared.log.push(record);
+}
+
+/// Closes the request's connection without an answer; the connection task drops this future, so
+/// it never resolves.
+async fn close_unanswered(close: Option<h::CloseConnection>) -> Resp {
+    match close {
+        Some(c) => {
+            c.close();
+            std::future::pending().await
+        }
+        // Every accepted connection puts its handle into its requests; answer as a timed-out
+        // server would if one ever came without.
+        None => fault_response(&StatusFault::new(504)),
+    }
 }
 
 fn method_verb(m: &Method) -> &'static str {

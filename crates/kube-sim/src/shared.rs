@@ -20,10 +20,13 @@ pub const NAMESPACES: &str = "/namespaces";
 pub const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
 /// The served resources.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Catalog {
     entries: Vec<Arc<Served>>,
     builtin_count: usize,
+    /// Storage keys of custom resources served while their CRD is not yet established; discovery
+    /// leaves them out.
+    installing: Vec<String>,
 }
 
 impl Catalog {
@@ -33,7 +36,20 @@ impl Catalog {
         Catalog {
             entries,
             builtin_count,
+            installing: Vec::new(),
         }
+    }
+
+    /// The catalogue as discovery and OpenAPI show it: without the resources of CRDs that are
+    /// not established yet.
+    pub fn discoverable(&self) -> Catalog {
+        let mut out = self.clone();
+        if !self.installing.is_empty() {
+            out.entries
+                .retain(|s| !self.installing.iter().any(|i| *i == s.storage));
+            out.installing.clear();
+        }
+        out
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Served>> {
@@ -93,11 +109,16 @@ impl Catalog {
     /// Recomputes the custom-resource entries from the stored CRDs.
     pub fn rebuild_custom(&mut self, state: &State) {
         self.entries.truncate(self.builtin_count);
-        let mut custom: Vec<Served> = state
-            .objects("apiextensions.k8s.io/customresourcedefinitions")
-            .values()
-            .flat_map(|crd| catalog::from_crd(crd))
-            .collect();
+        self.installing.clear();
+        let mut custom: Vec<Served> = Vec::new();
+        for crd in state.objects(CRDS).values() {
+            let served = catalog::from_crd(crd);
+            if !catalog::crd_condition(crd, "Established") {
+                self.installing
+                    .extend(served.first().map(|s| s.storage.clone()));
+            }
+            custom.extend(served);
+        }
         custom.sort_by(|a, b| {
             a.info
                 .group

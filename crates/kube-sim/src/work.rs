@@ -1,5 +1,6 @@
 //! The queue of server-side work that verbs hand to the background controllers (see
-//! `controller`): namespaces and CRDs to drain, deleting objects whose GC finalizers to clear.
+//! `controller`): namespaces and CRDs to drain, deleting objects whose GC finalizers to clear,
+//! CRDs to establish after an injected delay.
 //! A leaf: the verbs push, the controller takes, neither imports the other for this.
 
 use std::collections::HashSet;
@@ -7,6 +8,7 @@ use std::sync::Mutex;
 
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
+use tokio::time::Instant;
 
 /// A pending server-side task.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -15,6 +17,24 @@ pub enum Work {
     Crd(String),
     /// (storage, namespace, name) of a deleting object carrying GC finalizers.
     Object(String, String, String),
+    /// A CRD whose establishment a `delay-established` fault holds back until `at` (`uid` tells
+    /// it from a later CRD of the same name; `with_names`: accept its names then too).
+    Establish {
+        crd: String,
+        uid: String,
+        at: Instant,
+        with_names: bool,
+    },
+}
+
+impl Work {
+    /// When the task can be done, if not at once.
+    pub fn due(&self) -> Option<Instant> {
+        match self {
+            Work::Establish { at, .. } => Some(*at),
+            Work::Namespace(_) | Work::Crd(_) | Work::Object(..) => None,
+        }
+    }
 }
 
 /// The queue of pending tasks.

@@ -1,4 +1,4 @@
-//! CREATE: validation, server-set metadata, kind defaults, CRD establishment.
+//! CREATE: validation, server-set metadata, kind defaults; a new CRD goes on to `establish`.
 
 use std::sync::Arc;
 
@@ -6,6 +6,7 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::Served;
+use crate::establish;
 use crate::meta;
 use crate::shared::{CRDS, NAMESPACES, Shared};
 use crate::status::{ApiError, Cause};
@@ -191,7 +192,7 @@ pub fn create_locked(
     }
     let stored = st.put(&served.storage, &ns, &name, obj);
     if served.storage == CRDS {
-        establish_crd(shared, st, &name);
+        establish::on_create(shared, st, &name);
     }
     Ok(stored)
 }
@@ -344,73 +345,4 @@ fn crd_defaults(obj: &mut Value) -> Result<(), ApiError> {
         "storedVersions": storage,
     });
     Ok(())
-}
-
-/// What the naming and establishing controllers would write right after a CRD is created.
-fn establish_crd(shared: &Shared, st: &mut Writer<'_>, name: &str) {
-    let Some(current) = st.get(CRDS, "", name).cloned() else {
-        return;
-    };
-    let mut crd = (*current).clone();
-    let names = crd
-        .pointer("/spec/names")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let group = crd
-        .pointer("/spec/group")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let plural = names
-        .get("plural")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let kind = names
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    // Another established CRD (or built-in) of the same group already using the plural or kind?
-    let conflict = st
-        .objects(CRDS)
-        .values()
-        .filter(|o| meta::name(o) != name)
-        .find_map(|o| {
-            let same_group =
-                o.pointer("/spec/group").and_then(Value::as_str) == Some(group.as_str());
-            if !same_group {
-                return None;
-            }
-            if o.pointer("/status/acceptedNames/plural")
-                .and_then(Value::as_str)
-                == Some(plural.as_str())
-            {
-                return Some(("PluralConflict", format!("\"{plural}\" is already in use")));
-            }
-            if o.pointer("/status/acceptedNames/kind")
-                .and_then(Value::as_str)
-                == Some(kind.as_str())
-            {
-                return Some(("KindConflict", format!("\"{kind}\" is already in use")));
-            }
-            None
-        });
-    let now = meta::now_rfc3339();
-    let conditions = match conflict {
-        None => {
-            crd["status"]["acceptedNames"] = names;
-            json!([
-                {"type": "NamesAccepted", "status": "True", "lastTransitionTime": now, "reason": "NoConflicts", "message": "no conflicts found"},
-                {"type": "Established", "status": "True", "lastTransitionTime": now, "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
-            ])
-        }
-        Some((reason, message)) => json!([
-            {"type": "NamesAccepted", "status": "False", "lastTransitionTime": now, "reason": reason, "message": message},
-            {"type": "Established", "status": "False", "lastTransitionTime": now, "reason": "NotAccepted", "message": "not all names are accepted"},
-        ]),
-    };
-    crd["status"]["conditions"] = conditions;
-    st.put(CRDS, "", name, crd);
-    shared.rebuild_catalog(st);
 }
