@@ -37,8 +37,6 @@ pub const SOURCE_CLUSTER_K8S_GIT_VERSION: &str = "velero.io/source-cluster-k8s-g
 pub const SOURCE_CLUSTER_K8S_MAJOR_VERSION: &str = "velero.io/source-cluster-k8s-major-version";
 /// Annotation written on a Backup at start: the source cluster's minor version.
 pub const SOURCE_CLUSTER_K8S_MINOR_VERSION: &str = "velero.io/source-cluster-k8s-minor-version";
-/// Annotation written on a Backup at start: the server's `--resource-timeout`.
-pub const RESOURCE_TIMEOUT: &str = "velero.io/resource-timeout";
 /// Annotation overriding the file-system backup timeout of one Backup or Restore.
 pub const POD_VOLUME_TIMEOUT: &str = "velero.io/pod-volume-timeout";
 /// Annotation (`"true"`/`"false"`) overriding `spec.restoreStatus` for one object.

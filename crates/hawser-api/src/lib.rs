@@ -16,6 +16,7 @@ mod backup;
 mod bsl;
 mod common;
 pub mod crd;
+mod filters;
 pub mod labels;
 pub mod phase;
 mod phased;

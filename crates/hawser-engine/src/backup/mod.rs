@@ -227,11 +227,7 @@ pub fn record(
 /// [`run`] makes the checks that need discovery.
 #[must_use]
 pub fn validate_spec(backup: &Backup) -> Vec<String> {
-    match filters_of(backup, &[]) {
-        Ok(filters) => hawser_core::selection::validate(&filters),
-        Err(BackupError::Validation { messages }) => messages,
-        Err(e) => vec![e.full_message()],
-    }
+    hawser_core::selection::validate(&filters_of(backup, &[]))
 }
 
 pub(crate) use hawser_core::errors::chain_text as error_text;
@@ -285,7 +281,7 @@ async fn run_named(
         None => Vec::new(),
     };
 
-    let filters = filters_of(backup, &namespace_objects)?;
+    let filters = filters_of(backup, &namespace_objects);
     let selection = Selection::new(&filters, &catalogue)
         .map_err(|messages| BackupError::Validation { messages })?;
     let existing: Vec<String> = namespace_objects
@@ -467,23 +463,14 @@ async fn collect_one(lister: &Lister<'_>, r: ApiResource) -> (String, ResourceRe
 }
 
 /// The selection fields of the spec, with the namespaces labelled for exclusion added.
-fn filters_of(
-    backup: &Backup,
-    namespaces: &[serde_json::Value],
-) -> Result<BackupFilters, BackupError> {
-    let spec = serde_json::to_value(&backup.spec).map_err(|e| BackupError::Validation {
-        messages: vec![format!("the backup spec cannot be read: {e}")],
-    })?;
-    let mut filters: BackupFilters =
-        serde_json::from_value(spec).map_err(|e| BackupError::Validation {
-            messages: vec![format!("the backup spec cannot be read: {e}")],
-        })?;
+fn filters_of(backup: &Backup, namespaces: &[serde_json::Value]) -> BackupFilters {
+    let mut filters = BackupFilters::from(&backup.spec);
     for excluded in namespaces_excluded_by_label(namespaces) {
         if !filters.excluded_namespaces.contains(&excluded) {
             filters.excluded_namespaces.push(excluded);
         }
     }
-    Ok(filters)
+    filters
 }
 
 /// Sets `apiVersion` and `kind` (absent on the items of a LIST).

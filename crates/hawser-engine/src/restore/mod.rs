@@ -331,20 +331,7 @@ pub fn validate_spec(
     restore: &Restore,
     catalogue: &hawser_core::selection::Catalogue,
 ) -> Vec<String> {
-    match filters_of(restore) {
-        Ok(filters) => hawser_core::restore::validate(&filters, catalogue),
-        Err(RestoreError::Validation { messages }) => messages,
-        Err(e) => vec![e.full_message()],
-    }
-}
-
-/// The selection fields of the spec.
-fn filters_of(restore: &Restore) -> Result<RestoreFilters, RestoreError> {
-    let invalid = |e: serde_json::Error| RestoreError::Validation {
-        messages: vec![format!("the restore spec cannot be read: {e}")],
-    };
-    let spec = serde_json::to_value(&restore.spec).map_err(invalid)?;
-    serde_json::from_value(spec).map_err(invalid)
+    hawser_core::restore::validate(&RestoreFilters::from(&restore.spec), catalogue)
 }
 
 /// One run's fixed inputs for the archive passes.
@@ -416,7 +403,7 @@ async fn run_named(
     let catalogue = crate::cluster::catalogue(&client)
         .await
         .map_err(RestoreError::Discovery)?;
-    let filters = filters_of(restore)?;
+    let filters = RestoreFilters::from(&restore.spec);
     let selection = RestoreSelection::new(&filters, &catalogue)
         .map_err(|messages| RestoreError::Validation { messages })?;
     let layout = Layout::new(None);

@@ -1,0 +1,138 @@
+//! From a Backup's or a Restore's spec to the filters `hawser-core` plans with: the typed
+//! boundary between the API objects and the pure logic, with no JSON in between.
+
+use hawser_core::restore::{RestoreFilters, RestoreStatusFilter};
+use hawser_core::selection::{BackupFilters, LabelSelector, LabelSelectorRequirement};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+
+use crate::backup::BackupSpec;
+use crate::restore::RestoreSpec;
+
+/// A `metav1.LabelSelector` as hawser-core's selector (checked later, with the rest).
+fn selector(s: &meta::LabelSelector) -> LabelSelector {
+    LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions: s
+            .match_expressions
+            .iter()
+            .flatten()
+            .map(|r| LabelSelectorRequirement {
+                key: r.key.clone(),
+                operator: r.operator.clone(),
+                values: r.values.clone().unwrap_or_default(),
+            })
+            .collect(),
+    }
+}
+
+fn selectors(list: Option<&Vec<meta::LabelSelector>>) -> Option<Vec<LabelSelector>> {
+    list.map(|l| l.iter().map(selector).collect())
+}
+
+fn list(value: Option<&Vec<String>>) -> Vec<String> {
+    value.cloned().unwrap_or_default()
+}
+
+impl From<&BackupSpec> for BackupFilters {
+    fn from(spec: &BackupSpec) -> Self {
+        Self {
+            included_namespaces: list(spec.included_namespaces.as_ref()),
+            excluded_namespaces: list(spec.excluded_namespaces.as_ref()),
+            included_resources: list(spec.included_resources.as_ref()),
+            excluded_resources: list(spec.excluded_resources.as_ref()),
+            include_cluster_resources: spec.include_cluster_resources,
+            included_cluster_scoped_resources: list(
+                spec.included_cluster_scoped_resources.as_ref(),
+            ),
+            excluded_cluster_scoped_resources: list(
+                spec.excluded_cluster_scoped_resources.as_ref(),
+            ),
+            included_namespace_scoped_resources: list(
+                spec.included_namespace_scoped_resources.as_ref(),
+            ),
+            excluded_namespace_scoped_resources: list(
+                spec.excluded_namespace_scoped_resources.as_ref(),
+            ),
+            label_selector: spec.label_selector.as_ref().map(selector),
+            or_label_selectors: selectors(spec.or_label_selectors.as_ref()),
+        }
+    }
+}
+
+impl From<&RestoreSpec> for RestoreFilters {
+    fn from(spec: &RestoreSpec) -> Self {
+        Self {
+            included_namespaces: list(spec.included_namespaces.as_ref()),
+            excluded_namespaces: list(spec.excluded_namespaces.as_ref()),
+            included_resources: list(spec.included_resources.as_ref()),
+            excluded_resources: list(spec.excluded_resources.as_ref()),
+            include_cluster_resources: spec.include_cluster_resources,
+            namespace_mapping: spec.namespace_mapping.clone().unwrap_or_default(),
+            label_selector: spec.label_selector.as_ref().map(selector),
+            or_label_selectors: selectors(spec.or_label_selectors.as_ref()),
+            restore_status: spec.restore_status.as_ref().map(|s| RestoreStatusFilter {
+                included_resources: list(s.included_resources.as_ref()),
+                excluded_resources: list(s.excluded_resources.as_ref()),
+            }),
+            preserve_node_ports: spec.preserve_node_ports,
+            existing_resource_policy: spec.existing_resource_policy.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The typed conversion reads a spec exactly as reading the spec's JSON into the filters
+    /// does (the form the filters deserialise from), for every filter field.
+    #[test]
+    fn conversions_agree_with_the_spec_json() {
+        let selector = json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["a", "b"]},
+                {"key": "legacy", "operator": "DoesNotExist"}
+            ]
+        });
+        let backup = json!({
+            "includedNamespaces": ["shop"], "excludedNamespaces": ["kube-system"],
+            "includedResources": ["secrets"], "excludedResources": ["pods"],
+            "includeClusterResources": false,
+            "includedClusterScopedResources": ["nodes"],
+            "excludedClusterScopedResources": ["persistentvolumes"],
+            "includedNamespaceScopedResources": ["configmaps"],
+            "excludedNamespaceScopedResources": ["events"],
+            "labelSelector": selector, "orLabelSelectors": [selector, {"matchLabels": {"x": "y"}}],
+            "ttl": "1h0m0s", "storageLocation": "default"
+        });
+        let spec: BackupSpec = serde_json::from_value(backup.clone()).unwrap();
+        let via_json: BackupFilters = serde_json::from_value(backup).unwrap();
+        assert_eq!(BackupFilters::from(&spec), via_json);
+        assert_eq!(
+            BackupFilters::from(&BackupSpec::default()),
+            BackupFilters::default()
+        );
+
+        let restore = json!({
+            "backupName": "b1",
+            "includedNamespaces": ["shop"], "excludedNamespaces": ["x"],
+            "includedResources": ["*"], "excludedResources": ["nodes"],
+            "includeClusterResources": true,
+            "namespaceMapping": {"shop": "shop-copy"},
+            "labelSelector": selector, "orLabelSelectors": [selector],
+            "restoreStatus": {"includedResources": ["widgets.example.com"], "excludedResources": []},
+            "preserveNodePorts": true, "existingResourcePolicy": "update"
+        });
+        let spec: RestoreSpec = serde_json::from_value(restore.clone()).unwrap();
+        let via_json: RestoreFilters = serde_json::from_value(restore).unwrap();
+        assert_eq!(RestoreFilters::from(&spec), via_json);
+        assert_eq!(
+            RestoreFilters::from(&RestoreSpec::default()),
+            RestoreFilters::default()
+        );
+    }
+}
