@@ -7,5 +7,6 @@ pub mod clock;
 pub mod duration;
 pub mod errors;
 pub mod layout;
+pub mod poll;
 pub mod restore;
 pub mod selection;

@@ -55,6 +55,7 @@ use hawser_api::{Backup, Restore, RestoreProgress};
 use hawser_core::archive::gzjson::{Results, to_gz_json};
 use hawser_core::archive::{ItemPath, ReaderOptions};
 use hawser_core::layout::Layout;
+use hawser_core::poll::poll_until;
 use hawser_core::restore::{
     ExistingPolicy, Priorities, RestoreFilters, RestoreSelection, Tier, restore_order,
 };
@@ -557,25 +558,22 @@ async fn wait_for_crds(restorer: &Restorer, timeout: Duration) {
             .unwrap_or_else(PoisonError::into_inner),
     );
     for name in names {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let established = request::get(&restorer.client, &crd_path(&name))
+        let path = crd_path(&name);
+        let established = poll_until(timeout, CRD_POLL, || async {
+            request::get(&restorer.client, &path)
                 .await
-                .is_ok_and(|crd| is_established(&crd));
-            if established {
-                break;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                restorer.report.error(
-                    Scope::Cluster,
-                    format!(
-                        "CustomResourceDefinition {name} was not established within {}s",
-                        timeout.as_secs()
-                    ),
-                );
-                break;
-            }
-            tokio::time::sleep(CRD_POLL).await;
+                .is_ok_and(|crd| is_established(&crd))
+                .then_some(())
+        })
+        .await;
+        if established.is_none() {
+            restorer.report.error(
+                Scope::Cluster,
+                format!(
+                    "CustomResourceDefinition {name} was not established within {}s",
+                    timeout.as_secs()
+                ),
+            );
         }
     }
 }

@@ -12,6 +12,8 @@ use tokio::sync::Mutex;
 
 use super::apply::Restorer;
 use super::results::ItemResult;
+use hawser_core::poll::poll_until;
+
 use crate::cluster::path::namespace_path;
 use crate::cluster::request as api;
 
@@ -74,22 +76,24 @@ impl Namespaces {
     }
 
     async fn wait_gone(&self, r: &Restorer, path: &str, target: &str) -> Result<(), String> {
-        let deadline = tokio::time::Instant::now() + self.terminating_timeout;
-        loop {
-            tokio::time::sleep(TERMINATING_POLL).await;
+        let gone = poll_until(self.terminating_timeout, TERMINATING_POLL, || async {
             match api::get(&r.client, path).await {
-                Err(e) if api::code(&e) == Some(404) => return Ok(()),
-                Err(e) => return Err(format!("reading namespace {target}: {}", api::text(&e))),
-                Ok(ns) if !is_terminating(&ns) => return Ok(()),
-                Ok(_) if tokio::time::Instant::now() >= deadline => {
-                    return Err(format!(
-                        "namespace {target} is still terminating after {}s",
-                        self.terminating_timeout.as_secs()
-                    ));
-                }
-                Ok(_) => {}
+                Err(e) if api::code(&e) == Some(404) => Some(Ok(())),
+                Err(e) => Some(Err(format!(
+                    "reading namespace {target}: {}",
+                    api::text(&e)
+                ))),
+                Ok(ns) if !is_terminating(&ns) => Some(Ok(())),
+                Ok(_) => None,
             }
-        }
+        })
+        .await;
+        gone.unwrap_or_else(|| {
+            Err(format!(
+                "namespace {target} is still terminating after {}s",
+                self.terminating_timeout.as_secs()
+            ))
+        })
     }
 }
 

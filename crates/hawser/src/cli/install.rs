@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use hawser_core::poll::poll_until;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
@@ -234,34 +235,32 @@ fn is_established(crd: &CustomResourceDefinition) -> bool {
 /// Polls the CRDs until every one is established, for at most [`ESTABLISH_TIMEOUT`].
 async fn wait_established(client: &Client, names: &[&str]) -> Result<(), CliError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let deadline = tokio::time::Instant::now() + ESTABLISH_TIMEOUT;
-    let mut pending: Vec<&str> = names.to_vec();
-    while !pending.is_empty() {
+    // The CRDs not established at the last look.
+    let pending = std::cell::RefCell::new(names.to_vec());
+    let done = poll_until(ESTABLISH_TIMEOUT, Duration::from_millis(250), || async {
+        let names = pending.take();
         let mut still = Vec::new();
-        for name in pending {
+        for name in names {
             let object = format!("CustomResourceDefinition {name}");
-            let crd = api
-                .get_opt(name)
-                .await
-                .map_err(|err| CliError::api("get", object, err))?;
-            if !crd.as_ref().is_some_and(is_established) {
-                still.push(name);
+            match api.get_opt(name).await {
+                Err(err) => return Some(Err(CliError::api("get", object, err))),
+                Ok(crd) if !crd.as_ref().is_some_and(is_established) => still.push(name),
+                Ok(_) => {}
             }
         }
-        pending = still;
-        if pending.is_empty() {
-            break;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(CliError::Timeout {
-                what: format!(
-                    "CustomResourceDefinition {} to be established",
-                    pending.join(", ")
-                ),
-                after: ESTABLISH_TIMEOUT,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        let finished = still.is_empty();
+        pending.replace(still);
+        finished.then_some(Ok(()))
+    })
+    .await;
+    if let Some(result) = done {
+        return result;
     }
-    Ok(())
+    Err(CliError::Timeout {
+        what: format!(
+            "CustomResourceDefinition {} to be established",
+            pending.into_inner().join(", ")
+        ),
+        after: ESTABLISH_TIMEOUT,
+    })
 }

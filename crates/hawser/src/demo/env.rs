@@ -115,19 +115,25 @@ impl Environment {
 
     /// Waits until the server answers `/readyz` with 200 (up to 20 s), or fails if it stopped.
     async fn wait_ready(&self) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            if self.server.is_finished() {
-                anyhow::bail!("the hawser server stopped during start-up");
-            }
-            if readyz(self.metrics_addr).await == Some(200) {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > deadline {
-                anyhow::bail!("the hawser server was not ready after 20 s");
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        }
+        let ready = hawser_core::poll::poll_until(
+            std::time::Duration::from_secs(20),
+            std::time::Duration::from_millis(25),
+            || async {
+                if self.server.is_finished() {
+                    Some(Err(anyhow::anyhow!(
+                        "the hawser server stopped during start-up"
+                    )))
+                } else {
+                    (readyz(self.metrics_addr).await == Some(200)).then_some(Ok(()))
+                }
+            },
+        )
+        .await;
+        ready.unwrap_or_else(|| {
+            Err(anyhow::anyhow!(
+                "the hawser server was not ready after 20 s"
+            ))
+        })
     }
 
     /// Where the location keeps a backup's files.

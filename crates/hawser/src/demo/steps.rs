@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use hawser_api::phase::{BackupStorageLocationPhase, Kind, Phase};
 use hawser_api::phase_str;
+use hawser_core::poll::poll_until;
 use kube_sim::{LatencyFault, SimStore};
 use serde_json::{Value, json};
 
@@ -404,32 +405,22 @@ async fn wait_for(
     limit: Duration,
     done: impl Fn(&Value) -> bool,
 ) -> Option<Value> {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if let Some(object) = store.get("velero.io/v1", kind, VELERO_NAMESPACE, name) {
-            timeline.observe(
-                &object_label(kind, VELERO_NAMESPACE, name),
-                phase_label(&object),
-            );
-            if done(&object) {
-                return Some(object);
-            }
-        }
-        if tokio::time::Instant::now() > deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    poll_until(limit, Duration::from_millis(10), || async {
+        let object = store.get("velero.io/v1", kind, VELERO_NAMESPACE, name)?;
+        timeline.observe(
+            &object_label(kind, VELERO_NAMESPACE, name),
+            phase_label(&object),
+        );
+        done(&object).then_some(object)
+    })
+    .await
 }
 
 /// Polls `done` every 5 ms; `false` after `limit`.
 async fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    while !done() {
-        if tokio::time::Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    true
+    poll_until(limit, Duration::from_millis(5), || async {
+        done().then_some(())
+    })
+    .await
+    .is_some()
 }
