@@ -9,4 +9,5 @@ pub mod errors;
 pub mod layout;
 pub mod poll;
 pub mod restore;
+pub mod retry_after;
 pub mod selection;

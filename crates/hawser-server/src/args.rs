@@ -7,7 +7,8 @@ use hawser_core::duration::GoDuration;
 use hawser_core::restore::Priorities;
 
 use crate::settings::{
-    BackupSettings, ClientSettings, LocationSettings, RestoreSettings, Settings, StatusSettings,
+    BackupSettings, ClientSettings, LeaderElectionSettings, LocationSettings, RestoreSettings,
+    Settings, ShutdownSettings, StatusSettings,
 };
 
 /// Flags of `hawser server`. Every flag also reads the environment variable `HAWSER_<NAME>`.
@@ -66,6 +67,55 @@ pub struct ServerArgs {
     /// How often unfinished Backups/Restores owned by no live worker are looked for and resolved.
     #[arg(long, env = "HAWSER_STATUS_RESYNC_PERIOD", default_value = "1m")]
     pub status_resync_period: GoDuration,
+
+    /// Run controllers and recovery only while holding the Lease --leader-elect-resource-name
+    /// in the server's namespace; `--leader-elect=false` for a single process without a Lease.
+    #[arg(
+        long,
+        env = "HAWSER_LEADER_ELECT",
+        default_value_t = true,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub leader_elect: bool,
+
+    /// Name of the `coordination.k8s.io/v1` Lease the servers of a namespace elect a leader on.
+    #[arg(
+        long,
+        env = "HAWSER_LEADER_ELECT_RESOURCE_NAME",
+        default_value = crate::leader::DEFAULT_LEASE_NAME
+    )]
+    pub leader_elect_resource_name: String,
+
+    /// How long a follower waits, after it last saw the Lease renewed, before it takes over.
+    #[arg(
+        long,
+        env = "HAWSER_LEADER_ELECT_LEASE_DURATION",
+        default_value = "15s"
+    )]
+    pub leader_elect_lease_duration: GoDuration,
+
+    /// How long the leader keeps trying to renew the Lease before it stops (exit code 1); must
+    /// be shorter than --leader-elect-lease-duration.
+    #[arg(
+        long,
+        env = "HAWSER_LEADER_ELECT_RENEW_DEADLINE",
+        default_value = "10s"
+    )]
+    pub leader_elect_renew_deadline: GoDuration,
+
+    /// Interval of the leader's renewals and of a follower's tries; must be shorter than
+    /// --leader-elect-renew-deadline.
+    #[arg(long, env = "HAWSER_LEADER_ELECT_RETRY_PERIOD", default_value = "2s")]
+    pub leader_elect_retry_period: GoDuration,
+
+    /// On SIGTERM, how long running backups and restores may take to finish before the server
+    /// stops anyway (what is unfinished is resolved by the next leader's recovery). Keep it
+    /// below the Pod's terminationGracePeriodSeconds.
+    #[arg(long, env = "HAWSER_SHUTDOWN_GRACE_PERIOD", default_value = "60s")]
+    pub shutdown_grace_period: GoDuration,
 }
 
 /// A flag value `hawser server` cannot run with.
@@ -105,6 +155,27 @@ pub enum ArgsError {
     /// `--default-backup-storage-location` is empty.
     #[error("--default-backup-storage-location must not be empty")]
     EmptyLocation,
+    /// Two durations that must be ordered are not.
+    #[error("--{shorter} ({shorter_value}) must be shorter than --{longer} ({longer_value})")]
+    Order {
+        /// The flag that must be shorter.
+        shorter: &'static str,
+        /// Its value.
+        shorter_value: GoDuration,
+        /// The flag that must be longer.
+        longer: &'static str,
+        /// Its value.
+        longer_value: GoDuration,
+    },
+    /// `--leader-elect-resource-name` is not a valid object name.
+    #[error(
+        "--leader-elect-resource-name {value:?} is not a valid Lease name (lowercase letters, \
+         digits, '-' and '.', starting and ending with a letter or digit)"
+    )]
+    LeaseName {
+        /// The value given.
+        value: String,
+    },
 }
 
 fn positive(flag: &'static str, value: GoDuration) -> Result<Duration, ArgsError> {
@@ -142,6 +213,75 @@ pub(crate) fn parse_listen_address(value: &str) -> Result<SocketAddr, ArgsError>
     full.parse::<SocketAddr>().map_err(|e| err(e.to_string()))
 }
 
+/// `shorter` must be less than `longer` (both already checked positive).
+fn ordered(
+    shorter: (&'static str, GoDuration, Duration),
+    longer: (&'static str, GoDuration, Duration),
+) -> Result<(), ArgsError> {
+    if shorter.2 < longer.2 {
+        Ok(())
+    } else {
+        Err(ArgsError::Order {
+            shorter: shorter.0,
+            shorter_value: shorter.1,
+            longer: longer.0,
+            longer_value: longer.1,
+        })
+    }
+}
+
+/// An RFC 1123 subdomain, as the API server checks `metadata.name`.
+fn is_object_name(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.starts_with(alnum)
+                && label.ends_with(alnum)
+                && label.chars().all(|c| alnum(c) || c == '-')
+        })
+}
+
+/// The leader-election flags, checked; `None` with `--leader-elect=false`.
+fn leader_election(
+    elect: bool,
+    lease_name: String,
+    lease_duration: GoDuration,
+    renew_deadline: GoDuration,
+    retry_period: GoDuration,
+) -> Result<Option<LeaderElectionSettings>, ArgsError> {
+    if !elect {
+        return Ok(None);
+    }
+    if !is_object_name(&lease_name) {
+        return Err(ArgsError::LeaseName { value: lease_name });
+    }
+    let duration = (
+        "leader-elect-lease-duration",
+        lease_duration,
+        positive("leader-elect-lease-duration", lease_duration)?,
+    );
+    let deadline = (
+        "leader-elect-renew-deadline",
+        renew_deadline,
+        positive("leader-elect-renew-deadline", renew_deadline)?,
+    );
+    let retry = (
+        "leader-elect-retry-period",
+        retry_period,
+        positive("leader-elect-retry-period", retry_period)?,
+    );
+    ordered(deadline, duration)?;
+    ordered(retry, deadline)?;
+    Ok(Some(LeaderElectionSettings {
+        lease_name,
+        lease_duration: duration.2,
+        renew_deadline: deadline.2,
+        retry_period: retry.2,
+    }))
+}
+
 impl ServerArgs {
     /// Checks every value and converts the flags to the server's settings tree. The flags are
     /// destructured without `..`, so a new flag that is not given a place fails to compile.
@@ -159,6 +299,12 @@ impl ServerArgs {
             restore_resource_priorities,
             status_patch_max_backoff,
             status_resync_period,
+            leader_elect,
+            leader_elect_resource_name,
+            leader_elect_lease_duration,
+            leader_elect_renew_deadline,
+            leader_elect_retry_period,
+            shutdown_grace_period,
         } = self.clone();
         if !client_qps.is_finite() || client_qps < 0.0 {
             return Err(ArgsError::Number {
@@ -213,6 +359,16 @@ impl ServerArgs {
                 validation_frequency: (!validation_frequency.is_zero())
                     .then_some(validation_frequency),
             },
+            leader_election: leader_election(
+                leader_elect,
+                leader_elect_resource_name,
+                leader_elect_lease_duration,
+                leader_elect_renew_deadline,
+                leader_elect_retry_period,
+            )?,
+            shutdown: ShutdownSettings {
+                grace_period: non_negative("shutdown-grace-period", shutdown_grace_period)?,
+            },
             metrics_address: parse_listen_address(&metrics_address)?,
         })
     }
@@ -256,6 +412,43 @@ mod tests {
         assert_eq!(s.restore.resource_priorities, Priorities::default());
         assert_eq!(s.status.max_backoff, Duration::from_secs(5));
         assert_eq!(s.status.resync_period, Duration::from_secs(60));
+        assert_eq!(
+            s.leader_election,
+            Some(LeaderElectionSettings {
+                lease_name: "hawser-server".to_owned(),
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            })
+        );
+        assert_eq!(s.shutdown.grace_period, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn leader_election_is_on_unless_turned_off() {
+        for on in [&["--leader-elect"][..], &["--leader-elect=true"][..]] {
+            let s = parse(on).unwrap().settings().unwrap();
+            assert!(s.leader_election.is_some(), "{on:?}");
+        }
+        let s = parse(&["--leader-elect=false", "--leader-elect-lease-duration=1s"])
+            .unwrap()
+            .settings()
+            .unwrap();
+        assert_eq!(s.leader_election, None, "durations unchecked when off");
+        let s = parse(&[
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=3s",
+            "--leader-elect-retry-period=500ms",
+            "--leader-elect-resource-name=hawser.team-a",
+            "--shutdown-grace-period=0s",
+        ])
+        .unwrap()
+        .settings()
+        .unwrap();
+        let election = s.leader_election.unwrap();
+        assert_eq!(election.lease_name, "hawser.team-a");
+        assert_eq!(election.retry_period, Duration::from_millis(500));
+        assert_eq!(s.shutdown.grace_period, Duration::ZERO);
     }
 
     #[test]
@@ -295,6 +488,26 @@ mod tests {
             (
                 &["--restore-resource-priorities=pods,,secrets"][..],
                 "--restore-resource-priorities",
+            ),
+            (
+                &["--leader-elect-lease-duration=0s"][..],
+                "--leader-elect-lease-duration",
+            ),
+            (
+                &["--leader-elect-renew-deadline=15s"][..],
+                "--leader-elect-renew-deadline (15s) must be shorter than --leader-elect-lease-duration (15s)",
+            ),
+            (
+                &["--leader-elect-retry-period=10s"][..],
+                "--leader-elect-retry-period (10s) must be shorter than --leader-elect-renew-deadline",
+            ),
+            (
+                &["--leader-elect-resource-name=Hawser_Lease"][..],
+                "--leader-elect-resource-name",
+            ),
+            (
+                &["--shutdown-grace-period=-1s"][..],
+                "--shutdown-grace-period",
             ),
         ] {
             let err = parse(args).unwrap().settings().unwrap_err();

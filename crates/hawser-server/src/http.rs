@@ -1,6 +1,6 @@
 //! The server's HTTP endpoints on `--metrics-address`: `/metrics` (Prometheus text format),
-//! `/livez` (the process answers) and `/readyz` (every controller's watch is up and the server is
-//! not shutting down; see [`Readiness`]).
+//! `/livez` (the process answers) and `/readyz` (the server leads, every controller's watch is up
+//! and the server is not shutting down; see [`Readiness`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -5,14 +5,18 @@
 //! The [`status`] truth engine and the [`metrics`] are public too: the benchmarks and tests
 //! drive them directly.
 //!
-//! What runs:
+//! What runs, in the server that holds the Lease ([`leader`]; every server when
+//! `--leader-elect=false`):
 //! - the **backup controller** ([`controllers::backup`]) behind a work queue ([`queue`]):
 //!   `--concurrent-backups` backups at a time, each independent;
 //! - the **restore controller** ([`controllers::restore`]), one restore at a time, as Velero;
 //! - the **storage-location controller** ([`controllers::bsl`]), validating every location;
 //! - **recovery** (the status engine's, reading the records in the storage locations through
 //!   [`records::StorageRecords`]) at start-up and every `--status-resync-period`;
-//! - the HTTP endpoints ([`http`]) on `--metrics-address`.
+//! - the HTTP endpoints ([`http`]) on `--metrics-address`, in followers too.
+//!
+//! On shutdown the queues stop taking work, running backups and restores get
+//! `--shutdown-grace-period` to finish, then the Lease is released ([`serve`](fn@serve)).
 //!
 //! The client has kube-rs's hidden retries off and `--client-qps`/`--client-burst` applied;
 //! every controller, the engines and the status engine share it.
@@ -24,6 +28,7 @@ mod args;
 mod context;
 mod controllers;
 mod http;
+mod leader;
 mod locations;
 mod queue;
 mod readiness;

@@ -6,6 +6,7 @@ use hawser_core::errors::chain_text;
 use hawser_store::{ConfigError, Location, LocationSpec};
 use k8s_openapi::api::core::v1::{Secret, SecretKeySelector};
 use kube::Api;
+use kube::api::{ApiResource, DynamicObject};
 
 /// Why a storage location cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +34,15 @@ pub enum LocationError {
         /// `Secret ns/name key k`.
         what: String,
     },
+    /// The BSL object does not parse (e.g. a `validationFrequency` that is not a Go duration).
+    #[error("BackupStorageLocation {name} cannot be read")]
+    Malformed {
+        /// The BSL.
+        name: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The BSL's spec cannot describe a store.
     #[error("BackupStorageLocation {name} is not usable")]
     Config {
@@ -53,6 +63,7 @@ impl LocationError {
             Self::Api { .. } => "ApiUnavailable",
             Self::MissingSecret { .. } => "SecretNotFound",
             Self::Config { .. } => "InvalidLocationConfig",
+            Self::Malformed { .. } => "MalformedLocation",
         }
     }
 
@@ -83,16 +94,30 @@ impl Locations {
         Self { client, namespace }
     }
 
-    /// The BSL named `name`; `Ok(None)` when it does not exist.
+    /// The BSL named `name`; `Ok(None)` when it does not exist. It is read untyped and parsed
+    /// here, so that a malformed BSL is an error of its own, not an API outage.
     ///
     /// # Errors
-    /// [`LocationError::Api`] when the API cannot answer.
+    /// [`LocationError::Api`] when the API cannot answer, [`LocationError::Malformed`] when the
+    /// object does not parse.
     pub async fn get(&self, name: &str) -> Result<Option<BackupStorageLocation>, LocationError> {
-        Api::<BackupStorageLocation>::namespaced(self.client.clone(), &self.namespace)
-            .get_opt(name)
-            .await
-            .map_err(|source| LocationError::Api {
-                what: format!("BackupStorageLocation {}/{name}", self.namespace),
+        let resource = ApiResource::erase::<BackupStorageLocation>(&());
+        let object =
+            Api::<DynamicObject>::namespaced_with(self.client.clone(), &self.namespace, &resource)
+                .get_opt(name)
+                .await
+                .map_err(|source| LocationError::Api {
+                    what: format!("BackupStorageLocation {}/{name}", self.namespace),
+                    source,
+                })?;
+        let Some(object) = object else {
+            return Ok(None);
+        };
+        serde_json::to_value(object)
+            .and_then(serde_json::from_value)
+            .map(Some)
+            .map_err(|source| LocationError::Malformed {
+                name: name.to_owned(),
                 source,
             })
     }

@@ -10,10 +10,16 @@
 //!
 //! Objects are read as untyped JSON, so that one malformed object cannot stop the watch of the
 //! others; the handler parses it and reports a malformed one on the object itself.
+//!
+//! Shutdown: when the server's shutdown token fires the queue stops offering (no new object is
+//! taken, and a task still waiting for a concurrency slot gives up), while the tasks already
+//! running go on in [`Workers`], which the server waits for up to `--shutdown-grace-period`
+//! and then aborts.
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use hawser_api::phase::Phase;
@@ -22,10 +28,60 @@ use kube::api::{DynamicObject, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
 
 use crate::context::Context;
+
+/// How long one watch request lasts (`timeoutSeconds`): below the client's read timeout
+/// ([`crate::serve`]'s 30 s), which would otherwise cut a watch on which nothing happens.
+const WATCH_TIMEOUT_SECONDS: u32 = 25;
 use crate::readiness::Watch;
 use crate::status::Kind;
+
+/// The tasks of every queue, one per object taken: shutdown waits for them, then aborts what
+/// is left. Cheap to clone.
+#[derive(Clone, Default)]
+pub(crate) struct Workers {
+    tracker: TaskTracker,
+    abort: CancellationToken,
+}
+
+impl Workers {
+    /// Runs `work` as a tracked task that [`abort`](Self::abort) ends.
+    fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let abort = self.abort.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                biased;
+                () = abort.cancelled() => {}
+                () = work => {}
+            }
+        });
+    }
+
+    /// Tasks still running.
+    pub(crate) fn running(&self) -> usize {
+        self.tracker.len()
+    }
+
+    /// Waits up to `grace` for every task to end (call once no queue offers any more); `false`
+    /// when some still run.
+    pub(crate) async fn finish(&self, grace: Duration) -> bool {
+        self.tracker.close();
+        tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_ok()
+    }
+
+    /// Ends every task (their work is dropped where it stands) and waits until they are gone.
+    pub(crate) async fn abort(&self) {
+        self.abort.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
 
 struct Queue<H> {
     ctx: Arc<Context>,
@@ -33,6 +89,7 @@ struct Queue<H> {
     permits: Arc<Semaphore>,
     taken: Arc<Mutex<HashSet<String>>>,
     handle: H,
+    workers: Workers,
 }
 
 impl<H, F> Queue<H>
@@ -62,24 +119,37 @@ where
             self.handle.clone(),
             self.ctx.clone(),
         );
-        tokio::spawn(async move {
-            if let Ok(_permit) = permits.acquire_owned().await {
-                handle(ctx, object).await;
+        let span = tracing::info_span!("work", kind = %self.kind, object = %name);
+        self.workers.spawn(
+            async move {
+                // Once shutdown has begun nothing new starts, not even an object taken before.
+                let permit = tokio::select! {
+                    permit = permits.acquire_owned() => permit.ok(),
+                    () = ctx.shutdown.cancelled() => None,
+                };
+                if let Some(_permit) = permit
+                    && !ctx.shutdown.is_cancelled()
+                {
+                    handle(ctx, object).await;
+                }
+                if let Ok(mut taken) = taken.lock() {
+                    taken.remove(&name);
+                }
             }
-            if let Ok(mut taken) = taken.lock() {
-                taken.remove(&name);
-            }
-        });
+            .instrument(span),
+        );
     }
 }
 
-/// Runs the queue of `kind` until the server shuts down; `handle` runs one waiting object.
+/// Runs the queue of `kind` until the server shuts down; `handle` runs one waiting object, as
+/// a task of `workers`.
 pub(crate) async fn run<H, F>(
     ctx: Arc<Context>,
     kind: Kind,
     concurrency: usize,
     handle: H,
     health: Watch,
+    workers: Workers,
 ) where
     H: Fn(Arc<Context>, DynamicObject) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = ()> + Send + 'static,
@@ -92,8 +162,12 @@ pub(crate) async fn run<H, F>(
         permits: Arc::new(Semaphore::new(concurrency.max(1))),
         taken: Arc::default(),
         handle,
+        workers,
     };
-    let events = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff();
+    // The API server ends each watch before the client's read timeout would cut it: a quiet
+    // watch is renewed, not broken (and readiness does not flap).
+    let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
+    let events = watcher::watcher(api.clone(), config).default_backoff();
     let mut events = std::pin::pin!(events);
     let mut sweep = tokio::time::interval(ctx.settings.status.resync_period);
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -126,5 +200,52 @@ pub(crate) async fn run<H, F>(
                 Err(e) => tracing::debug!(%kind, error = %e, "periodic list failed; the next one tries again"),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    /// A task of `workers` that sets its flag after `after`.
+    fn job(workers: &Workers, after: Duration) -> Arc<AtomicBool> {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        workers.spawn(async move {
+            tokio::time::sleep(after).await;
+            flag.store(true, Ordering::SeqCst);
+        });
+        done
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn running_work_may_finish_within_the_grace_and_is_aborted_after_it() {
+        let grace = Duration::from_secs(60);
+        let workers = Workers::default();
+        let short = job(&workers, Duration::from_secs(5));
+        assert_eq!(workers.running(), 1);
+        let started = tokio::time::Instant::now();
+        assert!(workers.finish(grace).await);
+        assert!(short.load(Ordering::SeqCst));
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(5),
+            "waited only for the work"
+        );
+
+        let workers = Workers::default();
+        let quick = job(&workers, Duration::from_secs(1));
+        let long = job(&workers, Duration::from_secs(600));
+        let started = tokio::time::Instant::now();
+        assert!(!workers.finish(grace).await);
+        assert_eq!(started.elapsed(), grace);
+        assert!(quick.load(Ordering::SeqCst));
+        assert_eq!(workers.running(), 1);
+        workers.abort().await;
+        assert_eq!(workers.running(), 0);
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert!(!long.load(Ordering::SeqCst), "aborted work went on");
     }
 }

@@ -1,6 +1,7 @@
-//! [`Readiness`]: what `/readyz` answers. The server is ready when every controller's watch has
-//! delivered its first list and is not failing, and shutdown has not begun; otherwise `/readyz`
-//! says which watch is not there yet, is down, or that the server is stopping.
+//! [`Readiness`]: what `/readyz` answers. The server is ready when it leads (holds the Lease, or
+//! runs without leader election), every controller's watch has delivered its first list and is
+//! not failing, and shutdown has not begun; otherwise `/readyz` says that the server is stopping,
+//! that it follows (and who leads), or which watch is not there yet or is down.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,9 +17,20 @@ enum WatchState {
     Down,
 }
 
+/// Whether this server runs the controllers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum Role {
+    /// It holds the Lease, or runs without leader election.
+    #[default]
+    Leading,
+    /// Another server holds the Lease (`None`: the holder is not known yet).
+    Following(Option<String>),
+}
+
 #[derive(Debug, Default)]
 struct State {
     watches: BTreeMap<&'static str, WatchState>,
+    role: Role,
     stopping: bool,
 }
 
@@ -42,6 +54,16 @@ impl Readiness {
         }
     }
 
+    /// The server waits for the Lease, which `holder` holds (`None`: not known yet).
+    pub(crate) fn following(&self, holder: Option<&str>) {
+        self.with(|s| s.role = Role::Following(holder.map(str::to_owned)));
+    }
+
+    /// The server holds the Lease: ready once its watches are.
+    pub(crate) fn leading(&self) {
+        self.with(|s| s.role = Role::Leading);
+    }
+
     /// Shutdown has begun: never ready again.
     pub(crate) fn stopping(&self) {
         self.with(|s| s.stopping = true);
@@ -52,6 +74,13 @@ impl Readiness {
         self.with(|s| {
             if s.stopping {
                 return Err("stopping: the server is shutting down".to_owned());
+            }
+            match &s.role {
+                Role::Leading => {}
+                Role::Following(Some(holder)) => return Err(format!("follower: {holder} leads")),
+                Role::Following(None) => {
+                    return Err("follower: waiting for the Lease".to_owned());
+                }
             }
             let not_up: Vec<String> = s
                 .watches
@@ -123,6 +152,31 @@ mod tests {
         );
         restores.up();
         assert_eq!(readiness.check(), Ok(()));
+        readiness.stopping();
+        assert!(
+            readiness
+                .check()
+                .is_err_and(|why| why.starts_with("stopping"))
+        );
+    }
+
+    #[test]
+    fn a_follower_is_not_ready_and_names_the_leader() {
+        let readiness = Readiness::default();
+        readiness.watch("backups").up();
+        readiness.following(None);
+        assert_eq!(
+            readiness.check(),
+            Err("follower: waiting for the Lease".to_owned())
+        );
+        readiness.following(Some("hawser-1"));
+        assert_eq!(
+            readiness.check(),
+            Err("follower: hawser-1 leads".to_owned())
+        );
+        readiness.leading();
+        assert_eq!(readiness.check(), Ok(()));
+        readiness.following(Some("hawser-2"));
         readiness.stopping();
         assert!(
             readiness

@@ -3,11 +3,16 @@
 //! (`restores/<name>/restore-<name>-status.json`).
 //!
 //! Which answers mean what:
-//! - the object, its backup or its storage location no longer exists, or the location's spec
-//!   cannot describe a store: there is no record (`Ok(None)`), so recovery marks the object
-//!   `Failed` with the restart reason; waiting would never produce one;
-//! - the API or the store cannot answer: an error, and recovery tries again next round (a backup
-//!   whose artifacts were written must never be reported `Failed` for an outage);
+//! - the location answers and has no record of this object: no record (`Ok(None)`), so recovery
+//!   marks the object `Failed` with the restart reason;
+//! - the object itself is gone: no record (its status cannot be written anyway);
+//! - anything that keeps the location from being read — the API or the store cannot answer, the
+//!   BackupStorageLocation, its credential Secret or the restore's Backup is missing, the
+//!   location's spec cannot describe a store — is an error: recovery leaves the object as it is
+//!   and tries again, because the record may well be there once the location can be read (a
+//!   backup whose artifacts were written must never be reported `Failed` for that). Which
+//!   location is read does not depend on flags: the claim wrote the resolved
+//!   `spec.storageLocation` into the Backup;
 //! - a record whose `metadata.uid` differs from the object's belongs to an earlier object of the
 //!   same name: not this object's record.
 
@@ -63,15 +68,11 @@ impl StorageRecords {
         key: (Kind, &str),
     ) -> Result<Option<Bytes>, RecordError> {
         let location_name = backup_location_name(backup, &self.default_location);
-        let location = match self.locations.open_named(&location_name).await {
-            Ok(l) => l,
-            Err(e) if e.is_transient() => return Err(record_error(key.0, namespace, key.1, e)),
-            Err(e) => {
-                tracing::warn!(backup = %name, location = %location_name, error = %e.full_message(),
-                    "the backup's storage location cannot be used; there is no record to read");
-                return Ok(None);
-            }
-        };
+        let location = self
+            .locations
+            .open_named(&location_name)
+            .await
+            .map_err(|e| record_error(key.0, namespace, key.1, e))?;
         let read = match key.0 {
             Kind::Backup => location.backup_metadata(name).await,
             Kind::Restore => location.restore_record(key.1).await,
@@ -79,6 +80,11 @@ impl StorageRecords {
         read.map_err(|e| record_error(key.0, namespace, key.1, e))
     }
 }
+
+/// The Backup a Restore restores from does not exist (its record is in that backup's location).
+#[derive(Debug, thiserror::Error)]
+#[error("the restore's Backup {0} does not exist, so its storage location is unknown")]
+struct MissingBackup(String);
 
 fn record_error(
     kind: Kind,
@@ -116,7 +122,12 @@ impl RecordSource for StorageRecords {
                     return Ok(None);
                 };
                 let Some(backup) = self.object(Kind::Backup, namespace, backup_name).await? else {
-                    return Ok(None);
+                    return Err(record_error(
+                        kind,
+                        namespace,
+                        name,
+                        MissingBackup(backup_name.to_owned()),
+                    ));
                 };
                 self.backup_record(namespace, &backup, backup_name, (kind, name))
                     .await?

@@ -1,16 +1,35 @@
-//! [`serve`]: builds the client, the status engine and the context from the flags, then runs
-//! every controller, recovery and the HTTP endpoints until shutdown.
+//! [`serve`]: builds the client, the status engine and the context from the flags, waits to
+//! lead, runs every controller, recovery and the HTTP endpoints, and shuts down gracefully.
+//!
+//! The life of a server:
+//! 1. **Start**: check the flags, bind `--metrics-address`, serve `/livez`, `/metrics` and
+//!    `/readyz` (not ready yet).
+//! 2. **Follow** (with `--leader-elect`, the default): wait for the Lease
+//!    ([`leader`](crate::leader)); `/readyz` answers `follower: <holder> leads`.
+//! 3. **Lead**: run recovery, the storage-location controller and the backup and restore queues;
+//!    renew the Lease every retry period.
+//! 4. **Stop**, on the shutdown token (SIGTERM/SIGINT): `/readyz` turns 503 at once; the queues
+//!    stop taking work; running backups and restores get `--shutdown-grace-period` to finish
+//!    (and their final statuses to land); then what is left is abandoned, the Lease released,
+//!    and `serve` returns `Ok`. Abandoned work is resolved by the next leader's recovery, from
+//!    its record when it has one, else `Failed` saying the server restarted during the work.
+//! 5. **Lose the Lease** (not renewed within `--leader-elect-renew-deadline`, or taken): stop
+//!    everything at once and return an error, so the process exits with 1 and is started again
+//!    as a follower; the new leader's recovery resolves what was running.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use hawser_core::clock::Clock;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
 use crate::controllers;
+use crate::leader::{Elector, LeaseLost};
 use crate::metrics::{StatusMetrics, VeleroMetrics};
+use crate::queue::Workers;
 use crate::readiness::Readiness;
 use crate::status::{self, Kind, StatusConfig, StatusEngine};
 use crate::{Locations, ServerArgs, StorageRecords, http, queue};
@@ -18,15 +37,18 @@ use crate::{Locations, ServerArgs, StorageRecords, http, queue};
 /// Longest a single Kubernetes API response may stall before the request fails.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How often shutdown looks whether the re-driver has landed every pending status.
+const DRAIN_POLL: Duration = Duration::from_millis(100);
+
 /// Runs the server until `shutdown` is cancelled.
 ///
 /// `config` is the resolved kubeconfig (or in-cluster config); `namespace` holds every Velero
-/// object the server reads and writes.
+/// object the server reads and writes, and the Lease.
 ///
 /// # Errors
 ///
 /// A flag value the server cannot run with, a client that cannot be built from `config`, a
-/// metrics address that cannot be bound.
+/// metrics address that cannot be bound; the Lease lost while leading.
 pub async fn serve(
     config: kube::Config,
     namespace: String,
@@ -34,6 +56,14 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let settings = args.settings()?;
+    // The Lease has a client of its own, outside `--client-qps`: a busy backup must not delay
+    // the renewals.
+    let lease_client = settings
+        .leader_election
+        .as_ref()
+        .map(|_| status::client_without_retries(config.clone(), READ_TIMEOUT))
+        .transpose()
+        .context("building the Kubernetes client of leader election")?;
     let client = match settings.client.qps {
         Some(qps) => status::throttled_client_without_retries(
             config,
@@ -79,57 +109,208 @@ pub async fn serve(
         settings.backup.default_location.clone(),
     );
     let concurrent_backups = settings.backup.concurrency;
+    let grace = settings.shutdown.grace_period;
+    let election = settings.leader_election.clone();
     let ctx = Arc::new(Context {
         client,
         namespace: namespace.clone(),
         settings,
-        clock,
+        clock: clock.clone(),
         engine: engine.clone(),
         metrics,
         locations,
+        // The controllers stop taking work on it; running work gets the grace period.
         shutdown: shutdown.clone(),
     });
     tracing::info!(
         namespace = %namespace,
         instance = engine.instance_id(),
         metrics = %http::local_url(listener.local_addr().unwrap_or(ctx.settings.metrics_address)),
+        leader_election = election.is_some(),
         "hawser server starting"
     );
 
-    let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(http::serve(
+    // The endpoints answer until `serve` returns, through the grace period too.
+    let endpoints_stop = CancellationToken::new();
+    let _stop_endpoints = endpoints_stop.clone().drop_guard();
+    tokio::spawn(http::serve(
         listener,
         http::Endpoints {
             registry: Arc::new(registry),
             readiness: readiness.clone(),
         },
-        shutdown.clone(),
+        endpoints_stop,
     ));
+
+    let mut leadership = match (election, lease_client) {
+        (Some(election), Some(lease_client)) => {
+            let mut elector = Elector::new(
+                lease_client,
+                &namespace,
+                engine.instance_id(),
+                election,
+                clock,
+            );
+            readiness.following(None);
+            tracing::info!(lease = elector.lease(), "waiting to lead");
+            let follower = readiness.clone();
+            tokio::select! {
+                () = shutdown.cancelled() => {
+                    tracing::info!("hawser server stopping before it led");
+                    readiness.stopping();
+                    return Ok(());
+                }
+                () = elector.acquire(|holder| follower.following(holder)) => {}
+            }
+            readiness.leading();
+            let release = CancellationToken::new();
+            Leadership::Held {
+                name: elector.lease().to_owned(),
+                task: tokio::spawn(elector.hold(release.clone())),
+                release,
+            }
+        }
+        _ => Leadership::NotElected,
+    };
+
+    let workers = Workers::default();
+    let mut controllers = JoinSet::new();
     let recovery = engine.clone();
-    tasks.spawn(async move { recovery.run_recovery(records).await });
-    tasks.spawn(controllers::bsl::run(ctx.clone(), location_watch));
-    tasks.spawn(queue::run(
+    controllers.spawn(async move { recovery.run_recovery(records).await });
+    controllers.spawn(controllers::bsl::run(ctx.clone(), location_watch));
+    controllers.spawn(queue::run(
         ctx.clone(),
         Kind::Backup,
         concurrent_backups,
         controllers::backup::handle,
         backup_watch,
+        workers.clone(),
     ));
     // Velero runs one restore at a time (the restore controller's default concurrency).
-    tasks.spawn(queue::run(
+    controllers.spawn(queue::run(
         ctx.clone(),
         Kind::Restore,
         1,
         controllers::restore::handle,
         restore_watch,
+        workers.clone(),
     ));
     tracing::info!("hawser server running");
 
-    shutdown.cancelled().await;
-    tracing::info!("hawser server shutting down");
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        lost = leadership.lost() => {
+            return Err(stop_now(lost, &readiness, controllers, &workers, &engine).await);
+        }
+    }
+
+    tracing::info!(
+        running = workers.running(),
+        pending = engine.pending(),
+        grace = ?grace,
+        "hawser server shutting down: no new work; running backups and restores may finish"
+    );
     readiness.stopping();
+    // Recovery and the controllers stop; the workers they started go on.
+    controllers.abort_all();
+    while controllers.join_next().await.is_some() {}
+    let finished = tokio::select! {
+        finished = drain(&workers, &engine, grace) => finished,
+        lost = leadership.lost() => {
+            return Err(stop_now(lost, &readiness, JoinSet::new(), &workers, &engine).await);
+        }
+    };
+    if !finished {
+        tracing::warn!(
+            running = workers.running(),
+            pending = engine.pending(),
+            "the shutdown grace period is over; stopping anyway: the next leader's recovery resolves what is unfinished"
+        );
+    }
+    workers.abort().await;
     engine.shutdown();
-    tasks.abort_all();
-    while tasks.join_next().await.is_some() {}
+    leadership.release().await;
+    tracing::info!("hawser server stopped");
     Ok(())
+}
+
+/// Waits up to `grace` for the workers to end and the re-driver to land every pending status;
+/// `true` when everything finished.
+async fn drain(workers: &Workers, engine: &StatusEngine, grace: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + grace;
+    if !workers.finish(grace).await {
+        return false;
+    }
+    while engine.pending() > 0 {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(DRAIN_POLL).await;
+    }
+    true
+}
+
+/// The Lease is lost: stop every controller and worker at once (another server may lead
+/// already) and say why.
+async fn stop_now(
+    lost: LeaseLost,
+    readiness: &Readiness,
+    mut controllers: JoinSet<()>,
+    workers: &Workers,
+    engine: &StatusEngine,
+) -> anyhow::Error {
+    readiness.stopping();
+    controllers.abort_all();
+    workers.abort().await;
+    engine.shutdown();
+    while controllers.join_next().await.is_some() {}
+    tracing::error!(error = %lost, "lost the leader Lease; stopping so that only one server runs the controllers");
+    anyhow::Error::new(lost).context(
+        "hawser server stopped leading: it stops so that it can be started again as a follower",
+    )
+}
+
+/// The Lease this server leads by, if it elects.
+enum Leadership {
+    /// `--leader-elect=false`: this process is the only server.
+    NotElected,
+    /// Held; `task` renews it until `release` fires, then gives it up.
+    Held {
+        name: String,
+        task: JoinHandle<Result<(), LeaseLost>>,
+        release: CancellationToken,
+    },
+}
+
+impl Leadership {
+    /// Resolves when the Lease is lost; never without leader election.
+    async fn lost(&mut self) -> LeaseLost {
+        match self {
+            Self::NotElected => std::future::pending().await,
+            Self::Held { name, task, .. } => match task.await {
+                Err(_) => LeaseLost::Crashed {
+                    lease: name.clone(),
+                },
+                Ok(Err(lost)) => lost,
+                // Only a release ends the task well, and `lost` is not awaited after it.
+                Ok(Ok(())) => std::future::pending().await,
+            },
+        }
+    }
+
+    /// Gives the Lease up (waits for the release request, bounded by the renew deadline).
+    async fn release(self) {
+        if let Self::Held { task, release, .. } = self {
+            release.cancel();
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(lost)) => {
+                    tracing::warn!(error = %lost, "the Lease was lost during shutdown")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the task renewing the Lease failed during shutdown")
+                }
+            }
+        }
+    }
 }

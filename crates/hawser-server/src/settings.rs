@@ -15,6 +15,9 @@ pub(crate) struct Settings {
     pub(crate) backup: BackupSettings,
     pub(crate) restore: RestoreSettings,
     pub(crate) locations: LocationSettings,
+    /// `--leader-elect*`: `None` with `--leader-elect=false` (one process, no Lease).
+    pub(crate) leader_election: Option<LeaderElectionSettings>,
+    pub(crate) shutdown: ShutdownSettings,
     /// `--metrics-address`: where `/metrics`, `/livez` and `/readyz` are served.
     pub(crate) metrics_address: SocketAddr,
 }
@@ -66,4 +69,27 @@ pub(crate) struct RestoreSettings {
 pub(crate) struct LocationSettings {
     /// `--store-validation-frequency`; `None`: periodic validation disabled.
     pub(crate) validation_frequency: Option<Duration>,
+}
+
+/// Leader election on a `coordination.k8s.io/v1` Lease in the server's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeaderElectionSettings {
+    /// `--leader-elect-resource-name`: the Lease's name.
+    pub(crate) lease_name: String,
+    /// `--leader-elect-lease-duration`: how long a follower waits, after it last saw the Lease
+    /// change, before it takes the Lease over.
+    pub(crate) lease_duration: Duration,
+    /// `--leader-elect-renew-deadline`: how long the leader keeps trying to renew before it
+    /// gives up leading (shorter than the lease duration).
+    pub(crate) renew_deadline: Duration,
+    /// `--leader-elect-retry-period`: the interval of the leader's renewals and of a follower's
+    /// looks at the Lease (shorter than the renew deadline).
+    pub(crate) retry_period: Duration,
+}
+
+/// What happens on SIGTERM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ShutdownSettings {
+    /// `--shutdown-grace-period`: how long running backups and restores may take to finish.
+    pub(crate) grace_period: Duration,
 }

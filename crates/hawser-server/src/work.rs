@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hawser_api::phase::Phase;
+use kube::Api;
 use kube::api::DynamicObject;
 use serde_json::Value;
 use tokio::sync::watch;
@@ -23,27 +24,46 @@ pub(crate) struct Taken {
     /// `metadata.resourceVersion` and `status.phase` as seen, for the first write.
     pub(crate) resource_version: String,
     pub(crate) phase: Phase,
+    /// `metadata.uid`: every write of this work is for this object only.
+    pub(crate) uid: String,
     /// Marks the object as owned here (recovery leaves it alone) while held.
     pub(crate) _worker: WorkerGuard,
 }
 
 impl Taken {
-    /// Takes up `object`, unless it has no name or this instance already owns it (a worker or
-    /// the re-driver holds it).
-    pub(crate) fn of(ctx: &Context, kind: Kind, object: &DynamicObject) -> Option<Self> {
-        let name = object.metadata.name.clone()?;
+    /// Takes up the object `offered` names, as it is now: it is read again (it may have waited
+    /// for a free slot, changed, or been deleted and created again), and taken only when it
+    /// still waits and this instance does not already own it (a worker or the re-driver holds
+    /// it). `None` when there is nothing to take, or the API cannot answer (the next resync
+    /// offers it again).
+    pub(crate) async fn fresh(ctx: &Context, kind: Kind, offered: &DynamicObject) -> Option<Self> {
+        let name = offered.metadata.name.clone()?;
         let key = ObjectKey::new(kind, ctx.namespace.clone(), name.clone());
         if ctx.engine.owns(&key) {
             return None;
         }
         let worker = ctx.engine.worker(key.clone());
-        let json = serde_json::to_value(object).unwrap_or(Value::Null);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &kind.api_resource());
+        let object = match api.get_opt(&name).await {
+            Ok(Some(object)) => object,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::debug!(object = %key, error = %e, "reading the object again failed; it waits for the next resync");
+                return None;
+            }
+        };
+        let json = serde_json::to_value(&object).unwrap_or(Value::Null);
         let phase = Phase::of(kind, &json);
+        if !phase.is_waiting() || object.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
         Some(Self {
             name,
             key,
             resource_version: object.metadata.resource_version.clone().unwrap_or_default(),
             phase,
+            uid: object.metadata.uid.clone().unwrap_or_default(),
             json,
             _worker: worker,
         })
@@ -56,6 +76,21 @@ impl Taken {
             self.key.name.clone(),
             phase.into(),
         )
+        .for_uid(self.uid.clone())
+    }
+
+    /// Writes `status.progress` of this object while `rx` changes (see [`report_progress`]).
+    pub(crate) fn report_progress<P>(
+        &self,
+        ctx: Arc<Context>,
+        rx: watch::Receiver<P>,
+        to_json: fn(&P) -> Value,
+    ) -> tokio::task::JoinHandle<()>
+    where
+        P: Clone + PartialEq + Default + Send + Sync + 'static,
+    {
+        let template = self.update(Phase::in_progress(self.key.kind));
+        tokio::spawn(report_progress(ctx, template, rx, to_json))
     }
 
     /// `update` with the object as seen as its precondition.
@@ -64,20 +99,37 @@ impl Taken {
     }
 }
 
-/// Encodes `record` and stores it with `put`; what failed, in words, otherwise.
-pub(crate) async fn store_record<F, Fut>(
+/// Encodes `record` and stores it with `put`; what failed, in words, otherwise. A put that
+/// failed may still have stored the record (the answer was lost): the record is read back
+/// with `read`, and when the stored bytes are the ones written the record counts as stored, so
+/// the object's phase and the record always agree.
+pub(crate) async fn store_record<P, PutFut, R, ReadFut>(
     record: Result<Value, serde_json::Error>,
     what: &str,
-    put: F,
+    put: P,
+    read: R,
 ) -> Result<(), String>
 where
-    F: FnOnce(Bytes) -> Fut,
-    Fut: Future<Output = Result<(), hawser_store::StoreError>>,
+    P: FnOnce(Bytes) -> PutFut,
+    PutFut: Future<Output = Result<(), hawser_store::StoreError>>,
+    R: FnOnce() -> ReadFut,
+    ReadFut: Future<Output = Result<Option<Bytes>, hawser_store::StoreError>>,
 {
-    let bytes = record
-        .and_then(|r| serde_json::to_vec(&r))
-        .map_err(|e| format!("encoding {what} failed: {e}"))?;
-    put(Bytes::from(bytes)).await.map_err(|e| e.full_message())
+    let bytes = Bytes::from(
+        record
+            .and_then(|r| serde_json::to_vec(&r))
+            .map_err(|e| format!("encoding {what} failed: {e}"))?,
+    );
+    let Err(e) = put(bytes.clone()).await else {
+        return Ok(());
+    };
+    match read().await {
+        Ok(Some(stored)) if stored == bytes => {
+            tracing::info!(record = what, error = %e.full_message(), "storing the record answered with an error, but it was stored");
+            Ok(())
+        }
+        _ => Err(e.full_message()),
+    }
 }
 
 /// Shortest time between two `status.progress` writes of one object.
@@ -88,9 +140,9 @@ const PROGRESS_WRITE_BUDGET: Duration = Duration::from_secs(10);
 
 /// Writes `status.progress` (as `to_json` renders it, with the phase `InProgress`) when it
 /// changed, at most every [`PROGRESS_INTERVAL`], until aborted or the sender is dropped.
-pub(crate) async fn report_progress<P>(
+async fn report_progress<P>(
     ctx: Arc<Context>,
-    key: ObjectKey,
+    template: StatusUpdate,
     mut rx: watch::Receiver<P>,
     to_json: fn(&P) -> Value,
 ) where
@@ -106,12 +158,8 @@ pub(crate) async fn report_progress<P>(
         if now == last {
             continue;
         }
-        let update = StatusUpdate::new(
-            key.namespace.clone(),
-            key.name.clone(),
-            Phase::in_progress(key.kind),
-        )
-        .field("progress", to_json(&now));
+        let key = template.key().clone();
+        let update = template.clone().field("progress", to_json(&now));
         match tokio::time::timeout(PROGRESS_WRITE_BUDGET, ctx.engine.write(update)).await {
             Ok(Ok(_)) => last = now,
             Ok(Err(e)) => tracing::debug!(object = %key, error = %e, "progress not stored"),

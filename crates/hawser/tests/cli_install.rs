@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// `Kind/name` of every object install makes with a location and a credentials file, in order.
-const EXPECTED: [&str; 13] = [
+const EXPECTED: [&str; 15] = [
     "CustomResourceDefinition/backups.velero.io",
     "CustomResourceDefinition/backupstoragelocations.velero.io",
     "CustomResourceDefinition/deletebackuprequests.velero.io",
@@ -21,6 +21,8 @@ const EXPECTED: [&str; 13] = [
     "Namespace/velero",
     "ServiceAccount/velero",
     "ClusterRoleBinding/velero",
+    "Role/hawser-leader-election",
+    "RoleBinding/hawser-leader-election",
     "Secret/cloud-credentials",
     "Deployment/velero",
     "BackupStorageLocation/default",
@@ -78,7 +80,7 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
         .collect();
     let labels: Vec<String> = docs.iter().map(label).collect();
     assert_eq!(labels, EXPECTED);
-    let deployment = &docs[11];
+    let deployment = &docs[13];
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], "registry.example/hawser:test");
     assert_eq!(
@@ -92,7 +94,38 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
     let binding = &docs[9];
     assert_eq!(binding["roleRef"]["name"], "cluster-admin");
     assert_eq!(binding["subjects"][0]["namespace"], "velero");
-    let bsl = &docs[12]["spec"];
+    // One server at a time: the old Pod stops (and releases the Lease) before the new starts,
+    // with time to finish its work; probes on the metrics port; the Leases it elects on.
+    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["terminationGracePeriodSeconds"], 90);
+    for (probe, path) in [("livenessProbe", "/livez"), ("readinessProbe", "/readyz")] {
+        assert_eq!(container[probe]["httpGet"]["path"], path, "{probe}");
+        assert_eq!(container[probe]["httpGet"]["port"], "metrics", "{probe}");
+    }
+    let role = &docs[10];
+    assert_eq!(role["kind"], "Role");
+    assert_eq!(role["metadata"]["namespace"], "velero");
+    assert_eq!(
+        role["rules"][0]["apiGroups"],
+        serde_json::json!(["coordination.k8s.io"])
+    );
+    assert_eq!(role["rules"][0]["resources"], serde_json::json!(["leases"]));
+    for verb in ["get", "create", "update", "patch"] {
+        assert!(
+            role["rules"][0]["verbs"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(verb)),
+            "{verb} missing from {role:#}"
+        );
+    }
+    let role_binding = &docs[11];
+    assert_eq!(role_binding["roleRef"]["kind"], "Role");
+    assert_eq!(role_binding["roleRef"]["name"], "hawser-leader-election");
+    assert_eq!(role_binding["subjects"][0]["name"], "velero");
+    assert_eq!(role_binding["subjects"][0]["namespace"], "velero");
+    let bsl = &docs[14]["spec"];
     assert_eq!(bsl["objectStorage"]["prefix"], "cluster-a");
     assert_eq!(bsl["config"]["region"], "eu-west-1");
     assert_eq!(bsl["credential"]["key"], "cloud");
@@ -114,9 +147,10 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
         .iter()
         .map(label)
         .collect();
-    assert_eq!(labels.len(), 11, "{labels:?}");
+    assert_eq!(labels.len(), 13, "{labels:?}");
     assert!(labels.contains(&"Namespace/backups".to_owned()));
     assert!(labels.contains(&"ClusterRoleBinding/velero-backups".to_owned()));
+    assert!(labels.contains(&"RoleBinding/hawser-leader-election".to_owned()));
     assert!(
         !labels
             .iter()

@@ -31,7 +31,7 @@ use tokio::sync::watch;
 use crate::context::{Context, schedule_of};
 use crate::metrics::{BackupFinished, FinalOutcome};
 use crate::status::Kind;
-use crate::work::{Taken, record_status, report_final, report_progress, store_record};
+use crate::work::{Taken, record_status, report_final, store_record};
 use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
 
 /// The outcome of validation.
@@ -46,7 +46,7 @@ enum Checked {
 
 /// Handles one waiting Backup (see the module docs).
 pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
-    let Some(taken) = Taken::of(&ctx, Kind::Backup, &object) else {
+    let Some(taken) = Taken::fresh(&ctx, Kind::Backup, &object).await else {
         return;
     };
     let (name, key) = (taken.name.clone(), taken.key.clone());
@@ -79,6 +79,10 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     let claim = taken
         .update(BackupPhase::InProgress)
         .claim()
+        // What the backup was resolved to, written as Velero does, so that recovery reads the
+        // location this backup went to whatever the defaults are by then.
+        .spec_field("storageLocation", backup.spec.storage_location.clone())
+        .spec_field("ttl", json!(backup.spec.ttl))
         .field("version", 1)
         .field("formatVersion", FORMAT_VERSION)
         .field("startTimestamp", json!(Time(started)))
@@ -93,12 +97,11 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     tracing::info!(backup = %name, location = %backup.spec.storage_location.clone().unwrap_or_default(), "backup started");
 
     let (progress, progress_rx) = watch::channel(Progress::default());
-    let reporter = tokio::spawn(report_progress(
+    let reporter = taken.report_progress(
         ctx.clone(),
-        key.clone(),
         progress_rx,
         |p| json!({"totalItems": p.total_items, "itemsBackedUp": p.items_backed_up}),
-    ));
+    );
     let options = BackupOptions::default()
         .with_page_size(ctx.settings.client.page_size.unwrap_or(u32::MAX))
         .with_progress(progress)
@@ -138,6 +141,7 @@ async fn commit(
         backup::record(backup, &outcome),
         "velero-backup.json",
         |bytes| location.commit_backup(&name, bytes),
+        || location.backup_metadata(&name),
     )
     .await;
     match stored {
@@ -209,7 +213,14 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
             });
             return Checked::Invalid(messages);
         }
-        Err(e) => return Checked::Retry(e.full_message()),
+        Err(e) if e.is_transient() => return Checked::Retry(e.full_message()),
+        Err(e) => {
+            messages.push(format!(
+                "backup can't be created because {}",
+                e.full_message()
+            ));
+            return Checked::Invalid(messages);
+        }
     };
     if bsl.spec.access_mode == Some(hawser_api::BackupStorageLocationAccessMode::ReadOnly) {
         messages.push(format!(

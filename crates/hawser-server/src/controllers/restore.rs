@@ -33,7 +33,7 @@ use tokio::sync::watch;
 use crate::context::{Context, SCHEDULE_LABEL, backup_location_name};
 use crate::metrics::FinalOutcome;
 use crate::status::Kind;
-use crate::work::{Taken, record_status, report_final, report_progress, store_record};
+use crate::work::{Taken, record_status, report_final, store_record};
 use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
 
 enum Checked {
@@ -44,7 +44,7 @@ enum Checked {
 
 /// Handles one waiting Restore (see the module docs).
 pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
-    let Some(taken) = Taken::of(&ctx, Kind::Restore, &object) else {
+    let Some(taken) = Taken::fresh(&ctx, Kind::Restore, &object).await else {
         return;
     };
     let (name, key) = (taken.name.clone(), taken.key.clone());
@@ -79,6 +79,9 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     let claim = taken
         .update(RestorePhase::InProgress)
         .claim()
+        // The backup a `scheduleName` resolved to, written as Velero does, so that recovery
+        // finds the record whatever the schedule's newest backup is by then.
+        .spec_field("backupName", restore.spec.backup_name.clone())
         .field("startTimestamp", json!(Time(started)));
     if let Err(e) = ctx.engine.write(taken.first_write(claim)).await {
         tracing::info!(restore = %name, category = e.category(), error = %e, "the restore could not be started");
@@ -87,12 +90,11 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     tracing::info!(restore = %name, backup = %backup.metadata.name.clone().unwrap_or_default(), "restore started");
 
     let (progress, progress_rx) = watch::channel(Progress::default());
-    let reporter = tokio::spawn(report_progress(
+    let reporter = taken.report_progress(
         ctx.clone(),
-        key.clone(),
         progress_rx,
         |p| json!({"totalItems": p.total_items, "itemsRestored": p.items_restored}),
-    ));
+    );
     let options = RestoreOptions::default()
         .with_priorities(ctx.settings.restore.resource_priorities.clone())
         .with_crd_ready_timeout(ctx.settings.restore.crd_ready_timeout)
@@ -143,6 +145,7 @@ async fn commit(
         restore::record(restore, &outcome),
         "the restore record",
         |bytes| location.commit_restore(&name, bytes),
+        || location.restore_record(&name),
     )
     .await;
     match stored {
@@ -241,7 +244,13 @@ async fn check(ctx: &Context, json: Value) -> Checked {
                 ctx.namespace
             )]);
         }
-        Err(e) => return Checked::Retry(hawser_core::errors::chain_text(&e)),
+        Err(e) if e.is_transient() => return Checked::Retry(e.full_message()),
+        Err(e) => {
+            return Checked::Invalid(vec![format!(
+                "the restore can't be started because {}",
+                e.full_message()
+            )]);
+        }
     };
     let catalogue = match hawser_engine::cluster::catalogue(&ctx.client).await {
         Ok(c) => c,
@@ -256,15 +265,22 @@ async fn check(ctx: &Context, json: Value) -> Checked {
     Checked::Valid(Box::new(restore), Box::new(backup), location)
 }
 
-/// The newest `Completed` backup (by `startTimestamp`) labelled with `schedule`.
+/// The newest `Completed` backup (by `startTimestamp`) labelled with `schedule`. Backups are
+/// read untyped and parsed one by one, so a malformed one among them is skipped, not fatal.
 async fn newest_completed(ctx: &Context, schedule: &str) -> Result<Option<String>, kube::Error> {
-    let api: Api<Backup> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &ctx.namespace,
+        &Kind::Backup.api_resource(),
+    );
     let list = api
         .list(&ListParams::default().labels(&format!("{SCHEDULE_LABEL}={schedule}")))
         .await?;
     Ok(list
         .items
         .into_iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .filter_map(|v| serde_json::from_value::<Backup>(v).ok())
         .filter_map(|b| {
             let status = b.status.as_ref()?;
             (status.phase == BackupPhase::Completed)

@@ -8,6 +8,8 @@
 //!
 //! Every request runs under a timeout (the per-attempt timeout chosen by the deadline policy).
 
+use hawser_core::clock::Clock;
+use hawser_core::retry_after::parse_retry_after;
 use std::time::Duration;
 
 use http_body_util::BodyExt;
@@ -23,13 +25,20 @@ use super::kind::Kind;
 pub(crate) struct StatusApi {
     client: kube::Client,
     field_manager: String,
+    /// For `Retry-After` given as an HTTP date.
+    clock: Clock,
 }
 
 impl StatusApi {
-    pub(crate) fn new(client: kube::Client, field_manager: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        client: kube::Client,
+        field_manager: impl Into<String>,
+        clock: Clock,
+    ) -> Self {
         Self {
             client,
             field_manager: field_manager.into(),
+            clock,
         }
     }
 
@@ -150,8 +159,7 @@ impl StatusApi {
             .headers()
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+            .and_then(|v| parse_retry_after(v, self.clock.now()));
         let body = res
             .into_body()
             .collect()

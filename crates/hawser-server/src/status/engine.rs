@@ -16,6 +16,7 @@ use super::api::StatusApi;
 use super::error::{AttemptError, Class, WriteError};
 use super::events::{Events, reasons};
 use super::kind::ObjectKey;
+use super::liveness::{Liveness, heartbeat};
 use super::redriver::Redriver;
 use super::retry::{Finish, until_deadline};
 use super::update::StatusUpdate;
@@ -100,6 +101,10 @@ pub(crate) struct Inner {
     pub(crate) events: Events,
     pub(crate) redriver: Redriver,
     workers: Mutex<HashMap<ObjectKey, usize>>,
+    /// This instance's Lease and the other instances' (only with a namespace).
+    pub(crate) liveness: Option<Liveness>,
+    /// Whether this instance's Lease has been written (before its first claim).
+    beaten: tokio::sync::OnceCell<()>,
     pub(crate) shutdown: CancellationToken,
 }
 
@@ -138,14 +143,23 @@ impl StatusEngine {
         let rng = config
             .rng_seed
             .map_or_else(StdRng::from_os_rng, StdRng::seed_from_u64);
-        let api = StatusApi::new(client.clone(), "hawser");
+        let api = StatusApi::new(client.clone(), "hawser", config.clock.clone());
         let writer = Writer::new(
             api,
             config.instance_id.clone(),
             hawser_api::labels::HAWSER_OWNER,
         );
-        let events = Events::new(client, &config.instance_id, config.request_timeout);
+        let events = Events::new(client.clone(), &config.instance_id, config.request_timeout);
         let redriver = Redriver::new(config.redrive_concurrency.max(1));
+        let liveness = config.namespace.as_deref().map(|ns| {
+            Liveness::new(
+                client.clone(),
+                ns,
+                &config.instance_id,
+                config.clock.clone(),
+                heartbeat(config.resync_period),
+            )
+        });
         let inner = Inner {
             writer,
             policy: config.policy(),
@@ -155,6 +169,8 @@ impl StatusEngine {
             events,
             redriver,
             workers: Mutex::new(HashMap::new()),
+            liveness,
+            beaten: tokio::sync::OnceCell::new(),
             shutdown: CancellationToken::new(),
         };
         Self {
@@ -233,6 +249,9 @@ impl StatusEngine {
     /// [`WriteError`]: gone (404), stale (the transition table forbids it now), rejected
     /// (400/403/422…, with a Warning Event), handed over, expired, shutting down.
     pub async fn write(&self, update: StatusUpdate) -> Result<Landing, WriteError> {
+        if update.claim {
+            self.heartbeat_before_first_claim().await;
+        }
         let key = update.key.clone();
         self.inner.redriver.cancel(&key, &self.inner.metrics);
         let _in_flight = self.worker(key.clone());
@@ -280,6 +299,24 @@ impl StatusEngine {
             }
             Finish::Cancelled => Err(key.shutting_down()),
         }
+    }
+}
+
+impl StatusEngine {
+    /// Writes this instance's Lease once, before it first claims an object, so that no other
+    /// instance takes its fresh claims for orphans (see [`Liveness`]).
+    async fn heartbeat_before_first_claim(&self) {
+        let Some(liveness) = &self.inner.liveness else {
+            return;
+        };
+        self.inner
+            .beaten
+            .get_or_init(|| async {
+                if let Err(e) = liveness.beat().await {
+                    tracing::warn!(error = %e, "writing this instance's Lease failed; the next heartbeat tries again");
+                }
+            })
+            .await;
     }
 }
 

@@ -46,6 +46,15 @@ pub enum AttemptError {
     /// The request could not be built (a bug, or an invalid name).
     #[error("could not build the request")]
     Build(#[source] kube::core::request::Error),
+    /// The object of that name is another one than the write is for: the one it was for was
+    /// deleted and this one created in its place (its `metadata.uid` differs).
+    #[error("the object was deleted and created again (uid {found} instead of {wanted})")]
+    Replaced {
+        /// The uid the write is for.
+        wanted: String,
+        /// The uid found.
+        found: String,
+    },
     /// The write was accepted but the stored phase did not change: the main resource ignores
     /// `.status` when the status subresource is enabled (the CRD changed since discovery).
     #[error("the API server accepted the write but kept phase \"{stored}\"")]
@@ -64,10 +73,20 @@ impl AttemptError {
                 Class::Transient { retry_after: None }
             }
             Self::Build(_) => Class::Rejected,
+            Self::Replaced { .. } => Class::Gone,
             Self::Api {
-                code, retry_after, ..
+                code,
+                reason,
+                retry_after,
+                ..
             } => match code {
-                404 => Class::Gone,
+                // A Status saying NotFound: the object is gone. A 404 without one comes from a
+                // route that is not served (yet): the API server has just started and has not
+                // loaded the CRD, which is an outage, not a deletion.
+                404 if reason == "NotFound" => Class::Gone,
+                404 => Class::Transient {
+                    retry_after: *retry_after,
+                },
                 409 => Class::Conflict,
                 // 401: credentials can be refreshed (token rotation); 408: request timeout.
                 401 | 408 | 429 => Class::Transient {
@@ -90,6 +109,7 @@ impl AttemptError {
             Self::Decode(_) => "BadAnswer",
             Self::Build(_) => "BadRequestBuild",
             Self::NotApplied { .. } => "StatusIgnored",
+            Self::Replaced { .. } => "ObjectReplaced",
             Self::Api { code, .. } => match code {
                 400 => "BadRequest",
                 401 => "Unauthorized",
@@ -256,10 +276,27 @@ mod tests {
     fn api(code: u16, retry_after: Option<u64>) -> AttemptError {
         AttemptError::Api {
             code,
-            reason: String::new(),
+            // What a Status body says for a missing object.
+            reason: if code == 404 { "NotFound" } else { "" }.to_owned(),
             message: String::new(),
             retry_after: retry_after.map(Duration::from_secs),
         }
+    }
+
+    #[test]
+    fn a_404_without_a_status_is_an_unserved_route_not_a_deletion() {
+        let plain = AttemptError::Api {
+            code: 404,
+            reason: String::new(),
+            message: "404 page not found".to_owned(),
+            retry_after: None,
+        };
+        assert_eq!(plain.class(), Class::Transient { retry_after: None });
+        let replaced = AttemptError::Replaced {
+            wanted: "a".to_owned(),
+            found: "b".to_owned(),
+        };
+        assert_eq!(replaced.class(), Class::Gone);
     }
 
     #[test]

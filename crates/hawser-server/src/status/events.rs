@@ -18,6 +18,8 @@ pub mod reasons {
     pub const STATUS_WRITE_REJECTED: &str = "StatusWriteRejected";
     /// Normal: an orphaned object was resolved at start-up or resync.
     pub const RECOVERED: &str = "StatusRecovered";
+    /// Warning: an orphaned object waits, because its outcome record cannot be read yet.
+    pub const RECOVERY_WAITING: &str = "RecoveryWaiting";
 }
 
 #[derive(Clone)]

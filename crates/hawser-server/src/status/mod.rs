@@ -31,6 +31,7 @@ mod engine;
 mod error;
 pub mod events;
 mod kind;
+mod liveness;
 mod recovery;
 mod redriver;
 mod retry;

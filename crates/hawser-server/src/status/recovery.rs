@@ -8,10 +8,14 @@
 //! server restarted during the work when there is no record. Writes go through
 //! [`StatusEngine::write`] (same deadline, re-driver, transition table).
 //!
-//! A record source that cannot be read (storage down) leaves the object alone until the next
-//! round: a backup whose artifacts were written must never be reported `Failed` for that.
-//! Ownership is by instance id; hawser assumes a single active server per namespace (leader
-//! election), so an object annotated by another instance id is an orphan.
+//! A record source that cannot be read (storage down, a location, Secret or backup missing)
+//! leaves the object alone, with a Warning Event, and the round is tried again within one
+//! backoff cap: a backup whose artifacts were written must never be reported `Failed` for that.
+//! Ownership is by instance id (the `hawser.io/owner` annotation the claim writes). An object
+//! owned by another instance is left alone while that instance's Lease is alive (see
+//! [`super::liveness`]); once it is not, the object is an orphan like any other. Leader election
+//! keeps one active server; the Leases keep two servers run without it from stealing each
+//! other's work.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,6 +23,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
+use hawser_api::labels::HAWSER_OWNER;
 use hawser_api::phase::Phase;
 use serde_json::{Map, Value};
 
@@ -120,6 +125,8 @@ pub struct RecoveryReport {
     pub in_flight: usize,
     /// Of those, owned by this instance (left alone).
     pub owned: usize,
+    /// Of those, owned by another instance whose Lease is alive (left alone).
+    pub owned_elsewhere: usize,
     /// Resolved to their recorded outcome.
     pub from_record: usize,
     /// Resolved to `Failed` for lack of a record.
@@ -186,10 +193,30 @@ impl StatusEngine {
                     report.owned += 1;
                     continue;
                 }
-                orphans.push((key, s("/metadata/resourceVersion"), phase));
+                let owner = obj["metadata"]["annotations"][HAWSER_OWNER].as_str();
+                if let (Some(liveness), Some(owner)) = (&inner.liveness, owner) {
+                    match liveness.is_alive(owner).await {
+                        Ok(true) => {
+                            report.owned_elsewhere += 1;
+                            continue;
+                        }
+                        Ok(false) => {}
+                        Err(e) => {
+                            tracing::warn!(object = %key, owner, error = %e, "whether the owner is alive cannot be read; object left for the next round");
+                            report.unresolved += 1;
+                            continue;
+                        }
+                    }
+                }
+                orphans.push((
+                    key,
+                    s("/metadata/resourceVersion"),
+                    s("/metadata/uid"),
+                    phase,
+                ));
             }
             let results: Vec<Resolution> = futures::stream::iter(orphans)
-                .map(|(key, rv, phase)| self.resolve_one(records, key, rv, phase))
+                .map(|(key, rv, uid, phase)| self.resolve_one(records, key, rv, uid, phase))
                 .buffer_unordered(inner.config.redrive_concurrency.max(1))
                 .collect()
                 .await;
@@ -212,6 +239,7 @@ impl StatusEngine {
         records: &R,
         key: ObjectKey,
         rv: String,
+        uid: String,
         phase: Phase,
     ) -> Resolution {
         let record = match records.outcome(key.kind, &key.namespace, &key.name).await {
@@ -219,7 +247,18 @@ impl StatusEngine {
                 .map(|o| (Phase::parse(key.kind, &o.phase), o.status))
                 .filter(|(recorded, _)| recorded.is_final()),
             Err(e) => {
-                tracing::warn!(object = %key, error = %e, "outcome record unreadable; object left for the next round");
+                let why = hawser_core::errors::chain_text(&e);
+                tracing::warn!(object = %key, error = %why, "outcome record unreadable; object left for the next round");
+                self.inner
+                    .events
+                    .publish(
+                        &key,
+                        None,
+                        true,
+                        reasons::RECOVERY_WAITING,
+                        format!("the outcome of this {} cannot be decided yet, it stays {phase} until it can: {why}", key.kind),
+                    )
+                    .await;
                 return Resolution::Unresolved;
             }
         };
@@ -239,7 +278,8 @@ impl StatusEngine {
                     .field("completionTimestamp", now)
             }
         }
-        .observed(rv, phase.clone());
+        .observed(rv, phase.clone())
+        .for_uid(uid);
         let wanted = update.phase().clone();
         match self.write(update).await {
             Ok(landing) => {
@@ -276,18 +316,51 @@ impl StatusEngine {
 
     /// Run recovery at once and then every `--status-resync-period` until
     /// [`shutdown`](Self::shutdown).
+    ///
+    /// While it runs, this instance's Lease is renewed every heartbeat (other instances read it
+    /// to tell whether the objects this one owns are still worked on); it is deleted on return.
     pub async fn run_recovery<R: RecordSource>(&self, records: R) {
+        let heartbeat = self.inner.liveness.clone().map(|liveness| {
+            let shutdown = self.inner.shutdown.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Err(e) = liveness.beat().await {
+                        tracing::warn!(error = %e, "renewing this instance's Lease failed; trying again");
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(liveness.interval()) => {}
+                        () = shutdown.cancelled() => break,
+                    }
+                }
+                liveness.release().await;
+            })
+        });
+        self.recovery_rounds(&records).await;
+        if let Some(heartbeat) = heartbeat {
+            let _ = heartbeat.await;
+        }
+    }
+
+    async fn recovery_rounds<R: RecordSource>(&self, records: &R) {
         let period = self
             .inner
             .config
             .resync_period
             .max(Duration::from_millis(100));
+        // A round that left work undecided is tried again within one backoff cap, not a whole
+        // resync period later.
+        let soon = period.min(self.inner.config.max_backoff);
         loop {
-            if let Err(e) = self.resolve_orphans(&records).await {
-                tracing::warn!(category = e.category(), error = %e, "recovery round failed; retrying at the next resync");
-            }
+            let wait = match self.resolve_orphans(records).await {
+                Ok(report) if report.unresolved == 0 => period,
+                Ok(_) => soon,
+                Err(e) => {
+                    tracing::warn!(category = e.category(), error = %e, "recovery round failed; retrying soon");
+                    soon
+                }
+            };
             tokio::select! {
-                () = tokio::time::sleep(period) => {}
+                () = tokio::time::sleep(wait) => {}
                 () = self.inner.shutdown.cancelled() => return,
             }
         }

@@ -106,8 +106,12 @@ async fn run(
 ) {
     let key = update.key.clone();
     let mut retry_after: Option<Duration> = None;
+    // After a first 409 the object is read again at once: the conflict says it changed, not
+    // that the API server is in trouble. Conflicts in a row wait as usual.
+    let mut conflicts_in_a_row = 0u32;
     loop {
         let wait = match inner.rng.lock() {
+            _ if conflicts_in_a_row == 1 => Duration::ZERO,
             Ok(mut r) => inner.policy.backoff.steady_delay(retry_after, &mut *r),
             Err(p) => inner
                 .policy
@@ -126,8 +130,14 @@ async fn run(
             .attempt_once(&update, &mut state, inner.policy.request_timeout)
             .await;
         match r.as_ref().err().map(super::error::AttemptError::class) {
-            Some(Class::Transient { retry_after: ra }) => retry_after = ra,
-            Some(Class::Conflict) => retry_after = None,
+            Some(Class::Transient { retry_after: ra }) => {
+                retry_after = ra;
+                conflicts_in_a_row = 0;
+            }
+            Some(Class::Conflict) => {
+                retry_after = None;
+                conflicts_in_a_row += 1;
+            }
             // Landed, stale, gone or refused: this status is settled either way.
             _ => {
                 let _settled = inner.concluded(&update, &state, r, attempts, start).await;

@@ -189,7 +189,8 @@ mod tests {
                     async move {
                         Err(AttemptError::Api {
                             code,
-                            reason: String::new(),
+                            // What a Status body says for a missing object.
+                            reason: if code == 404 { "NotFound" } else { "" }.to_owned(),
                             message: String::new(),
                             retry_after: None,
                         })

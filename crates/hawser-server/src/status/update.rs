@@ -25,6 +25,8 @@ pub struct StatusUpdate {
     pub(crate) status: Map<String, Value>,
     pub(crate) claim: bool,
     pub(crate) observed: Option<Observed>,
+    pub(crate) uid: Option<String>,
+    pub(crate) spec: Map<String, Value>,
 }
 
 impl StatusUpdate {
@@ -45,6 +47,8 @@ impl StatusUpdate {
             status,
             claim: false,
             observed: None,
+            uid: None,
+            spec: Map::new(),
         }
     }
 
@@ -88,6 +92,22 @@ impl StatusUpdate {
     /// (used when entering `InProgress`; see the module docs for how it is written).
     pub fn claim(mut self) -> Self {
         self.claim = true;
+        self
+    }
+
+    /// Only for the object with this `metadata.uid`: a re-read that finds another object of the
+    /// same name (deleted and created again) ends the write as gone, so a status never lands
+    /// on an object it was not computed for.
+    pub fn for_uid(mut self, uid: impl Into<String>) -> Self {
+        self.uid = Some(uid.into()).filter(|u: &String| !u.is_empty());
+        self
+    }
+
+    /// Also set `spec.<field>` in the claim's write of the main resource (what the work was
+    /// resolved to, e.g. the storage location, so that recovery does not depend on defaults
+    /// that may change). Only written with [`claim`](Self::claim).
+    pub fn spec_field(mut self, field: &str, value: impl Into<Value>) -> Self {
+        self.spec.insert(field.to_owned(), value.into());
         self
     }
 

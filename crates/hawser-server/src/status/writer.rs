@@ -74,6 +74,12 @@ pub(crate) struct Writer {
     discovering: tokio::sync::Mutex<()>,
 }
 
+fn uid_of(obj: &Value) -> Option<String> {
+    obj.pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
 fn rv_of(obj: &Value) -> Option<String> {
     obj.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
@@ -156,6 +162,15 @@ impl Writer {
                     .api
                     .get(key.kind, &key.namespace, &key.name, left(end))
                     .await?;
+                if let Some(wanted) = &u.uid
+                    && let Some(found) = uid_of(&obj)
+                    && *wanted != found
+                {
+                    return Err(AttemptError::Replaced {
+                        wanted: wanted.clone(),
+                        found,
+                    });
+                }
                 let current = Phase::of(key.kind, &obj);
                 let Some(rv) = rv_of(&obj) else {
                     return Err(AttemptError::Api {
@@ -166,7 +181,9 @@ impl Writer {
                     });
                 };
                 let landed = status_contains(obj.get("status"), &u.status)
-                    && (!u.claim || self.is_claimed(&obj));
+                    && (!u.claim
+                        || (self.is_claimed(&obj) && status_contains(obj.get("spec"), &u.spec)));
+                st.claimed = st.claimed || self.is_claimed(&obj);
                 st.last_object = Some(obj.clone());
                 if landed {
                     return Ok(Step::AlreadyLanded(obj));
@@ -175,7 +192,11 @@ impl Writer {
                 (rv, current)
             }
         };
-        if !current.can_transition_to(&u.phase) {
+        // A claim takes work only from a waiting phase: an object another writer (another
+        // server) has started is not taken over, even though writing its phase again would be
+        // allowed.
+        let taken_elsewhere = u.claim && !current.is_waiting() && !st.claimed;
+        if taken_elsewhere || !current.can_transition_to(&u.phase) {
             return Ok(Step::Stale { current });
         }
         let result = self.patch(u, st, &rv, end).await;
@@ -223,18 +244,23 @@ impl Writer {
         let sub = self.status_subresource(key.kind, end).await?;
         let status = Value::Object(u.status.clone());
         let obj = if !sub {
-            let mut metadata = json!({ "resourceVersion": rv });
+            let mut body = json!({ "metadata": { "resourceVersion": rv }, "status": status });
             if u.claim {
-                metadata["annotations"] = self.annotations();
+                body["metadata"]["annotations"] = self.annotations();
+                if !u.spec.is_empty() {
+                    body["spec"] = Value::Object(u.spec.clone());
+                }
             }
-            let body = json!({ "metadata": metadata, "status": status });
             self.api
                 .merge_patch(key.kind, &key.namespace, &key.name, false, &body, left(end))
                 .await?
         } else {
             let mut rv = rv.to_owned();
             if u.claim && !st.claimed {
-                let body = json!({ "metadata": { "resourceVersion": rv, "annotations": self.annotations() } });
+                let mut body = json!({ "metadata": { "resourceVersion": rv, "annotations": self.annotations() } });
+                if !u.spec.is_empty() {
+                    body["spec"] = Value::Object(u.spec.clone());
+                }
                 let obj = self
                     .api
                     .merge_patch(key.kind, &key.namespace, &key.name, false, &body, left(end))

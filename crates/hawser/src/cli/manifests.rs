@@ -1,24 +1,37 @@
 //! The objects `hawser install` creates, built from its settings (pure: no API calls).
 //!
 //! In order: the `velero.io` CRDs, the Namespace, the ServiceAccount `velero`, a
-//! ClusterRoleBinding of it to `cluster-admin` (as Velero's install does), the Secret
-//! `cloud-credentials` (key `cloud`) when a credentials file is given, the Deployment `velero`
-//! running `hawser server`, and the BackupStorageLocation `default` when a provider and bucket are
-//! given.
+//! ClusterRoleBinding of it to `cluster-admin` (as Velero's install does), a Role and
+//! RoleBinding `hawser-leader-election` granting it the `coordination.k8s.io` Leases of the
+//! namespace (leader election; stated on its own so that the server's needs are visible and a
+//! narrower ClusterRole can replace `cluster-admin`), the Secret `cloud-credentials` (key
+//! `cloud`) when a credentials file is given, the Deployment `velero` running `hawser server`,
+//! and the BackupStorageLocation `default` when a provider and bucket are given.
+//!
+//! The Deployment uses `strategy: Recreate`: the old server stops (finishing its work within
+//! `--shutdown-grace-period` and releasing the Lease) before the new one starts. A rolling
+//! update would never finish: the new Pod follows, so it is never ready, while the old one
+//! leads. It probes `/livez` (liveness) and `/readyz` (readiness) on the metrics port, and its
+//! `terminationGracePeriodSeconds` ([`TERMINATION_GRACE_SECONDS`]) is above the server's
+//! default shutdown grace period (60 s), so the kubelet does not kill a server that is still
+//! finishing a backup.
 
 use std::collections::BTreeMap;
 
 use hawser_api::{BackupStorageLocation, BackupStorageLocationSpec, ObjectStorageLocation};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, EnvVarSource, Namespace, ObjectFieldSelector, PodSpec,
-    PodTemplateSpec, ResourceRequirements, Secret, SecretKeySelector, SecretVolumeSource,
-    ServiceAccount, Volume, VolumeMount,
+    Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace, ObjectFieldSelector,
+    PodSpec, PodTemplateSpec, Probe, ResourceRequirements, Secret, SecretKeySelector,
+    SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
 };
-use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 use kube::api::{ApiResource, ObjectMeta};
 use serde::Serialize;
@@ -38,6 +51,13 @@ pub const SECRET_KEY: &str = "cloud";
 pub const CREDENTIALS_DIR: &str = "/credentials";
 /// Name of the BackupStorageLocation install creates.
 pub const LOCATION_NAME: &str = "default";
+/// Name of the Role and RoleBinding granting the server the Leases of its namespace.
+pub const LEADER_ELECTION_NAME: &str = "hawser-leader-election";
+/// The Pod's `terminationGracePeriodSeconds`: above the server's default
+/// `--shutdown-grace-period` (60 s), with room to release the Lease.
+pub const TERMINATION_GRACE_SECONDS: i64 = 90;
+/// Name of the container port of `/metrics`, `/livez` and `/readyz`.
+const METRICS_PORT_NAME: &str = "metrics";
 
 /// What to install.
 #[derive(Debug, Clone, Default)]
@@ -127,6 +147,9 @@ pub fn manifests(plan: &InstallPlan) -> Result<Vec<Manifest>, CliError> {
         ..ServiceAccount::default()
     })?);
     out.push(Manifest::of(&cluster_role_binding(ns))?);
+    let (role, binding) = leader_election_rbac(ns);
+    out.push(Manifest::of(&role)?);
+    out.push(Manifest::of(&binding)?);
     if let Some(credentials) = &plan.credentials {
         out.push(Manifest::of(&Secret {
             metadata: meta(SECRET_NAME, Some(ns)),
@@ -166,6 +189,51 @@ fn cluster_role_binding(namespace: &str) -> ClusterRoleBinding {
             namespace: Some(namespace.to_owned()),
             ..Subject::default()
         }]),
+    }
+}
+
+/// What leader election needs: read, create and renew the Leases of the namespace.
+fn leader_election_rbac(namespace: &str) -> (Role, RoleBinding) {
+    let role = Role {
+        metadata: meta(LEADER_ELECTION_NAME, Some(namespace)),
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
+            resources: Some(vec!["leases".to_owned()]),
+            verbs: ["get", "create", "update", "patch"]
+                .map(str::to_owned)
+                .to_vec(),
+            ..PolicyRule::default()
+        }]),
+    };
+    let binding = RoleBinding {
+        metadata: meta(LEADER_ELECTION_NAME, Some(namespace)),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".to_owned(),
+            kind: "Role".to_owned(),
+            name: LEADER_ELECTION_NAME.to_owned(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".to_owned(),
+            name: NAME.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            ..Subject::default()
+        }]),
+    };
+    (role, binding)
+}
+
+/// An HTTP probe of `path` on the metrics port.
+fn probe(path: &str, period_seconds: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_owned()),
+            port: IntOrString::String(METRICS_PORT_NAME.to_owned()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(period_seconds),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(3),
+        ..Probe::default()
     }
 }
 
@@ -234,10 +302,13 @@ fn deployment(plan: &InstallPlan) -> Deployment {
         args: Some(args),
         env: Some(env_vars),
         ports: Some(vec![ContainerPort {
-            name: Some("metrics".to_owned()),
+            name: Some(METRICS_PORT_NAME.to_owned()),
             container_port: 8085,
             ..ContainerPort::default()
         }]),
+        // A follower is alive but not ready; a stopping server is alive until it exits.
+        liveness_probe: Some(probe("/livez", 10)),
+        readiness_probe: Some(probe("/readyz", 5)),
         resources: Some(ResourceRequirements {
             requests: Some(quantities("500m", "128Mi")),
             limits: Some(quantities("1", "512Mi")),
@@ -250,6 +321,10 @@ fn deployment(plan: &InstallPlan) -> Deployment {
         metadata: meta(NAME, Some(ns)),
         spec: Some(DeploymentSpec {
             replicas: Some(1),
+            strategy: Some(DeploymentStrategy {
+                type_: Some("Recreate".to_owned()),
+                ..DeploymentStrategy::default()
+            }),
             selector: LabelSelector {
                 match_labels: Some(BTreeMap::from([("deploy".to_owned(), NAME.to_owned())])),
                 ..LabelSelector::default()
@@ -262,6 +337,7 @@ fn deployment(plan: &InstallPlan) -> Deployment {
                 spec: Some(PodSpec {
                     service_account_name: Some(NAME.to_owned()),
                     restart_policy: Some("Always".to_owned()),
+                    termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
                     containers: vec![container],
                     volumes: (!volumes.is_empty()).then_some(volumes),
                     ..PodSpec::default()
@@ -323,6 +399,8 @@ mod tests {
                 "Namespace/backups",
                 "ServiceAccount/velero",
                 "ClusterRoleBinding/velero-backups",
+                "Role/hawser-leader-election",
+                "RoleBinding/hawser-leader-election",
                 "Secret/cloud-credentials",
                 "Deployment/velero",
                 "BackupStorageLocation/default",
@@ -333,14 +411,14 @@ mod tests {
                 .iter()
                 .all(|m| m.resource.kind == "CustomResourceDefinition")
         );
-        let deployment = &all[11].object;
+        let deployment = &all[13].object;
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(
             container["args"],
             serde_json::json!(["server", "--default-backup-ttl=48h"])
         );
         assert_eq!(container["image"], "example/hawser:1");
-        let bsl = &all[12].object["spec"];
+        let bsl = &all[14].object["spec"];
         assert_eq!(bsl["credential"]["name"], "cloud-credentials");
         assert_eq!(bsl["default"], true);
 
@@ -350,8 +428,50 @@ mod tests {
             ..InstallPlan::default()
         };
         let all = manifests(&bare).unwrap();
-        assert_eq!(all.len(), 11);
+        assert_eq!(all.len(), 13);
         assert_eq!(all[9].label(), "ClusterRoleBinding/velero");
-        assert!(all[10].object["spec"]["template"]["spec"]["volumes"].is_null());
+        assert!(all[12].object["spec"]["template"]["spec"]["volumes"].is_null());
+    }
+
+    #[test]
+    fn the_deployment_is_recreated_probed_and_given_time_to_finish() {
+        let plan = InstallPlan {
+            namespace: "velero".into(),
+            image: DEFAULT_IMAGE.into(),
+            ..InstallPlan::default()
+        };
+        let all = manifests(&plan).unwrap();
+        let find = |label: &str| {
+            all.iter()
+                .find(|m| m.label() == label)
+                .map(|m| m.object.clone())
+                .unwrap()
+        };
+        let deployment = find("Deployment/velero");
+        assert_eq!(
+            deployment["spec"]["strategy"],
+            serde_json::json!({"type": "Recreate"})
+        );
+        let pod = &deployment["spec"]["template"]["spec"];
+        assert_eq!(pod["terminationGracePeriodSeconds"], 90);
+        let container = &pod["containers"][0];
+        assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/livez");
+        assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+        assert_eq!(container["readinessProbe"]["httpGet"]["port"], "metrics");
+        assert_eq!(container["ports"][0]["name"], "metrics");
+
+        let role = find("Role/hawser-leader-election");
+        assert_eq!(role["metadata"]["namespace"], "velero");
+        assert_eq!(
+            role["rules"],
+            serde_json::json!([{
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "verbs": ["get", "create", "update", "patch"]
+            }])
+        );
+        let binding = find("RoleBinding/hawser-leader-election");
+        assert_eq!(binding["roleRef"]["kind"], "Role");
+        assert_eq!(binding["subjects"][0]["name"], "velero");
     }
 }

@@ -21,17 +21,32 @@ pub struct Server {
     pub log: PathBuf,
 }
 
-/// Flags that make the server's periodic work fast enough for tests.
+/// Flags that make the server's periodic work fast enough for tests. A server started again
+/// after a kill waits for the dead one's Lease to expire: 8 s here instead of 15 s; the renew
+/// deadline (6 s) stays above the longest API outage of the tests (4 s).
 pub const FAST: &[&str] = &[
     "--status-resync-period",
     "1s",
     "--store-validation-frequency",
     "1s",
+    "--leader-elect-lease-duration",
+    "8s",
+    "--leader-elect-renew-deadline",
+    "6s",
+    "--leader-elect-retry-period",
+    "500ms",
 ];
 
 impl Server {
     /// Starts `hawser server ARGS` and waits until `/readyz` answers 200.
     pub async fn start(cluster: &Cluster, log_dir: &Path, args: &[&str]) -> Self {
+        let server = Self::spawn(cluster, log_dir, args);
+        server.wait_ready(Duration::from_secs(30)).await;
+        server
+    }
+
+    /// Starts `hawser server ARGS` without waiting for it (a follower is never ready).
+    pub fn spawn(cluster: &Cluster, log_dir: &Path, args: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -50,23 +65,32 @@ impl Server {
             .kill_on_drop(true)
             .spawn()
             .expect("hawser server starts");
-        let server = Self {
+        Self {
             child,
             metrics_addr,
             log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
+        }
+    }
+
+    /// Waits until `/readyz` answers 200 (panics with the log after `timeout`).
+    pub async fn wait_ready(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
         loop {
-            if let Some((200, _)) = server.try_get("/readyz").await {
-                return server;
+            if self.is_ready().await {
+                return;
             }
             assert!(
                 Instant::now() < deadline,
-                "server not ready in 30 s; log:\n{}",
-                server.log_text()
+                "server not ready in {timeout:?}; log:\n{}",
+                self.log_text()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Whether `/readyz` answers 200 now.
+    pub async fn is_ready(&self) -> bool {
+        matches!(self.try_get("/readyz").await, Some((200, _)))
     }
 
     /// `GET path` on the metrics address: (status code, body).
@@ -93,6 +117,27 @@ impl Server {
     /// Kills the process with SIGKILL and waits for it.
     pub async fn kill(&mut self) {
         self.child.kill().await.unwrap();
+    }
+
+    /// Sends SIGTERM (what the kubelet sends to stop a Pod), without waiting.
+    pub fn terminate(&self) {
+        let pid = self.child.id().expect("the server runs").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+    }
+
+    /// Waits up to `timeout` for the process to exit; its exit code (`None`: killed by a signal).
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        match tokio::time::timeout(timeout, self.child.wait()).await {
+            Ok(status) => status.unwrap().code(),
+            Err(_) => panic!(
+                "server did not exit within {timeout:?}; log:\n{}",
+                self.log_text()
+            ),
+        }
     }
 
     pub fn log_text(&self) -> String {

@@ -1,0 +1,293 @@
+//! The guarantee under real operations, through the `hawser server` process: object identity
+//! (a status never lands on a re-created object of the same name), recovery that waits for a
+//! location it cannot read instead of guessing, and malformed neighbours that block nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+mod server_support;
+
+use std::time::{Duration, Instant};
+
+use cli_support::{Cluster, NS};
+use kube_sim::{LatencyFault, StatusFault};
+use serde_json::{Value, json};
+use server_support::*;
+
+fn record(root: &std::path::Path, name: &str) -> Option<Value> {
+    let bytes = std::fs::read(artifact(root, name, "velero-backup.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn uid(object: &Value) -> String {
+    object["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_malformed_backup_and_location_next_to_good_ones_block_nothing() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    // `1d` is not a Go duration: the BSL does not parse.
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": "broken", "namespace": NS},
+            "spec": {
+                "provider": "filesystem",
+                "objectStorage": {"bucket": BUCKET},
+                "config": {"root": root.path().to_str().unwrap()},
+                "validationFrequency": "1d"
+            }
+        }))
+        .unwrap();
+    create_backup(&cluster, "bad-ttl", json!({"ttl": "30d"}));
+    create_backup(&cluster, "to-broken", json!({"storageLocation": "broken"}));
+    create_backup(&cluster, "good", json!({"includedNamespaces": ["shop"]}));
+    let server = Server::start(&cluster, root.path(), FAST).await;
+
+    let good = wait_final(&cluster, &server, "Backup", "good").await;
+    assert_eq!(phase(&good), "Completed", "{good:#}");
+    let bad_ttl = wait_final(&cluster, &server, "Backup", "bad-ttl").await;
+    assert_eq!(phase(&bad_ttl), "FailedValidation", "{bad_ttl:#}");
+    assert!(
+        bad_ttl["status"]["validationErrors"]
+            .to_string()
+            .contains("30d"),
+        "{bad_ttl:#}"
+    );
+    let to_broken = wait_final(&cluster, &server, "Backup", "to-broken").await;
+    assert_eq!(phase(&to_broken), "FailedValidation", "{to_broken:#}");
+    assert!(
+        to_broken["status"]["validationErrors"]
+            .to_string()
+            .contains("BackupStorageLocation broken cannot be read"),
+        "{to_broken:#}"
+    );
+    let broken = wait_for(
+        &cluster,
+        Some(&server),
+        "BackupStorageLocation",
+        "broken",
+        Duration::from_secs(20),
+        |o| phase(o) == "Unavailable",
+    )
+    .await;
+    assert!(
+        broken["status"]["message"].to_string().contains("1d"),
+        "{broken:#}"
+    );
+}
+
+#[tokio::test]
+async fn a_committed_backup_waits_for_its_missing_credential_secret_and_then_completes() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 3);
+    let store = cluster.sim.store();
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": NS},
+        "data": {"cloud": "W2RlZmF1bHRdCg=="}
+    });
+    store.insert(secret.clone()).unwrap();
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": "default", "namespace": NS},
+            "spec": {
+                "provider": "filesystem",
+                "objectStorage": {"bucket": BUCKET},
+                "config": {"root": root.path().to_str().unwrap()},
+                "credential": {"name": "creds", "key": "cloud"}
+            }
+        }))
+        .unwrap();
+    let mut first = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "kept", json!({"includedNamespaces": ["shop"]}));
+    wait_in_progress(&cluster, &first, "Backup", "kept").await;
+    // No status write lands from now on: the record gets committed, the object stays InProgress.
+    let blocked = cluster.sim.faults().status(
+        StatusFault::new(503)
+            .verbs(&["patch"])
+            .resources(&["backups"]),
+    );
+    poll(&first, "storing the record of kept", || {
+        record(root.path(), "kept")
+    })
+    .await;
+    first.kill().await;
+    store.delete("v1", "Secret", NS, "creds").unwrap();
+    cluster.sim.faults().remove(blocked);
+
+    let second = Server::start(&cluster, root.path(), FAST).await;
+    // The killed server's Lease expires (3 heartbeats of 1 s), then several recovery rounds
+    // run while the Secret is missing.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let waiting = cluster.get("velero.io/v1", "Backup", "kept").unwrap();
+    assert_eq!(
+        phase(&waiting),
+        "InProgress",
+        "a backup whose record cannot be read yet must not be decided: {waiting:#}\n{}",
+        second.log_text()
+    );
+    let warned = store
+        .list("events.k8s.io/v1", "Event", Some(NS))
+        .into_iter()
+        .any(|e| e["reason"] == "RecoveryWaiting" && e["regarding"]["name"] == "kept");
+    assert!(warned, "no RecoveryWaiting Warning Event for kept");
+
+    store.insert(secret).unwrap();
+    let done = wait_final(&cluster, &second, "Backup", "kept").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+    assert_eq!(
+        record(root.path(), "kept").unwrap()["status"]["phase"],
+        "Completed"
+    );
+}
+
+#[tokio::test]
+async fn a_pending_status_of_a_deleted_backup_never_lands_on_its_successor() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 3);
+    filesystem_location(&cluster, "default", root.path());
+    let store = cluster.sim.store();
+    let server = Server::start(
+        &cluster,
+        root.path(),
+        &[
+            "--status-resync-period",
+            "1s",
+            "--store-validation-frequency",
+            "1s",
+            "--resource-timeout",
+            "1s",
+            "--status-patch-max-backoff",
+            "300ms",
+        ],
+    )
+    .await;
+    create_backup(&cluster, "twice", json!({"includedNamespaces": ["shop"]}));
+    let first = wait_in_progress(&cluster, &server, "Backup", "twice").await;
+    // The first run's final status meets 429s and goes to the re-driver.
+    let refused = cluster.sim.faults().status(
+        StatusFault::new(429)
+            .retry_after(1)
+            .verbs(&["patch"])
+            .resources(&["backups"])
+            .name("twice"),
+    );
+    poll(&server, "the first run's record", || {
+        record(root.path(), "twice")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        phase(&cluster.get("velero.io/v1", "Backup", "twice").unwrap()),
+        "InProgress"
+    );
+
+    // The object is deleted and created again while that status is pending; the new run's
+    // LISTs are slow, so it is InProgress for seconds while the re-driver keeps trying.
+    store.delete("velero.io/v1", "Backup", NS, "twice").unwrap();
+    std::fs::remove_dir_all(root.path().join(BUCKET).join("backups").join("twice")).unwrap();
+    cluster.sim.faults().latency(
+        LatencyFault::new(Duration::from_secs(3))
+            .verbs(&["list"])
+            .resources(&["configmaps"]),
+    );
+    create_backup(&cluster, "twice", json!({"includedNamespaces": ["shop"]}));
+    let second_uid = uid(&cluster.get("velero.io/v1", "Backup", "twice").unwrap());
+    assert_ne!(second_uid, uid(&first));
+    cluster.sim.faults().remove(refused);
+
+    // Until the second run commits its own record, the object must never look final.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let now = cluster.get("velero.io/v1", "Backup", "twice").unwrap();
+        let committed = record(root.path(), "twice");
+        if is_final(&now) {
+            assert!(
+                committed.is_some(),
+                "the object became {} before its own run committed: the first run's status landed on it\n{now:#}",
+                phase(&now)
+            );
+            break now;
+        }
+        assert!(Instant::now() < deadline, "{}", server.log_text());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+    assert_eq!(uid(&done), second_uid);
+    let committed = record(root.path(), "twice").unwrap();
+    assert_eq!(committed["metadata"]["uid"], second_uid.as_str());
+}
+
+#[tokio::test]
+async fn two_servers_without_leader_election_run_each_backup_once_and_steal_nothing() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 3);
+    filesystem_location(&cluster, "default", root.path());
+    // Each backup stays InProgress for seconds: long enough for several recovery rounds of the
+    // other server, which must see a live owner and leave it alone.
+    cluster.sim.faults().latency(
+        LatencyFault::new(Duration::from_secs(3))
+            .verbs(&["list"])
+            .resources(&["configmaps"]),
+    );
+    let args = [FAST, &["--leader-elect=false", "--concurrent-backups", "3"]].concat();
+    let a = Server::start(&cluster, root.path(), &args).await;
+    let b = Server::start(&cluster, root.path(), &args).await;
+    let names = ["twin-a", "twin-b", "twin-c"];
+    for name in names {
+        create_backup(&cluster, name, json!({"includedNamespaces": ["shop"]}));
+    }
+    // Every owner each backup ever had: a second claim would change it.
+    let mut owners: Vec<std::collections::BTreeSet<String>> = vec![Default::default(); 3];
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let objects: Vec<Value> = names
+            .iter()
+            .map(|n| cluster.get("velero.io/v1", "Backup", n).unwrap())
+            .collect();
+        for (o, seen) in objects.iter().zip(owners.iter_mut()) {
+            if let Some(owner) = o["metadata"]["annotations"]["hawser.io/owner"].as_str() {
+                seen.insert(owner.to_owned());
+            }
+        }
+        for o in &objects {
+            assert_ne!(
+                phase(o),
+                "Failed",
+                "a live server's backup was resolved as an orphan: {o:#}\n--- a:\n{}\n--- b:\n{}",
+                a.log_text(),
+                b.log_text()
+            );
+        }
+        if objects.iter().all(is_final) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}\n{}",
+            a.log_text(),
+            b.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for (name, seen) in names.iter().zip(&owners) {
+        let done = cluster.get("velero.io/v1", "Backup", name).unwrap();
+        assert_eq!(phase(&done), "Completed", "{done:#}");
+        let stored = record(root.path(), name).unwrap();
+        assert_eq!(stored["status"]["phase"], "Completed");
+        assert_eq!(stored["metadata"]["uid"], done["metadata"]["uid"]);
+        assert_eq!(seen.len(), 1, "{name} was claimed by {seen:?}");
+    }
+}
