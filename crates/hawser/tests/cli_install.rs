@@ -111,7 +111,7 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
         serde_json::json!(["coordination.k8s.io"])
     );
     assert_eq!(role["rules"][0]["resources"], serde_json::json!(["leases"]));
-    for verb in ["get", "create", "update", "patch"] {
+    for verb in ["get", "create", "update", "patch", "delete"] {
         assert!(
             role["rules"][0]["verbs"]
                 .as_array()

@@ -192,14 +192,15 @@ fn cluster_role_binding(namespace: &str) -> ClusterRoleBinding {
     }
 }
 
-/// What leader election needs: read, create and renew the Leases of the namespace.
+/// What leader election and the instance Leases need: read, create, renew and (when an instance
+/// stops) delete the Leases of the namespace.
 fn leader_election_rbac(namespace: &str) -> (Role, RoleBinding) {
     let role = Role {
         metadata: meta(LEADER_ELECTION_NAME, Some(namespace)),
         rules: Some(vec![PolicyRule {
             api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
             resources: Some(vec!["leases".to_owned()]),
-            verbs: ["get", "create", "update", "patch"]
+            verbs: ["get", "create", "update", "patch", "delete"]
                 .map(str::to_owned)
                 .to_vec(),
             ..PolicyRule::default()
@@ -467,7 +468,7 @@ mod tests {
             serde_json::json!([{
                 "apiGroups": ["coordination.k8s.io"],
                 "resources": ["leases"],
-                "verbs": ["get", "create", "update", "patch"]
+                "verbs": ["get", "create", "update", "patch", "delete"]
             }])
         );
         let binding = find("RoleBinding/hawser-leader-election");
