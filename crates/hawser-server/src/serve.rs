@@ -198,9 +198,21 @@ pub async fn serve(
     tracing::info!("hawser server running");
 
     tokio::select! {
+        biased;
         () = shutdown.cancelled() => {}
         lost = leadership.lost() => {
-            return Err(stop_now(lost, &readiness, controllers, &workers, &engine).await);
+            return Err(stop_now(lost_lease(lost), &readiness, controllers, &workers, &engine).await);
+        }
+        // A controller, the recovery loop or a queue ends only at shutdown: one that ends
+        // earlier (a panic) would leave its work undone while the server looks alive.
+        Some(ended) = controllers.join_next() => {
+            let why = match ended {
+                Err(e) if e.is_panic() => "it panicked".to_owned(),
+                Err(e) => e.to_string(),
+                Ok(()) => "it returned".to_owned(),
+            };
+            let stopped = anyhow::anyhow!("a controller task stopped before shutdown: {why}");
+            return Err(stop_now(stopped, &readiness, controllers, &workers, &engine).await);
         }
     }
 
@@ -217,7 +229,7 @@ pub async fn serve(
     let finished = tokio::select! {
         finished = drain(&workers, &engine, grace) => finished,
         lost = leadership.lost() => {
-            return Err(stop_now(lost, &readiness, JoinSet::new(), &workers, &engine).await);
+            return Err(stop_now(lost_lease(lost), &readiness, JoinSet::new(), &workers, &engine).await);
         }
     };
     if !finished {
@@ -250,10 +262,17 @@ async fn drain(workers: &Workers, engine: &StatusEngine, grace: Duration) -> boo
     true
 }
 
-/// The Lease is lost: stop every controller and worker at once (another server may lead
-/// already) and say why.
+/// Why the server stops when it lost the Lease (another server may lead already).
+fn lost_lease(lost: LeaseLost) -> anyhow::Error {
+    anyhow::Error::new(lost).context(
+        "hawser server stopped leading: it stops so that it can be started again as a follower",
+    )
+}
+
+/// Stops every controller and worker at once (the Lease was lost, or a controller died) and
+/// returns `cause`.
 async fn stop_now(
-    lost: LeaseLost,
+    cause: anyhow::Error,
     readiness: &Readiness,
     mut controllers: JoinSet<()>,
     workers: &Workers,
@@ -264,10 +283,8 @@ async fn stop_now(
     workers.abort().await;
     engine.shutdown();
     while controllers.join_next().await.is_some() {}
-    tracing::error!(error = %lost, "lost the leader Lease; stopping so that only one server runs the controllers");
-    anyhow::Error::new(lost).context(
-        "hawser server stopped leading: it stops so that it can be started again as a follower",
-    )
+    tracing::error!(error = %format!("{cause:#}"), "stopping at once; the next leader's recovery resolves unfinished work");
+    cause
 }
 
 /// The Lease this server leads by, if it elects.
