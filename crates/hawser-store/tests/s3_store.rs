@@ -215,7 +215,7 @@ async fn storage_failure_mid_upload_stores_nothing() {
     s3.create_bucket(&bucket);
     let proxy = Proxy::start(&s3.endpoint).await;
     let through_proxy =
-        Location::with_options(&spec_for(&proxy.endpoint(), "flaky"), test_options()).unwrap();
+        Location::with_options(&spec_for(&proxy.endpoint(), &bucket), test_options()).unwrap();
     let direct = Location::with_options(&s3.spec(&bucket), test_options()).unwrap();
 
     let key = "backups/b2/b2.tar.gz";
