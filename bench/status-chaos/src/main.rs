@@ -10,9 +10,14 @@
 //!   on the step that would exceed the cap; velero-compat §2.6) around a merge patch. A CR whose
 //!   helper gave up stays non-final (Velero only fixes it at the next server restart).
 //!
-//! Printed per policy: CRs left non-final, p50/p99 landing time after the API came back, attempts
-//! per CR during the outage, and when the worker was free again. The last line is a `key=value`
-//! summary.
+//! Two scenarios, one after the other: an outage longer than the timeout (`--outage`, default
+//! three times it), where Velero's helper gives up, and an outage that ends before the helper's
+//! last attempt (`--short-outage`, default 60 % of the time of that attempt), where both policies
+//! should land every status.
+//!
+//! Printed per scenario and policy: CRs left non-final, p50/p99 landing time after the API came
+//! back, attempts per CR during the outage, and when the worker was free again. Each scenario
+//! ends with a `key=value` summary line.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +27,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use futures::future::join_all;
 use hawser_api::phase::{BackupPhase, Phase};
-use hawser_core::backoff::{VeleroBackoff, VeleroNext};
+use hawser_core::backoff::{VeleroBackoff, VeleroNext, velero_schedule};
 use hawser_core::duration::GoDuration;
 use hawser_server::metrics::{AttemptOutcome, StatusMetrics};
 use hawser_server::status::{
@@ -52,6 +57,10 @@ struct Args {
     /// Length of the outage (default: three times the timeout).
     #[arg(long)]
     outage: Option<GoDuration>,
+    /// Length of the second, short outage (default: 60 % of the time of the last attempt of
+    /// Velero's helper, so that its last attempt finds the API back); `0s` skips it.
+    #[arg(long)]
+    short_outage: Option<GoDuration>,
     /// hawser's `--status-patch-max-backoff`.
     #[arg(long, default_value = "5s")]
     max_backoff: GoDuration,
@@ -329,22 +338,29 @@ fn print(f: &Figures, n: usize) {
     );
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// When Velero's helper makes its last attempt for `timeout`, without jitter (jitter only delays
+/// it).
+fn velero_last_attempt(timeout: Duration) -> Duration {
+    let mut rng = StdRng::seed_from_u64(0);
+    velero_schedule(timeout, false, 64, &mut rng)
+        .attempt_starts
+        .last()
+        .copied()
+        .unwrap_or_default()
+}
+
+/// Runs both policies through one outage and prints their figures and the summary line.
+async fn scenario(args: &Args, name: &str, outage: Duration) -> anyhow::Result<()> {
     let timeout = std(args.timeout, "timeout")?;
-    let outage = match args.outage {
-        Some(o) => std(o, "outage")?,
-        None => timeout * 3,
-    };
     println!(
-        "status-chaos: {} Backups finish during an API outage of {:.1}s; --resource-timeout {:.1}s, hawser cap {:.1}s",
+        "status-chaos [{name}]: {} Backups finish during an API outage of {:.1}s; --resource-timeout {:.1}s (Velero's last attempt at {:.2}s), hawser cap {:.1}s",
         args.crs,
         outage.as_secs_f64(),
         timeout.as_secs_f64(),
+        velero_last_attempt(timeout).as_secs_f64(),
         std(args.max_backoff, "max-backoff")?.as_secs_f64()
     );
-    let (h, v) = tokio::join!(run_hawser(&args, outage), run_velero(&args, outage));
+    let (h, v) = tokio::join!(run_hawser(args, outage), run_velero(args, outage));
     let (h, v) = (h?, v?);
     print(&h, args.crs);
     print(&v, args.crs);
@@ -357,7 +373,7 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     println!(
-        "crs={} outage_s={:.1} timeout_s={:.1} hawser_non_final={} hawser_p50_s={} hawser_p99_s={} hawser_attempts_per_cr={:.1} velero_non_final={} velero_p50_s={} velero_p99_s={} velero_attempts_per_cr={:.1}",
+        "scenario={name} crs={} outage_s={:.1} timeout_s={:.1} hawser_non_final={} hawser_p50_s={} hawser_p99_s={} hawser_attempts_per_cr={:.1} velero_non_final={} velero_p50_s={} velero_p99_s={} velero_attempts_per_cr={:.1}",
         args.crs,
         outage.as_secs_f64(),
         timeout.as_secs_f64(),
@@ -370,5 +386,25 @@ async fn main() -> anyhow::Result<()> {
         p(&v, 0.99),
         v.attempts_per_cr_during_outage,
     );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let timeout = std(args.timeout, "timeout")?;
+    let outage = match args.outage {
+        Some(o) => std(o, "outage")?,
+        None => timeout * 3,
+    };
+    let short = match args.short_outage {
+        Some(o) => std(o, "short-outage")?,
+        None => velero_last_attempt(timeout).mul_f64(0.6),
+    };
+    scenario(&args, "outage", outage).await?;
+    if !short.is_zero() {
+        println!();
+        scenario(&args, "short-outage", short).await?;
+    }
     Ok(())
 }

@@ -227,3 +227,101 @@ async fn volumes_with_reclaim_policy_delete_are_left_to_dynamic_provisioning() {
         "{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_whose_object_disagrees_with_its_path_is_an_error_naming_the_entry() {
+    let Cluster { sim, client } = empty_cluster().await;
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    let namespace =
+        |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    let archive = HandArchive::new()
+        .file("metadata/version", b"1.1.0\n")
+        .item("resources/namespaces/cluster/web.json", &namespace("web"))
+        .item(
+            "resources/configmaps/namespaces/web/good.json",
+            &config_map("good", "web"),
+        )
+        // Another name than its path's.
+        .item(
+            "resources/configmaps/namespaces/web/renamed.json",
+            &config_map("impostor", "web"),
+        )
+        // Another namespace than its path's.
+        .item(
+            "resources/configmaps/namespaces/web/moved.json",
+            &config_map("moved", "kube-system"),
+        )
+        // Another kind than its path's type.
+        .item(
+            "resources/configmaps/namespaces/web/secretive.json",
+            &json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "secretive", "namespace": "web"}, "data": {"k": "dg=="}}),
+        )
+        // A namespaced object under a cluster-scoped path.
+        .item(
+            "resources/namespaces/cluster/ghost.json",
+            &json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "ghost", "namespace": "web"}}),
+        )
+        // A Namespace object named otherwise than its path.
+        .item(
+            "resources/namespaces/cluster/shadow.json",
+            &namespace("elsewhere"),
+        )
+        .gzipped();
+    let backup = store_archive(&location, "mixed", archive).await;
+    let restore = restore_of("mixed", "mixed", json!({}));
+    let outcome = run_restore(&client, &location, &restore, &backup).await;
+
+    assert_eq!(outcome.phase, RestorePhase::PartiallyFailed);
+    let errors = &outcome.results.errors;
+    let web = &errors.namespaces["web"];
+    let expected_web = [
+        "error restoring configmaps/web/renamed: the object in archive entry resources/configmaps/namespaces/web/renamed.json has metadata.name \"impostor\" but its path names it \"renamed\"; it is not restored",
+        "error restoring configmaps/web/moved: the object in archive entry resources/configmaps/namespaces/web/moved.json has metadata.namespace \"kube-system\" but its path puts it in namespace \"web\"; it is not restored",
+        "error restoring configmaps/web/secretive: the object in archive entry resources/configmaps/namespaces/web/secretive.json has kind \"Secret\" but its path holds configmaps (kind \"ConfigMap\"); it is not restored",
+    ];
+    assert_eq!(web.len(), expected_web.len(), "{errors:?}");
+    for message in expected_web {
+        assert!(
+            web.iter().any(|m| m == message),
+            "missing {message}\nin {web:#?}"
+        );
+    }
+    let expected_cluster = [
+        "error restoring namespaces/ghost: the object in archive entry resources/namespaces/cluster/ghost.json has metadata.namespace \"web\" but its path says it is cluster-scoped; it is not restored",
+        "error restoring namespaces/shadow: the object in archive entry resources/namespaces/cluster/shadow.json has metadata.name \"elsewhere\" but its path names it \"shadow\"; it is not restored",
+    ];
+    assert_eq!(errors.cluster.len(), expected_cluster.len(), "{errors:?}");
+    for message in expected_cluster {
+        assert!(
+            errors.cluster.iter().any(|m| m == message),
+            "missing {message}\nin {:#?}",
+            errors.cluster
+        );
+    }
+
+    // Nothing was created for them, under either identity; the good item was.
+    let store = sim.store();
+    assert_eq!(names(&store.list("v1", "ConfigMap", Some("web"))), ["good"]);
+    assert!(
+        store
+            .get("v1", "ConfigMap", "kube-system", "moved")
+            .is_none()
+    );
+    assert!(store.list("v1", "Secret", Some("web")).is_empty());
+    for ns in ["ghost", "shadow", "elsewhere"] {
+        assert!(store.get("v1", "Namespace", "", ns).is_none(), "{ns}");
+    }
+    let list = restored_list(&location, "mixed").await;
+    assert_eq!(
+        list.get("v1/ConfigMap"),
+        [
+            "web/good(created)",
+            "web/moved(failed)",
+            "web/renamed(failed)",
+            "web/secretive(failed)"
+        ]
+    );
+}

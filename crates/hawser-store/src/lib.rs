@@ -10,6 +10,9 @@
 //! Providers: `aws` (S3 and compatible), `gcp`, `azure` (through `object_store`) and
 //! `filesystem` (a local directory). Config keys and what is tested are in `docs/storage.md`.
 //!
+//! Tests of callers: with the cargo feature `testing`, the `faults` module fails a location's
+//! uploads after a number of bytes or parts (`Location::with_faults`).
+//!
 //! Memory: one streaming writer holds at most
 //! [`LocationOptions::writer_memory_bound`] bytes (default 8 MiB parts, 2 in flight, plus the
 //! blocking bridge's 1 MiB), independent of the artifact's size.
@@ -17,6 +20,8 @@
 mod blocking;
 pub mod credentials;
 mod error;
+#[cfg(feature = "testing")]
+pub mod faults;
 mod location;
 mod provider;
 mod spec;

@@ -106,6 +106,15 @@ impl Location {
         &self.options
     }
 
+    /// This location with `faults` injected into its uploads (see [`crate::faults`]). Clones of
+    /// the returned location share the faults; the original location is unaffected.
+    #[cfg(feature = "testing")]
+    #[must_use]
+    pub fn with_faults(mut self, faults: &crate::faults::StoreFaults) -> Self {
+        self.store = Arc::new(crate::faults::FaultyStore::new(self.store, faults.clone()));
+        self
+    }
+
     pub(crate) fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.store
     }

@@ -86,12 +86,14 @@ impl ArtifactWriter {
                 Ok(self.written)
             }
             Err(e) => {
-                // A failed shutdown has consumed the multipart upload: object_store's writer can
-                // no longer abort it (and panics if asked to). The object was never completed, so
-                // it does not exist; parts already sent are left to the store's own cleanup.
+                // A failed shutdown has consumed the writer (object_store's writer panics if
+                // asked to abort now), but object_store aborted the multipart upload itself before
+                // returning the error: the parts already sent are removed with it
+                // (`tests/upload_faults.rs` checks that no upload is left open). Only when that
+                // abort fails too are they left to the store's own cleanup.
                 self.inner = None;
                 let error = io_to_store("upload", &self.key, e);
-                tracing::warn!(key = %self.key, "completing an upload failed; its parts are left to the store's cleanup");
+                tracing::warn!(key = %self.key, "completing an upload failed; the upload was aborted");
                 Err(error)
             }
         }

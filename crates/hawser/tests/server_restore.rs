@@ -6,6 +6,7 @@
 mod cli_support;
 #[path = "../../hawser-engine/tests/restore_support/mod.rs"]
 mod restore_support;
+mod server_checks;
 mod server_support;
 
 use std::path::Path;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use cli_support::{Cluster, NS};
 use kube_sim::LatencyFault;
 use serde_json::{Value, json};
+use server_checks::assert_metrics;
 use server_support::{
     BUCKET, FAST, Server, create_backup, filesystem_location, phase, poll, seed, slow_reads,
     wait_final, wait_in_progress,
@@ -100,13 +102,14 @@ async fn a_restore_into_a_mapped_namespace_completes_and_records_its_outcome() {
             "status.{field}"
         );
     }
-    let metrics = server.metrics().await;
-    for line in [
-        "velero_restore_attempt_total{schedule=\"\"} 1",
-        "velero_restore_success_total{schedule=\"\"} 1",
-    ] {
-        assert!(metrics.contains(line), "missing {line} in\n{metrics}");
-    }
+    assert_metrics(
+        &server,
+        &[
+            "velero_restore_attempt_total{schedule=\"\"} 1",
+            "velero_restore_success_total{schedule=\"\"} 1",
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -161,12 +164,11 @@ async fn invalid_restores_end_failed_validation_and_change_nothing() {
             .get("v1", "Namespace", "", "Not_A_Name")
             .is_none()
     );
-    assert!(
-        server
-            .metrics()
-            .await
-            .contains("velero_restore_validation_failed_total{schedule=\"\"} 5")
-    );
+    assert_metrics(
+        &server,
+        &["velero_restore_validation_failed_total{schedule=\"\"} 5"],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -189,8 +191,12 @@ async fn a_server_killed_mid_restore_leaves_it_failed_with_a_restart_reason() {
     let second = Server::start(&cluster, root.path(), FAST).await;
     let done = wait_final(&cluster, &second, "Restore", "interrupted").await;
     assert_eq!(phase(&done), "Failed", "{done:#}");
-    let reason = done["status"]["failureReason"].as_str().unwrap_or_default();
-    assert!(reason.contains("restarted"), "{reason}");
+    assert_eq!(
+        done["status"]["failureReason"],
+        json!(hawser_server::status::restart_failure_reason(
+            hawser_server::status::Kind::Restore
+        ))
+    );
 }
 
 #[tokio::test]
@@ -269,6 +275,12 @@ async fn the_cli_backs_up_and_restores_with_wait_against_a_running_server() {
             .is_some()
     );
 
+    let live = |kind: &str| cluster.sim.store().list("v1", kind, Some("shop"));
+    let versions_before: Vec<Value> = ["ConfigMap", "Secret"]
+        .iter()
+        .flat_map(|kind| live(kind))
+        .map(|o| o["metadata"]["resourceVersion"].clone())
+        .collect();
     let in_place = cluster
         .hawser(&[
             "restore",
@@ -282,8 +294,51 @@ async fn the_cli_backs_up_and_restores_with_wait_against_a_running_server() {
             "--wait",
         ])
         .await;
-    // Everything already exists and is equal: skipped, not an error.
     assert_eq!(in_place.code, 0, "{}\n{}", in_place.stdout, in_place.stderr);
+    // Everything already exists and is equal: each item is recorded as skipped, and none was
+    // written to.
+    let name = cluster
+        .sim
+        .store()
+        .list("velero.io/v1", "Restore", Some(NS))
+        .into_iter()
+        .filter_map(|r| r["metadata"]["name"].as_str().map(str::to_owned))
+        .find(|n| n != "again")
+        .expect("the in-place restore exists");
+    let restored = restored_list(root.path(), &name);
+    let mut entries: Vec<&String> = restored.values().flatten().collect();
+    entries.sort();
+    assert_eq!(
+        entries,
+        [
+            "shop/api-token(skipped)",
+            "shop/cm-0(skipped)",
+            "shop/cm-1(skipped)",
+            "shop/cm-2(skipped)",
+            "shop/db-password(skipped)"
+        ],
+        "{restored:?}"
+    );
+    let versions_after: Vec<Value> = ["ConfigMap", "Secret"]
+        .iter()
+        .flat_map(|kind| live(kind))
+        .map(|o| o["metadata"]["resourceVersion"].clone())
+        .collect();
+    assert_eq!(
+        versions_after, versions_before,
+        "a skipped item was written"
+    );
+}
+
+/// The restored-resource list a restore stored in the location rooted at `root`.
+fn restored_list(root: &Path, name: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let path = root
+        .join(BUCKET)
+        .join("restores")
+        .join(name)
+        .join(format!("restore-{name}-resource-list.json.gz"));
+    let file = std::fs::File::open(&path).unwrap();
+    hawser_core::archive::gzjson::read_gz_json(file, 1 << 20).unwrap()
 }
 
 #[tokio::test]
@@ -417,10 +472,13 @@ async fn a_hostile_archive_gives_item_errors_through_the_server_and_creates_only
 async fn filters_and_the_update_policy_apply_through_the_server() {
     let (cluster, _root, server) = backed_up(3).await;
     let store = cluster.sim.store();
-    // A live ConfigMap that differs from the backed-up one.
+    // A live ConfigMap and a live Secret that differ from the backed-up ones.
     let mut changed = store.get("v1", "ConfigMap", "shop", "cm-1").unwrap();
     changed["data"] = json!({"index": "changed"});
     store.insert(changed).unwrap();
+    let mut secret = store.get("v1", "Secret", "shop", "db-password").unwrap();
+    secret["data"] = json!({"value": "Y2hhbmdlZA=="});
+    let secret = store.insert(secret).unwrap();
     create_restore(
         &cluster,
         "configmaps-back",
@@ -436,5 +494,19 @@ async fn filters_and_the_update_policy_apply_through_the_server() {
     assert_eq!(
         cm["metadata"]["labels"]["velero.io/restore-name"],
         "configmaps-back"
+    );
+    // The Secrets are filtered out: the changed one keeps its change (the update policy would
+    // have put the backed-up data back), and no Secret was written to.
+    let after = store.get("v1", "Secret", "shop", "db-password").unwrap();
+    assert_eq!(after["data"]["value"], "Y2hhbmdlZA==");
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        secret["metadata"]["resourceVersion"]
+    );
+    assert!(
+        after["metadata"]
+            .get("labels")
+            .is_none_or(|l| l.get("velero.io/restore-name").is_none()),
+        "{after:#}"
     );
 }

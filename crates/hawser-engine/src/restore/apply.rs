@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
 
 use futures::{Stream, StreamExt};
-use hawser_core::archive::ArchiveItem;
+use hawser_core::archive::{ArchiveItem, ItemPath};
 use hawser_core::restore::{
     CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, RestoreSelection, clean, decide,
 };
@@ -64,6 +64,50 @@ fn str_at<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
     v.pointer(pointer).and_then(Value::as_str)
 }
 
+/// How an archived object contradicts the path it is stored under (its name, namespace, or kind
+/// against `served_kind`, the kind of the path's type), if it does. A field the object leaves
+/// out does not contradict anything.
+///
+/// Velero restores such an item where its path says, under the path's name; an object that
+/// claims another identity than its path is either a damaged or a crafted archive, so hawser
+/// restores neither identity and reports the entry instead.
+fn identity_conflict(
+    location: &ItemPath,
+    object: &Value,
+    served_kind: Option<&str>,
+) -> Option<String> {
+    if let Some(name) = str_at(object, "/metadata/name")
+        && name != location.name
+    {
+        return Some(format!(
+            "has metadata.name {name:?} but its path names it {:?}",
+            location.name
+        ));
+    }
+    match (str_at(object, "/metadata/namespace"), &location.namespace) {
+        (Some(ns), Some(path_ns)) if ns != path_ns => {
+            return Some(format!(
+                "has metadata.namespace {ns:?} but its path puts it in namespace {path_ns:?}"
+            ));
+        }
+        (Some(ns), None) if !ns.is_empty() => {
+            return Some(format!(
+                "has metadata.namespace {ns:?} but its path says it is cluster-scoped"
+            ));
+        }
+        _ => {}
+    }
+    if let (Some(kind), Some(served)) = (str_at(object, "/kind"), served_kind)
+        && kind != served
+    {
+        return Some(format!(
+            "has kind {kind:?} but its path holds {} (kind {served:?})",
+            location.group_resource
+        ));
+    }
+    None
+}
+
 impl Restorer {
     pub(crate) fn clean_context(&self) -> CleanContext<'_> {
         CleanContext {
@@ -93,18 +137,42 @@ impl Restorer {
 
     async fn restore_item(&self, gr: &str, collection: Option<&Collection>, item: ArchiveItem) {
         let ArchiveItem {
-            location, object, ..
+            path,
+            location,
+            object,
         } = item;
         let source_ns = location.namespace.clone();
         let target_ns = source_ns
             .as_deref()
             .map(|ns| self.selection.target_namespace(ns).to_owned());
-        let name = str_at(&object, "/metadata/name")
-            .unwrap_or(&location.name)
-            .to_owned();
+        let served_kind = self.catalogue.resolve(gr).map(|r| r.kind.clone());
+        let fallback_version = collection.map(Collection::api_version).unwrap_or_default();
+        // The path decides what the item is and where it goes; the object must agree with it.
+        let target = Target {
+            gr,
+            namespace: target_ns,
+            name: location.name.clone(),
+            api_version: str_at(&object, "/apiVersion").map_or(fallback_version, str::to_owned),
+            kind: str_at(&object, "/kind")
+                .map(str::to_owned)
+                .or(served_kind.clone())
+                .unwrap_or_default(),
+        };
+        if let Some(conflict) = identity_conflict(&location, &object, served_kind.as_deref()) {
+            let target = Target {
+                kind: served_kind.unwrap_or(target.kind),
+                ..target
+            };
+            self.fail(
+                &target,
+                format!("the object in archive entry {path} {conflict}; it is not restored"),
+            );
+            return;
+        }
         if gr == NAMESPACES && source_ns.is_none() {
-            let target = self.selection.target_namespace(&name).to_owned();
-            if let Err(message) = self.namespaces.ensure(self, &name, &target).await {
+            let name = &location.name;
+            let target = self.selection.target_namespace(name).to_owned();
+            if let Err(message) = self.namespaces.ensure(self, name, &target).await {
                 self.report.error(
                     Scope::Cluster,
                     format!("error restoring namespaces/{target}: {message}"),
@@ -112,14 +180,6 @@ impl Restorer {
             }
             return;
         }
-        let fallback_version = collection.map(Collection::api_version).unwrap_or_default();
-        let target = Target {
-            gr,
-            namespace: target_ns,
-            name,
-            api_version: str_at(&object, "/apiVersion").map_or(fallback_version, str::to_owned),
-            kind: str_at(&object, "/kind").unwrap_or_default().to_owned(),
-        };
         match self.check_target(collection, &target) {
             Ok(c) => self.create(c, &target, source_ns.as_deref(), object).await,
             Err(message) => self.fail(&target, message),

@@ -24,8 +24,11 @@
 //!    and one more); memory is bounded by the budget and the channel, never by the archive.
 //!    After the CRDs, each created or updated CRD is waited on until `Established` and
 //!    discovery is refreshed, so that custom resources find their type;
-//! 5. per item: namespace mapping (the target namespace is ensured from the archived
-//!    Namespace object before its first item), cleaning (velero-compat §7.5), create through
+//! 5. per item: the identity check (the archive path decides an item's type, namespace and
+//!    name; an object whose `kind`, `metadata.namespace` or `metadata.name` says otherwise is
+//!    an error naming the entry, and nothing is created for it), namespace mapping (the target
+//!    namespace is ensured from the archived Namespace object before its first item), cleaning
+//!    (velero-compat §7.5), create through
 //!    the type's collection at the archived `apiVersion`; `AlreadyExists` leads to the
 //!    existing-object decision (§7.6); status is re-applied for types in `restoreStatus`.
 //!    Up to [`RestoreOptions::concurrency`] items of one type are in flight; types, and so

@@ -1,5 +1,5 @@
 //! Shared fixtures of the integration tests: artifact bytes, an S3 test server, a TCP proxy
-//! that can cut the connection to it.
+//! that can cut the connection to it, and a listing of a directory as it is on disk.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -7,10 +7,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use hawser_store::{Location, LocationOptions, LocationSpec};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// `len` bytes that do not repeat within a part (xorshift), so a misplaced part is detected.
@@ -136,6 +137,29 @@ impl S3Server {
         );
     }
 
+    /// Multipart uploads of `bucket` that were started and neither completed nor aborted
+    /// (`GET /<bucket>?uploads`, unsigned: moto accepts it).
+    pub fn incomplete_uploads(&self, bucket: &str) -> Vec<String> {
+        let host = self.endpoint.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(host).unwrap();
+        write!(
+            stream,
+            "GET /{bucket}?uploads HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "listing the uploads of {bucket} failed: {answer}"
+        );
+        answer
+            .split("<Key>")
+            .skip(1)
+            .filter_map(|rest| rest.split_once("</Key>").map(|(key, _)| key.to_owned()))
+            .collect()
+    }
+
     /// A bucket name of this test process: a server given through `HAWSER_TEST_S3_ENDPOINT`
     /// outlives one run, so a fixed name would meet the previous run's objects.
     pub fn bucket(&self, base: &str) -> String {
@@ -175,20 +199,32 @@ impl Drop for S3Server {
 }
 
 /// A TCP forwarder in front of a server that a test can cut: after [`Proxy::cut`] every open
-/// connection is closed and new ones are refused.
+/// connection is closed and new ones are refused. [`Proxy::cutting_after`] cuts by itself once
+/// a number of bytes went upstream.
 pub struct Proxy {
     pub addr: SocketAddr,
     cut: Arc<AtomicBool>,
+    /// Bytes forwarded from clients to the server, over every connection.
+    pub sent: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Proxy {
     pub async fn start(upstream: &str) -> Self {
+        Self::cutting_after(upstream, u64::MAX).await
+    }
+
+    /// A proxy that forwards exactly `limit` bytes from clients to the server (over all
+    /// connections together), then cuts: the request that crosses the mark is broken off
+    /// mid-way, as when the network to the storage goes away mid-upload.
+    pub async fn cutting_after(upstream: &str, limit: u64) -> Self {
         let upstream = upstream.trim_start_matches("http://").to_owned();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let cut = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
         let flag = cut.clone();
+        let counter = sent.clone();
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
             loop {
@@ -201,20 +237,32 @@ impl Proxy {
                 };
                 let upstream = upstream.clone();
                 let flag = flag.clone();
+                let counter = counter.clone();
                 connections.spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(&upstream).await else {
+                    let Ok(outbound) = TcpStream::connect(&upstream).await else {
                         return;
                     };
+                    let (mut from_client, mut to_client) = inbound.split();
+                    let (mut from_server, mut to_server) = outbound.into_split();
+                    let up =
+                        forward_counted(&mut from_client, &mut to_server, &counter, limit, &flag);
+                    let down = tokio::io::copy(&mut from_server, &mut to_client);
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        () = wait_cut(flag) => {}
+                        _ = up => {}
+                        _ = down => {}
+                        () = wait_cut(flag.clone()) => {}
                     }
                 });
             }
             // Dropping the listener refuses new connections; aborting closes the open ones.
             connections.abort_all();
         });
-        Self { addr, cut, task }
+        Self {
+            addr,
+            cut,
+            sent,
+            task,
+        }
     }
 
     pub fn endpoint(&self) -> String {
@@ -223,6 +271,37 @@ impl Proxy {
 
     pub fn cut(&self) {
         self.cut.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Copies client bytes upstream until `limit` bytes went up in total, then raises `cut`.
+async fn forward_counted(
+    from: &mut (impl AsyncReadExt + Unpin),
+    to: &mut (impl AsyncWriteExt + Unpin),
+    counter: &AtomicU64,
+    limit: u64,
+    cut: &AtomicBool,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let Ok(n) = from.read(&mut buf).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        let before = counter.fetch_add(n as u64, Ordering::SeqCst);
+        let allowed = usize::try_from(limit.saturating_sub(before))
+            .unwrap_or(usize::MAX)
+            .min(n);
+        if allowed > 0 && to.write_all(&buf[..allowed]).await.is_err() {
+            return;
+        }
+        if allowed < n {
+            counter.fetch_sub((n - allowed) as u64, Ordering::SeqCst);
+            cut.store(true, Ordering::SeqCst);
+            return;
+        }
     }
 }
 
@@ -236,4 +315,27 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// Every file under `dir`, recursively, as it is on disk (paths relative to `dir`, sorted).
+/// Unlike a location's listing this shows what object_store hides: staging files of unfinished
+/// uploads (`<name>#<n>`).
+pub fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&current) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
 }
