@@ -461,6 +461,84 @@ async fn all_namespaces_backup_lists_cluster_wide_and_takes_cluster_types() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overloaded_and_failing_reads_are_retried_honouring_retry_after() {
+    let Cluster { sim, client } = cluster().await;
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    // Each kind of answer a busy API server gives, once: a 503 Status, the plain-text 429 of
+    // priority and fairness whose only hint is its `Retry-After` header, and a 500 with
+    // `retryAfterSeconds` in its Status.
+    let faults = sim.faults();
+    faults.status(
+        StatusFault::new(503)
+            .verbs(&["list"])
+            .resources(&["secrets"])
+            .count(1),
+    );
+    faults.status(
+        StatusFault::new(429)
+            .plain()
+            .retry_after(1)
+            .verbs(&["list"])
+            .resources(&["configmaps"])
+            .count(1),
+    );
+    faults.status(
+        StatusFault::new(500)
+            .retry_after(1)
+            .verbs(&["get"])
+            .resources(&["customresourcedefinitions"])
+            .count(1),
+    );
+    let backup = Backup::named("busy").including_namespaces(&["shop"]);
+    let before = sim.last_request_seq();
+    let started = std::time::Instant::now();
+
+    let outcome = backup::run(client, &location, &backup, BackupOptions::default())
+        .await
+        .unwrap();
+
+    let elapsed = started.elapsed();
+    assert_eq!(
+        (outcome.phase.clone(), outcome.errors(), outcome.warnings()),
+        (BackupPhase::Completed, 0, 0),
+        "{:?}",
+        outcome.results
+    );
+    let list = resource_list(&location, "busy").await;
+    assert_eq!(list.get("v1/ConfigMap").len(), CONFIGMAPS);
+    assert_eq!(list.get("v1/Secret").len(), 2);
+    assert!(
+        !list.get("apiextensions.k8s.io/v1/CustomResourceDefinition").is_empty(),
+        "{list:?}"
+    );
+    // Each refused read was sent again (the same path), and answered.
+    let log = sim.requests_since(before);
+    for (verb, resource, code) in [
+        ("list", "secrets", 503),
+        ("list", "configmaps", 429),
+        ("get", "customresourcedefinitions", 500),
+    ] {
+        let refused = log
+            .iter()
+            .find(|r| r.verb == verb && r.resource == resource && r.code == code)
+            .unwrap_or_else(|| panic!("no {code} for {verb} {resource}"));
+        let again: Vec<u16> = log
+            .iter()
+            .filter(|r| r.seq > refused.seq && r.path == refused.path)
+            .map(|r| r.code)
+            .collect();
+        assert!(
+            matches!(again.first(), Some(200 | 404)),
+            "{verb} {}: {again:?}",
+            refused.path
+        );
+    }
+    // Two of the three asked for a one-second pause.
+    assert!(elapsed >= Duration::from_secs(1), "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vanished_type_is_a_warning_and_a_failed_list_an_error() {
     let Cluster { sim, client } = cluster().await;
     let dir = TempDir::new().unwrap();
@@ -476,8 +554,10 @@ async fn vanished_type_is_a_warning_and_a_failed_list_an_error() {
             .resources(&["secrets"]),
     );
     let backup = Backup::named("b2").including_namespaces(&["shop"]);
+    // A 500 that lasts longer than the read budget is an error of that type.
+    let options = BackupOptions::default().with_read_retry(Duration::from_millis(300));
 
-    let outcome = backup::run(client, &location, &backup, BackupOptions::default())
+    let outcome = backup::run(client, &location, &backup, options)
         .await
         .unwrap();
 

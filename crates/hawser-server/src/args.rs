@@ -15,7 +15,9 @@ use crate::settings::{
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
     /// Deadline of a status write's retries on the reconcile path (then the re-driver takes
-    /// over), and how long a restore waits for a restored CRD to be established.
+    /// over), how long one read of a backup or restore is retried while the API server is
+    /// unreachable or answers 429/5xx, and how long a restore waits for a restored CRD to be
+    /// established.
     #[arg(long, env = "HAWSER_RESOURCE_TIMEOUT", default_value = "10m")]
     pub resource_timeout: GoDuration,
 

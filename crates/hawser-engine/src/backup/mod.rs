@@ -40,6 +40,8 @@ use hawser_api::phase::BackupPhase;
 use hawser_api::{Backup, BackupProgress};
 use hawser_core::archive::gzjson::{Results, to_gz_json};
 use hawser_core::archive::{FORMAT_VERSION, WriterOptions};
+use std::time::Duration;
+
 use hawser_core::duration::GoDuration;
 use hawser_core::layout::Layout;
 use hawser_core::selection::{
@@ -57,7 +59,7 @@ pub use hawser_core::selection::Catalogue;
 pub use progress::Progress;
 
 use crate::cluster::path::Collection;
-use crate::cluster::request::{self, list_all};
+use crate::cluster::request::{self, READ_RETRY_BUDGET, list_all};
 use collect::{Lister, ResourceReport};
 use progress::ProgressHandle;
 use results::{BackupLog, Messages, Scope};
@@ -79,6 +81,9 @@ pub struct BackupOptions {
     pub progress: Option<watch::Sender<Progress>>,
     /// The clock for timestamps (start, completion, log lines).
     pub clock: hawser_core::clock::Clock,
+    /// How long one read (a LIST page, a GET) is retried while the API server is unreachable
+    /// or answers 429/5xx; default [`READ_RETRY_BUDGET`].
+    pub read_retry: Duration,
 }
 
 impl Default for BackupOptions {
@@ -89,6 +94,7 @@ impl Default for BackupOptions {
             gzip_level: 6,
             progress: None,
             clock: hawser_core::clock::Clock::system(),
+            read_retry: READ_RETRY_BUDGET,
         }
     }
 }
@@ -100,6 +106,7 @@ impl std::fmt::Debug for BackupOptions {
             .field("concurrency", &self.concurrency)
             .field("gzip_level", &self.gzip_level)
             .field("progress", &self.progress.is_some())
+            .field("read_retry", &self.read_retry)
             .finish_non_exhaustive()
     }
 }
@@ -116,6 +123,13 @@ impl BackupOptions {
     #[must_use]
     pub fn with_concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// Sets how long one read is retried while the API server is unreachable or overloaded.
+    #[must_use]
+    pub fn with_read_retry(mut self, budget: Duration) -> Self {
+        self.read_retry = budget;
         self
     }
 
@@ -275,7 +289,12 @@ async fn run_named(
     let catalogue = crate::cluster::catalogue(&client).await?;
     let namespaces_resource = catalogue.resolve(NAMESPACES).cloned();
     let namespace_objects = match &namespaces_resource {
-        Some(r) => list_all(&client, &Collection::of(r).path(None), options.page_size)
+        Some(r) => list_all(
+            &client,
+            &Collection::of(r).path(None),
+            options.page_size,
+            options.read_retry,
+        )
             .await
             .map_err(BackupError::Namespaces)?,
         None => Vec::new(),
@@ -328,6 +347,7 @@ async fn run_named(
         selection: &selection,
         scope: &scope,
         page_size: options.page_size.max(1),
+        read_retry: options.read_retry,
         progress: progress.clone(),
         sender,
     };
@@ -387,7 +407,14 @@ async fn run_named(
             crds_walked,
             selection.adds_crds_of_custom_resources(),
         ) {
-            let crds = crds_of(&client, &crd_type, &custom_types, &mut messages).await;
+            let crds = crds_of(
+                &client,
+                &crd_type,
+                &custom_types,
+                options.read_retry,
+                &mut messages,
+            )
+            .await;
             if !crds.is_empty() {
                 log.info(&format!(
                     "Backed up {} CustomResourceDefinitions of backed-up custom resources",
@@ -509,12 +536,13 @@ async fn crds_of(
     client: &Client,
     crd_type: &ApiResource,
     types: &[String],
+    read_retry: Duration,
     messages: &mut Messages,
 ) -> Vec<serde_json::Value> {
     let mut crds = Vec::new();
     for group_resource in types.iter().filter(|gr| gr.contains('.')) {
         let path = Collection::of(crd_type).item_path(None, group_resource);
-        match request::get(client, &path).await {
+        match request::get(client, &path, read_retry).await {
             Ok(crd) => crds.push(typed(crd, crd_type)),
             Err(e) if request::code(&e) == Some(404) => {}
             Err(e) => messages.error(

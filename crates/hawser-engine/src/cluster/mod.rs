@@ -13,6 +13,6 @@
 
 pub mod discovery;
 pub(crate) mod path;
-pub(crate) mod request;
+pub mod request;
 
 pub use discovery::{DiscoveryError, catalogue};

@@ -1,13 +1,133 @@
 //! The raw API requests the engines make (get, create, merge patch, replace, paged LIST), and
 //! how their errors are read.
+//!
+//! Reads (a GET, a page of a LIST) are retried while the API server is unreachable or answers
+//! 429 or 5xx, for up to [`READ_RETRY_BUDGET`]: capped exponential backoff (10 ms doubling to
+//! 5 s, with jitter), stretched to the wait a `Retry-After` header (seconds or an HTTP date) or
+//! the Status body's `retryAfterSeconds` asks for. One overloaded answer does not cost a
+//! backup an item or a restore a check. Requests are sent with [`Client::send`] rather than
+//! `Client::request`, because `kube::Error` keeps no response headers. Writes are not retried
+//! here: the engines decide per item what a failed write means.
 
+use std::time::Duration;
+
+use bytes::Bytes;
+use hawser_core::backoff::Backoff;
 use http::Method;
-use http::header::CONTENT_TYPE;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http_body_util::BodyExt;
 use kube::Client;
+use kube::core::Status;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::path::page_url;
+
+/// How long a read is retried while the API server is unreachable or overloaded, unless the
+/// engine's options say otherwise (the server passes `--resource-timeout`).
+pub const READ_RETRY_BUDGET: Duration = Duration::from_secs(120);
+
+/// A request that did not succeed, with the wait the server asked for.
+#[derive(Debug)]
+pub struct Failure {
+    /// `kube::Error::Api` with the answer's Status (one built from the code and text when the
+    /// body is not a Status), or the error that kept an answer from arriving.
+    pub error: kube::Error,
+    /// What `Retry-After` (header first, then the Status' `details.retryAfterSeconds`) asked for.
+    pub retry_after: Option<Duration>,
+}
+
+impl Failure {
+    /// Whether trying again may help: no answer, 429, or a 5xx (not 501, which never changes).
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        match &self.error {
+            kube::Error::Api(status) => {
+                status.code == 429 || (status.code >= 500 && status.code != 501)
+            }
+            kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Sends `request` once; the body of a successful answer, or the error with its `Retry-After`
+/// (an HTTP date is measured from `now`).
+///
+/// # Errors
+/// [`Failure`] for a transport error or an answer that is not a success.
+pub async fn send(
+    client: &Client,
+    request: http::Request<Vec<u8>>,
+    now: jiff::Timestamp,
+) -> Result<Bytes, Failure> {
+    let plain = |error| Failure {
+        error,
+        retry_after: None,
+    };
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .map_err(plain)?;
+    let code = response.status();
+    let header_wait = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| hawser_core::retry_after::parse_retry_after(v, now));
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(plain)?
+        .to_bytes();
+    if code.is_success() {
+        return Ok(body);
+    }
+    let status = serde_json::from_slice::<Status>(&body).unwrap_or_else(|_| {
+        Status::failure(String::from_utf8_lossy(&body).trim(), "")
+            .with_code(code.as_u16())
+    });
+    let body_wait = status
+        .details
+        .as_ref()
+        .map(|d| d.retry_after_seconds)
+        .filter(|s| *s > 0)
+        .map(|s| Duration::from_secs(u64::from(s)));
+    Err(Failure {
+        error: kube::Error::Api(status.boxed()),
+        retry_after: header_wait.or(body_wait),
+    })
+}
+
+/// A read: `request` sent until it succeeds, fails for good, or `budget` is spent (see the
+/// module docs), its answer decoded as `T`. A zero budget sends it once.
+async fn read<T: DeserializeOwned>(
+    client: &Client,
+    request: http::Request<Vec<u8>>,
+    budget: Duration,
+) -> Result<T, kube::Error> {
+    let backoff = Backoff::default();
+    let deadline = Instant::now() + budget;
+    let mut failures = 0;
+    loop {
+        let failure = match send(client, request.clone(), jiff::Timestamp::now()).await {
+            Ok(body) => return serde_json::from_slice(&body).map_err(kube::Error::SerdeError),
+            Err(failure) => failure,
+        };
+        failures += 1;
+        let wait = backoff
+            .delay(failures, &mut rand::rng())
+            .max(failure.retry_after.unwrap_or_default());
+        if !failure.is_transient() || Instant::now() + wait > deadline {
+            return Err(failure.error);
+        }
+        tracing::debug!(uri = %request.uri(), error = %failure.error, wait_ms = wait.as_millis(), "read failed; trying again");
+        tokio::time::sleep(wait).await;
+    }
+}
 
 /// Content type of a JSON merge patch.
 pub(crate) const MERGE_PATCH: &str = "application/merge-patch+json";
@@ -33,8 +153,13 @@ async fn call(
     client.request::<Value>(request).await
 }
 
-pub(crate) async fn get(client: &Client, path: &str) -> Result<Value, kube::Error> {
-    call(client, Method::GET, path, None, JSON).await
+/// GET `path`, retried as a read for up to `budget` (see the module docs).
+pub(crate) async fn get(client: &Client, path: &str, budget: Duration) -> Result<Value, kube::Error> {
+    let request = http::Request::get(path)
+        .header(CONTENT_TYPE, JSON)
+        .body(Vec::new())
+        .map_err(kube::Error::HttpError)?;
+    read(client, request, budget).await
 }
 
 pub(crate) async fn create(client: &Client, path: &str, obj: &Value) -> Result<Value, kube::Error> {
@@ -98,12 +223,16 @@ pub(crate) struct ListMeta {
     pub remaining_item_count: Option<i64>,
 }
 
-/// One page of a LIST at `url` (built with [`page_url`]).
-pub(crate) async fn get_page(client: &Client, url: &str) -> Result<ListPage, kube::Error> {
+/// One page of a LIST at `url` (built with [`page_url`]), retried as a read for up to `budget`.
+pub(crate) async fn get_page(
+    client: &Client,
+    url: &str,
+    budget: Duration,
+) -> Result<ListPage, kube::Error> {
     let request = http::Request::get(url)
         .body(Vec::new())
         .map_err(kube::Error::HttpError)?;
-    client.request::<ListPage>(request).await
+    read(client, request, budget).await
 }
 
 /// Every object of a LIST, page by page (for small collections such as namespaces).
@@ -111,11 +240,13 @@ pub(crate) async fn list_all(
     client: &Client,
     path: &str,
     page_size: u32,
+    budget: Duration,
 ) -> Result<Vec<Value>, kube::Error> {
     let mut items = Vec::new();
     let mut token: Option<String> = None;
     loop {
-        let page = get_page(client, &page_url(path, page_size, "", token.as_deref())).await?;
+        let url = page_url(path, page_size, "", token.as_deref());
+        let page = get_page(client, &url, budget).await?;
         items.extend(page.items);
         match page.metadata.continue_token.filter(|t| !t.is_empty()) {
             Some(next) => token = Some(next),

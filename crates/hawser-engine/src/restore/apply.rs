@@ -30,6 +30,8 @@ pub(crate) struct Restorer {
     pub mapping: BTreeMap<String, String>,
     pub policy: ExistingPolicy,
     pub concurrency: usize,
+    /// How long one read is retried (see [`crate::cluster::request`]).
+    pub read_retry: std::time::Duration,
     pub report: Report,
     pub namespaces: Namespaces,
     /// PersistentVolumes left to dynamic provisioning (their claims lose `volumeName`).
@@ -297,7 +299,7 @@ impl Restorer {
     /// The object exists: compare and act (velero-compat §7.6).
     async fn existing(&self, c: &Collection, t: &Target<'_>, desired: &Value) {
         let path = c.item_path(t.namespace.as_deref(), &t.name);
-        let live = match api::get(&self.client, &path).await {
+        let live = match api::get(&self.client, &path, self.read_retry).await {
             Ok(live) => live,
             Err(e) => {
                 self.report.warn(

@@ -101,6 +101,10 @@ pub struct RestoreOptions {
     pub progress: Option<watch::Sender<Progress>>,
     /// The clock for timestamps (start, completion, log lines).
     pub clock: hawser_core::clock::Clock,
+    /// How long one read (a live object, a target namespace) is retried while the API server
+    /// is unreachable or answers 429/5xx; default
+    /// [`READ_RETRY_BUDGET`](crate::cluster::request::READ_RETRY_BUDGET).
+    pub read_retry: Duration,
 }
 
 impl Default for RestoreOptions {
@@ -114,6 +118,7 @@ impl Default for RestoreOptions {
             terminating_timeout: Duration::from_secs(600),
             progress: None,
             clock: hawser_core::clock::Clock::system(),
+            read_retry: crate::cluster::request::READ_RETRY_BUDGET,
         }
     }
 }
@@ -126,6 +131,7 @@ impl std::fmt::Debug for RestoreOptions {
             .field("reader", &self.reader)
             .field("priorities", &self.priorities)
             .field("progress", &self.progress.is_some())
+            .field("read_retry", &self.read_retry)
             .finish_non_exhaustive()
     }
 }
@@ -164,6 +170,13 @@ impl RestoreOptions {
     #[must_use]
     pub fn with_crd_ready_timeout(mut self, timeout: Duration) -> Self {
         self.crd_ready_timeout = timeout;
+        self
+    }
+
+    /// Sets how long one read is retried while the API server is unreachable or overloaded.
+    #[must_use]
+    pub fn with_read_retry(mut self, budget: Duration) -> Self {
+        self.read_retry = budget;
         self
     }
 
@@ -421,6 +434,7 @@ async fn run_named(
         mapping: filters.namespace_mapping.clone(),
         policy: ExistingPolicy::parse(filters.existing_resource_policy.as_deref()),
         concurrency: options.concurrency.max(1),
+        read_retry: options.read_retry,
         report: report.clone(),
         namespaces: Namespaces::new(BTreeMap::new(), options.terminating_timeout),
         reprovisioned_pvs: BTreeSet::new(),
@@ -563,7 +577,8 @@ async fn wait_for_crds(restorer: &Restorer, timeout: Duration) {
     for name in names {
         let path = crd_path(&name);
         let established = poll_until(timeout, CRD_POLL, || async {
-            request::get(&restorer.client, &path)
+            // Sent once per poll: the poll is the retry.
+            request::get(&restorer.client, &path, Duration::ZERO)
                 .await
                 .is_ok_and(|crd| is_established(&crd))
                 .then_some(())

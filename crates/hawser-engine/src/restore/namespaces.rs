@@ -55,7 +55,7 @@ impl Namespaces {
 
     async fn ensure_once(&self, r: &Restorer, source: &str, target: &str) -> Result<(), String> {
         let path = namespace_path(target);
-        match api::get(&r.client, &path).await {
+        match api::get(&r.client, &path, r.read_retry).await {
             Ok(ns) if is_terminating(&ns) => self.wait_gone(r, &path, target).await?,
             Ok(_) => return Ok(()),
             Err(e) if api::code(&e) == Some(404) => {}
@@ -77,7 +77,7 @@ impl Namespaces {
 
     async fn wait_gone(&self, r: &Restorer, path: &str, target: &str) -> Result<(), String> {
         let gone = poll_until(self.terminating_timeout, TERMINATING_POLL, || async {
-            match api::get(&r.client, path).await {
+            match api::get(&r.client, path, r.read_retry).await {
                 Err(e) if api::code(&e) == Some(404) => Some(Ok(())),
                 Err(e) => Some(Err(format!(
                     "reading namespace {target}: {}",

@@ -1,20 +1,20 @@
 //! Raw requests to the API server for status writes.
 //!
-//! Requests are built with `kube::core::Request` and sent with [`kube::Client::send`], not through
-//! `kube::Api`: `kube::Error::Api` keeps only the parsed Status body, so the `Retry-After` header
-//! (which the API server sends for 429 and some 5xx, sometimes without `details.retryAfterSeconds`,
-//! e.g. the plain-text priority-and-fairness 429) would be lost. Here the header is read first and
-//! the Status body's `details.retryAfterSeconds` is the fallback.
+//! Requests are built with `kube::core::Request` and sent with the engines' one raw sender
+//! ([`hawser_engine::cluster::request::send`]), not through `kube::Api`: `kube::Error::Api`
+//! keeps only the parsed Status body, so the `Retry-After` header (which the API server sends
+//! for 429 and some 5xx, sometimes without `details.retryAfterSeconds`, e.g. the plain-text
+//! priority-and-fairness 429) would be lost. The header is read first and the Status body's
+//! `details.retryAfterSeconds` is the fallback.
 //!
 //! Every request runs under a timeout (the per-attempt timeout chosen by the deadline policy).
 
 use hawser_core::clock::Clock;
-use hawser_core::retry_after::parse_retry_after;
 use std::time::Duration;
 
-use http_body_util::BodyExt;
+use hawser_engine::cluster::request::{Failure, send};
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::{Request, Resource, Status};
+use kube::core::{Request, Resource};
 use serde_json::Value;
 
 use super::error::AttemptError;
@@ -149,47 +149,18 @@ impl StatusApi {
     }
 
     async fn send_inner(&self, req: http::Request<Vec<u8>>) -> Result<Value, AttemptError> {
-        let res = self
-            .client
-            .send(req.map(kube::client::Body::from))
-            .await
-            .map_err(AttemptError::Transport)?;
-        let code = res.status();
-        let header_retry_after = res
-            .headers()
-            .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, self.clock.now()));
-        let body = res
-            .into_body()
-            .collect()
-            .await
-            .map_err(AttemptError::Transport)?
-            .to_bytes();
-        if code.is_success() {
-            return serde_json::from_slice(&body).map_err(AttemptError::Decode);
+        match send(&self.client, req, self.clock.now()).await {
+            Ok(body) => serde_json::from_slice(&body).map_err(AttemptError::Decode),
+            Err(Failure {
+                error: kube::Error::Api(status),
+                retry_after,
+            }) => Err(AttemptError::Api {
+                code: status.code,
+                reason: status.reason,
+                message: status.message,
+                retry_after,
+            }),
+            Err(Failure { error, .. }) => Err(AttemptError::Transport(error)),
         }
-        let (reason, message, detail_retry_after) = match serde_json::from_slice::<Status>(&body) {
-            Ok(s) => {
-                let ra = s
-                    .details
-                    .as_ref()
-                    .map(|d| d.retry_after_seconds)
-                    .filter(|s| *s > 0)
-                    .map(|s| Duration::from_secs(u64::from(s)));
-                (s.reason, s.message, ra)
-            }
-            Err(_) => (
-                String::new(),
-                String::from_utf8_lossy(&body).trim().to_owned(),
-                None,
-            ),
-        };
-        Err(AttemptError::Api {
-            code: code.as_u16(),
-            reason,
-            message,
-            retry_after: header_retry_after.or(detail_retry_after),
-        })
     }
 }
