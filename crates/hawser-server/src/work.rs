@@ -13,7 +13,9 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::context::Context;
-use crate::status::{Kind, Landing, ObjectKey, StatusUpdate, WorkerGuard, WriteError};
+use crate::status::{
+    Kind, Landing, ObjectKey, ProgressWrite, StatusUpdate, WorkerGuard, WriteError,
+};
 
 /// A waiting object taken up by a worker of this instance.
 pub(crate) struct Taken {
@@ -135,11 +137,11 @@ where
 /// Shortest time between two `status.progress` writes of one object.
 pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
 
-/// Longest a progress write may take; a late progress report is skipped, never queued.
-const PROGRESS_WRITE_BUDGET: Duration = Duration::from_secs(10);
-
 /// Writes `status.progress` (as `to_json` renders it, with the phase `InProgress`) when it
-/// changed, at most every [`PROGRESS_INTERVAL`], until aborted or the sender is dropped.
+/// changed, at most every [`PROGRESS_INTERVAL`], until aborted or the sender is dropped. Each
+/// write is one attempt, paused after a transient failure
+/// ([`StatusEngine::write_progress`](crate::status::StatusEngine::write_progress)); a report
+/// that is not stored is replaced by the next one.
 async fn report_progress<P>(
     ctx: Arc<Context>,
     template: StatusUpdate,
@@ -160,10 +162,12 @@ async fn report_progress<P>(
         }
         let key = template.key().clone();
         let update = template.clone().field("progress", to_json(&now));
-        match tokio::time::timeout(PROGRESS_WRITE_BUDGET, ctx.engine.write(update)).await {
-            Ok(Ok(_)) => last = now,
-            Ok(Err(e)) => tracing::debug!(object = %key, error = %e, "progress not stored"),
-            Err(_) => tracing::debug!(object = %key, "progress not stored in time; skipped"),
+        match ctx.engine.write_progress(update).await {
+            ProgressWrite::Stored => last = now,
+            ProgressWrite::Paused => {}
+            ProgressWrite::Failed(why) => {
+                tracing::debug!(object = %key, error = %why, "progress not stored");
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ mod status_support;
 use std::time::Duration;
 
 use hawser_api::phase::BackupPhase;
-use hawser_server::status::{Kind, StatusConfig, StatusUpdate, WriteError};
+use hawser_server::status::{Kind, ProgressWrite, StatusConfig, StatusUpdate, WriteError};
 use status_support::*;
 use tokio::time::Instant;
 
@@ -163,4 +163,63 @@ async fn a_minute_long_outage_costs_each_pending_status_about_one_attempt_per_ca
         per_cr >= outage.as_secs_f64() / cap.as_secs_f64(),
         "{per_cr} attempts per CR"
     );
+}
+
+#[tokio::test]
+async fn progress_writes_during_an_outage_cost_at_most_one_attempt_per_cap() {
+    let config = StatusConfig {
+        max_backoff: Duration::from_secs(2),
+        ..short_config("a")
+    };
+    let cap = config.max_backoff;
+    let h = start(config).await;
+    create(&h.sim, Kind::Backup, "b1", "InProgress", Some("a"));
+    let progress = |n: u64| {
+        StatusUpdate::backup(NS, "b1", BackupPhase::InProgress)
+            .field("progress", serde_json::json!({"itemsBackedUp": n}))
+    };
+    assert!(matches!(
+        h.engine.write_progress(progress(1)).await,
+        ProgressWrite::Stored
+    ));
+
+    // A worker reporting every 50 ms through a 7 s outage.
+    let outage = Duration::from_secs(7);
+    h.sim.faults().refuse(Some(outage));
+    let t0 = Instant::now();
+    let (mut sent, mut paused) = (0u32, 0u32);
+    let mut n = 2;
+    while t0.elapsed() < outage {
+        match h.engine.write_progress(progress(n)).await {
+            ProgressWrite::Failed(_) => sent += 1,
+            ProgressWrite::Paused => paused += 1,
+            ProgressWrite::Stored => panic!("stored during the outage"),
+        }
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let bound = (outage.as_secs_f64() / cap.as_secs_f64()).ceil() as u32 + 1;
+    assert!(sent <= bound, "{sent} attempts in {outage:?}, bound {bound}");
+    assert!(sent >= 2, "{sent} attempts: it stopped trying");
+    assert!(paused > 50, "{paused} paused reports");
+
+    // Once the API is back, the next report after the pause is stored.
+    let stored = eventually(cap + Duration::from_secs(2), || {
+        let stored = get(&h.sim, Kind::Backup, "b1").unwrap();
+        stored["status"]["progress"]["itemsBackedUp"] != 1
+    });
+    let writer = async {
+        loop {
+            if matches!(
+                h.engine.write_progress(progress(n)).await,
+                ProgressWrite::Stored
+            ) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let (landed, ()) = tokio::join!(stored, writer);
+    assert!(landed.is_some(), "progress stored after the outage");
+    assert_eq!(phase(&h.sim, Kind::Backup, "b1"), "InProgress");
 }

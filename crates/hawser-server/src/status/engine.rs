@@ -103,6 +103,8 @@ pub(crate) struct Inner {
     workers: Mutex<HashMap<ObjectKey, usize>>,
     /// This instance's Lease and the other instances' (only with a namespace).
     pub(crate) liveness: Option<Liveness>,
+    /// When each object's next progress write may be sent.
+    pub(crate) progress_pauses: super::progress::ProgressPauses,
     /// Whether this instance's Lease has been written (before its first claim).
     beaten: tokio::sync::OnceCell<()>,
     pub(crate) shutdown: CancellationToken,
@@ -170,6 +172,7 @@ impl StatusEngine {
             redriver,
             workers: Mutex::new(HashMap::new()),
             liveness,
+            progress_pauses: super::progress::ProgressPauses::default(),
             beaten: tokio::sync::OnceCell::new(),
             shutdown: CancellationToken::new(),
         };
@@ -253,6 +256,9 @@ impl StatusEngine {
             self.heartbeat_before_first_claim().await;
         }
         let key = update.key.clone();
+        if update.is_final() {
+            self.inner.progress_pauses.clear(&key);
+        }
         self.inner.redriver.cancel(&key, &self.inner.metrics);
         let _in_flight = self.worker(key.clone());
         let start = Instant::now();

@@ -22,7 +22,9 @@
 //! 6. **Recovery**: at start-up and every `--status-resync-period`, started-but-unfinished objects
 //!    that no live worker here owns are resolved from the storage record, or marked `Failed` with a
 //!    reason saying the server restarted ([`StatusEngine::run_recovery`]).
-//! 7. **Observable**: attempt counters by kind and outcome, a landing-time histogram, a pending
+//! 7. **Progress**: `status.progress` of running work is one attempt, paused for a cap after a
+//!    transient failure ([`StatusEngine::write_progress`]).
+//! 8. **Observable**: attempt counters by kind and outcome, a landing-time histogram, a pending
 //!    gauge ([`crate::metrics::StatusMetrics`]), Events, structured logs with attempt counts.
 
 mod api;
@@ -32,6 +34,7 @@ mod error;
 pub mod events;
 mod kind;
 mod liveness;
+mod progress;
 mod recovery;
 mod redriver;
 mod retry;
@@ -42,6 +45,7 @@ pub use client::{client_without_retries, throttled_client_without_retries};
 pub use engine::{Landing, StatusConfig, StatusEngine, WorkerGuard};
 pub use error::{AttemptError, Class, RecoveryError, WriteError};
 pub use kind::{Kind, ObjectKey};
+pub use progress::ProgressWrite;
 pub use recovery::{
     MemoryRecords, RecordError, RecordSource, RecordedOutcome, RecoveryReport,
     restart_failure_reason,
