@@ -19,6 +19,7 @@
 
 mod blocking;
 pub mod credentials;
+mod durable;
 mod error;
 #[cfg(feature = "testing")]
 pub mod faults;

@@ -497,7 +497,10 @@ fn filesystem(spec: &LocationSpec) -> Result<Arc<dyn ObjectStore>, ConfigError> 
         })?
         // Deleting a backup removes its then-empty directory too.
         .with_automatic_cleanup(true);
-    Ok(Arc::new(store))
+    // Uploads answer once they are on disk (fsync); the canonical path is the one the store
+    // resolves objects under.
+    let synced_root = std::fs::canonicalize(&bucket_dir).unwrap_or(bucket_dir);
+    Ok(Arc::new(crate::durable::Synced::new(store, synced_root)))
 }
 
 #[cfg(test)]

@@ -156,7 +156,10 @@ async fn an_s3_multipart_upload_cut_after_one_part_is_aborted_in_the_bucket() {
     let err = write_blocking(&location, key, artifact(12 * 1024 * 1024, 6))
         .await
         .expect_err("the upload must fail at its third and last part");
-    assert!(err.contains("upload `backups/b2/b2.tar.gz` failed"), "{err}");
+    assert!(
+        err.contains("upload `backups/b2/b2.tar.gz` failed"),
+        "{err}"
+    );
     assert!(location.list_objects("").await.unwrap().is_empty());
     assert_eq!(s3.incomplete_uploads(&bucket), Vec::<String>::new());
 }
