@@ -509,7 +509,9 @@ async fn overloaded_and_failing_reads_are_retried_honouring_retry_after() {
     assert_eq!(list.get("v1/ConfigMap").len(), CONFIGMAPS);
     assert_eq!(list.get("v1/Secret").len(), 2);
     assert!(
-        !list.get("apiextensions.k8s.io/v1/CustomResourceDefinition").is_empty(),
+        !list
+            .get("apiextensions.k8s.io/v1/CustomResourceDefinition")
+            .is_empty(),
         "{list:?}"
     );
     // Each refused read was sent again (the same path), and answered.

@@ -6,6 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::locations::Locations;
 use crate::metrics::VeleroMetrics;
+use crate::records::StorageRecords;
 use crate::settings::Settings;
 use crate::status::StatusEngine;
 
@@ -24,6 +25,8 @@ pub(crate) struct Context {
     pub(crate) engine: StatusEngine,
     pub(crate) metrics: VeleroMetrics,
     pub(crate) locations: Locations,
+    /// Where finished work's outcome is recorded (what recovery reads).
+    pub(crate) records: StorageRecords,
     pub(crate) shutdown: CancellationToken,
 }
 

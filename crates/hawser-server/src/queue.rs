@@ -11,6 +11,10 @@
 //! Objects are read as untyped JSON, so that one malformed object cannot stop the watch of the
 //! others; the handler parses it and reports a malformed one on the object itself.
 //!
+//! A worker that panics ends its own task only: its object's guard is dropped, the object is
+//! offered again (if it still waits) or resolved by recovery (if it was started), with the
+//! panic as the reason when there is no record; the server goes on.
+//!
 //! Shutdown: when the server's shutdown token fires the queue stops offering (no new object is
 //! taken, and a task still waiting for a concurrency slot gives up), while the tasks already
 //! running go on in [`Workers`], which the server waits for up to `--shutdown-grace-period`
@@ -21,7 +25,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use std::panic::AssertUnwindSafe;
+
+use futures::{FutureExt as _, StreamExt};
 use hawser_api::phase::Phase;
 use kube::Api;
 use kube::api::{DynamicObject, ListParams};
@@ -38,7 +44,7 @@ use crate::context::Context;
 /// ([`crate::serve`]'s 30 s), which would otherwise cut a watch on which nothing happens.
 const WATCH_TIMEOUT_SECONDS: u32 = 25;
 use crate::readiness::Watch;
-use crate::status::Kind;
+use crate::status::{Kind, ObjectKey};
 
 /// The tasks of every queue, one per object taken: shutdown waits for them, then aborts what
 /// is left. Cheap to clone.
@@ -83,6 +89,30 @@ impl Workers {
     }
 }
 
+/// Removes an object's name from the queue's taken set when dropped (also while a panic
+/// unwinds), so that it can be offered again.
+struct Offered {
+    taken: Arc<Mutex<HashSet<String>>>,
+    name: String,
+}
+
+impl Drop for Offered {
+    fn drop(&mut self) {
+        if let Ok(mut taken) = self.taken.lock() {
+            taken.remove(&self.name);
+        }
+    }
+}
+
+/// The message of a panic's payload.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
 struct Queue<H> {
     ctx: Arc<Context>,
     kind: Kind,
@@ -120,8 +150,11 @@ where
             self.ctx.clone(),
         );
         let span = tracing::info_span!("work", kind = %self.kind, object = %name);
+        let key = ObjectKey::new(self.kind, ctx.namespace.clone(), name.clone());
         self.workers.spawn(
             async move {
+                // Offered again once this task ends, however it ends.
+                let _offered = Offered { taken, name };
                 // Once shutdown has begun nothing new starts, not even an object taken before.
                 let permit = tokio::select! {
                     permit = permits.acquire_owned() => permit.ok(),
@@ -130,10 +163,15 @@ where
                 if let Some(_permit) = permit
                     && !ctx.shutdown.is_cancelled()
                 {
-                    handle(ctx, object).await;
-                }
-                if let Ok(mut taken) = taken.lock() {
-                    taken.remove(&name);
+                    let engine = ctx.engine.clone();
+                    let work = AssertUnwindSafe(handle(ctx, object)).catch_unwind();
+                    if let Err(panic) = work.await {
+                        // The worker's guard is dropped: recovery resolves the object at its
+                        // next round, from its record or as Failed with this reason.
+                        let why = panic_text(panic.as_ref());
+                        tracing::error!(object = %key, panic = %why, "a worker panicked; recovery resolves its object");
+                        engine.abandon(key, &why);
+                    }
                 }
             }
             .instrument(span),

@@ -2,6 +2,11 @@
 //! commit marker, carrying the final status) and a Restore's status record
 //! (`restores/<name>/restore-<name>-status.json`).
 //!
+//! A restore from a `ReadOnly` location cannot store its record there. Its record is kept in
+//! the cluster instead: the ConfigMap `hawser-restore-<uid>` in the server namespace (data key
+//! `restore-<name>-status.json`, the same JSON), owned by the Restore so that it goes when the
+//! Restore is deleted. Recovery reads that ConfigMap first, by the Restore's uid.
+//!
 //! Which answers mean what:
 //! - the location answers and has no record of this object: no record (`Ok(None)`), so recovery
 //!   marks the object `Failed` with the restart reason;
@@ -13,12 +18,16 @@
 //!   backup whose artifacts were written must never be reported `Failed` for that). Which
 //!   location is read does not depend on flags: the claim wrote the resolved
 //!   `spec.storageLocation` into the Backup;
-//! - a record whose `metadata.uid` differs from the object's belongs to an earlier object of the
-//!   same name: not this object's record.
+//! - a record whose `metadata.uid` is not the object's (or that has none) belongs to another
+//!   object of the same name: not this object's record.
+
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Api;
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, PostParams};
 use serde_json::Value;
 
 use crate::context::backup_location_name;
@@ -43,6 +52,52 @@ impl StorageRecords {
             locations,
             default_location,
         }
+    }
+
+    /// The recorded outcome of `object` (a Backup or Restore as JSON, as just read): what
+    /// [`RecordSource::outcome`] answers, without reading the object again.
+    ///
+    /// # Errors
+    /// [`RecordError`] when the record cannot be read (see the module docs).
+    pub async fn outcome_of_object(
+        &self,
+        kind: Kind,
+        object: &Value,
+    ) -> Result<Option<RecordedOutcome>, RecordError> {
+        let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let (namespace, name) = (text("/metadata/namespace"), text("/metadata/name"));
+        let bytes = match kind {
+            Kind::Backup => {
+                self.backup_record(namespace, object, name, (kind, name))
+                    .await?
+            }
+            Kind::Restore => {
+                let uid = text("/metadata/uid");
+                let in_cluster = cluster_record(&self.client, namespace, uid, name)
+                    .await
+                    .map_err(|e| record_error(kind, namespace, name, e))?;
+                if in_cluster.is_some() {
+                    in_cluster
+                } else {
+                    let backup_name = text("/spec/backupName");
+                    if backup_name.is_empty() {
+                        return Ok(None);
+                    }
+                    let Some(backup) = self.object(Kind::Backup, namespace, backup_name).await?
+                    else {
+                        return Err(record_error(
+                            kind,
+                            namespace,
+                            name,
+                            MissingBackup(backup_name.to_owned()),
+                        ));
+                    };
+                    self.backup_record(namespace, &backup, backup_name, (kind, name))
+                        .await?
+                }
+            }
+        };
+        Ok(bytes.and_then(|b| outcome_of(object, &b, kind, name)))
     }
 
     async fn object(
@@ -105,36 +160,99 @@ impl RecordSource for StorageRecords {
         namespace: &str,
         name: &str,
     ) -> Result<Option<RecordedOutcome>, RecordError> {
-        let Some(object) = self.object(kind, namespace, name).await? else {
-            return Ok(None);
-        };
-        let bytes = match kind {
-            Kind::Backup => {
-                self.backup_record(namespace, &object, name, (kind, name))
-                    .await?
-            }
-            Kind::Restore => {
-                let Some(backup_name) = object
-                    .pointer("/spec/backupName")
-                    .and_then(Value::as_str)
-                    .filter(|b| !b.is_empty())
-                else {
-                    return Ok(None);
-                };
-                let Some(backup) = self.object(Kind::Backup, namespace, backup_name).await? else {
-                    return Err(record_error(
-                        kind,
-                        namespace,
-                        name,
-                        MissingBackup(backup_name.to_owned()),
-                    ));
-                };
-                self.backup_record(namespace, &backup, backup_name, (kind, name))
-                    .await?
-            }
-        };
-        Ok(bytes.and_then(|b| outcome_of(&object, &b, kind, name)))
+        match self.object(kind, namespace, name).await? {
+            Some(object) => self.outcome_of_object(kind, &object).await,
+            None => Ok(None),
+        }
     }
+}
+
+/// The name of the ConfigMap holding the record of the Restore with `uid`.
+fn cluster_record_name(uid: &str) -> String {
+    format!("hawser-restore-{uid}")
+}
+
+/// The data key of a restore record in its ConfigMap (the file name it has in a location).
+fn cluster_record_key(name: &str) -> String {
+    format!("restore-{name}-status.json")
+}
+
+/// The record of the Restore `name` with `uid` kept in the cluster, when there is one.
+async fn cluster_record(
+    client: &kube::Client,
+    namespace: &str,
+    uid: &str,
+    name: &str,
+) -> Result<Option<Bytes>, kube::Error> {
+    if uid.is_empty() {
+        return Ok(None);
+    }
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .get_opt(&cluster_record_name(uid))
+        .await?
+        .and_then(|cm| cm.data?.remove(&cluster_record_key(name)))
+        .map(Bytes::from))
+}
+
+/// Keeps the record `bytes` of the Restore `restore` (as JSON) in the cluster (see the module
+/// docs); an existing record of the same Restore is replaced.
+pub(crate) async fn store_cluster_record(
+    client: &kube::Client,
+    restore: &Value,
+    bytes: Bytes,
+) -> Result<(), String> {
+    let text = |p: &str| restore.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let (namespace, name, uid) = (
+        text("/metadata/namespace"),
+        text("/metadata/name"),
+        text("/metadata/uid"),
+    );
+    let json = String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())?;
+    let config_map = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(cluster_record_name(uid)),
+            namespace: Some(namespace.to_owned()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "velero.io/v1".to_owned(),
+                kind: "Restore".to_owned(),
+                name: name.to_owned(),
+                uid: uid.to_owned(),
+                ..OwnerReference::default()
+            }]),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(cluster_record_key(name), json)])),
+        ..ConfigMap::default()
+    };
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let written = match api.create(&PostParams::default(), &config_map).await {
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let record_name = cluster_record_name(uid);
+            api.replace(&record_name, &PostParams::default(), &config_map)
+                .await
+        }
+        other => other,
+    };
+    written
+        .map(drop)
+        .map_err(|e| format!("ConfigMap {namespace}/hawser-restore-{uid}: {e}"))
+}
+
+/// The record of the Restore `restore` (as JSON) kept in the cluster, for reading back.
+pub(crate) async fn read_cluster_record(
+    client: &kube::Client,
+    restore: &Value,
+) -> Result<Option<Bytes>, String> {
+    let text = |p: &str| restore.pointer(p).and_then(Value::as_str).unwrap_or("");
+    cluster_record(
+        client,
+        text("/metadata/namespace"),
+        text("/metadata/uid"),
+        text("/metadata/name"),
+    )
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// The recorded outcome in `bytes`, when it is a record of `object`.
@@ -151,10 +269,8 @@ fn outcome_of(object: &Value, bytes: &[u8], kind: Kind, name: &str) -> Option<Re
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
-    if let (Some(a), Some(b)) = (uid(object), uid(&record))
-        && a != b
-    {
-        tracing::info!(%kind, name, "the stored record belongs to an earlier object of this name");
+    if uid(object).is_none() || uid(object) != uid(&record) {
+        tracing::info!(%kind, name, "the stored record belongs to another object of this name");
         return None;
     }
     let mut status = record.get("status")?.as_object()?.clone();
@@ -191,10 +307,15 @@ mod tests {
     }
 
     #[test]
-    fn garbage_and_phaseless_records_are_no_record() {
-        let object = json!({"metadata": {}});
+    fn garbage_uidless_and_phaseless_records_are_no_record() {
+        let object = json!({"metadata": {"uid": "u1"}});
+        let record = json!({"metadata": {}, "status": {"phase": "Completed"}});
+        assert_eq!(
+            outcome_of(&object, record.to_string().as_bytes(), Kind::Backup, "b"),
+            None
+        );
         assert_eq!(outcome_of(&object, b"{not json", Kind::Restore, "r"), None);
-        let record = json!({"status": {"errors": 1}});
+        let record = json!({"metadata": {"uid": "u1"}, "status": {"errors": 1}});
         assert_eq!(
             outcome_of(&object, record.to_string().as_bytes(), Kind::Restore, "r"),
             None

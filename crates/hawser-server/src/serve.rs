@@ -119,6 +119,7 @@ pub async fn serve(
         engine: engine.clone(),
         metrics,
         locations,
+        records: records.clone(),
         // The controllers stop taking work on it; running work gets the grace period.
         shutdown: shutdown.clone(),
     });

@@ -95,9 +95,48 @@ impl Taken {
         tokio::spawn(report_progress(ctx, template, rx, to_json))
     }
 
+    /// Writes the outcome recorded for this very object (same uid), when this waiting object
+    /// has one: its status was removed by a client after the work had ended (see
+    /// [`StatusUpdate::restoring_record`]), and the work must not run again. True when the
+    /// object was settled so. A record that cannot be read counts as none: validation then
+    /// says what is wrong with the location.
+    pub(crate) async fn settle_from_record(&self, ctx: &Context) -> bool {
+        let outcome = match ctx
+            .records
+            .outcome_of_object(self.key.kind, &self.json)
+            .await
+        {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::debug!(object = %self.key, error = %hawser_core::errors::chain_text(&e), "no record read for a waiting object");
+                return false;
+            }
+        };
+        let phase = Phase::parse(self.key.kind, &outcome.phase);
+        if !phase.is_final() {
+            return false;
+        }
+        tracing::warn!(object = %self.key, phase = %phase, "the object's status was removed after its work ended; the recorded outcome is written back");
+        let update = self.update(phase).fields(outcome.status).restoring_record();
+        report_final(ctx.engine.write(self.first_write(update)).await, &self.key);
+        true
+    }
+
     /// `update` with the object as seen as its precondition.
     pub(crate) fn first_write(&self, update: StatusUpdate) -> StatusUpdate {
         update.observed(self.resource_version.clone(), self.phase.clone())
+    }
+}
+
+/// A fault for tests, in debug builds only: the worker of the object named by the environment
+/// variable `HAWSER_TEST_PANIC_AFTER_CLAIM` panics once its claim has landed. Release builds
+/// have no such hook.
+#[cfg_attr(not(debug_assertions), allow(unused_variables))]
+pub(crate) fn test_panic_after_claim(name: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("HAWSER_TEST_PANIC_AFTER_CLAIM").is_ok_and(|n| n == name) {
+        panic!("test fault HAWSER_TEST_PANIC_AFTER_CLAIM for {name}");
     }
 }
 
@@ -113,9 +152,9 @@ pub(crate) async fn store_record<P, PutFut, R, ReadFut>(
 ) -> Result<(), String>
 where
     P: FnOnce(Bytes) -> PutFut,
-    PutFut: Future<Output = Result<(), hawser_store::StoreError>>,
+    PutFut: Future<Output = Result<(), String>>,
     R: FnOnce() -> ReadFut,
-    ReadFut: Future<Output = Result<Option<Bytes>, hawser_store::StoreError>>,
+    ReadFut: Future<Output = Result<Option<Bytes>, String>>,
 {
     let bytes = Bytes::from(
         record
@@ -127,10 +166,10 @@ where
     };
     match read().await {
         Ok(Some(stored)) if stored == bytes => {
-            tracing::info!(record = what, error = %e.full_message(), "storing the record answered with an error, but it was stored");
+            tracing::info!(record = what, error = %e, "storing the record answered with an error, but it was stored");
             Ok(())
         }
-        _ => Err(e.full_message()),
+        _ => Err(e),
     }
 }
 

@@ -199,7 +199,10 @@ async fn progress_writes_during_an_outage_cost_at_most_one_attempt_per_cap() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let bound = (outage.as_secs_f64() / cap.as_secs_f64()).ceil() as u32 + 1;
-    assert!(sent <= bound, "{sent} attempts in {outage:?}, bound {bound}");
+    assert!(
+        sent <= bound,
+        "{sent} attempts in {outage:?}, bound {bound}"
+    );
     assert!(sent >= 2, "{sent} attempts: it stopped trying");
     assert!(paused > 50, "{paused} paused reports");
 

@@ -510,3 +510,147 @@ async fn filters_and_the_update_policy_apply_through_the_server() {
         "{after:#}"
     );
 }
+
+/// Gives the Backup `name` the label of schedule `schedule`, as a Schedule's backups have.
+fn label_with_schedule(cluster: &Cluster, name: &str, schedule: &str) {
+    let mut backup = cluster.get("velero.io/v1", "Backup", name).unwrap();
+    backup["metadata"]["labels"] = json!({"velero.io/schedule-name": schedule});
+    cluster.sim.store().insert(backup).unwrap();
+}
+
+/// Replaces the object with itself without `status`, as a client replacing the whole object
+/// does (Velero's CRDs have no status subresource).
+fn remove_status(cluster: &Cluster, kind: &str, name: &str) {
+    let mut object = cluster.get("velero.io/v1", kind, name).unwrap();
+    object.as_object_mut().unwrap().remove("status");
+    cluster.sim.store().insert(object).unwrap();
+}
+
+#[tokio::test]
+async fn a_restore_killed_after_its_record_is_completed_after_restart() {
+    // A writable location keeps the record with the restore's artifacts; a read-only one
+    // cannot, and the record is kept in the cluster instead.
+    for access in ["ReadWrite", "ReadOnly"] {
+        let (cluster, root, mut first) = backed_up(3).await;
+        label_with_schedule(&cluster, "base", "nightly");
+        let mut location = cluster
+            .get("velero.io/v1", "BackupStorageLocation", "default")
+            .unwrap();
+        location["spec"]["accessMode"] = json!(access);
+        cluster.sim.store().insert(location).unwrap();
+        // Slow creates keep the restore running until its status writes are blocked.
+        let slow = cluster.sim.faults().latency(
+            LatencyFault::new(Duration::from_millis(1500))
+                .verbs(&["create"])
+                .resources(&["configmaps"]),
+        );
+        create_restore(
+            &cluster,
+            "nightly-copy",
+            json!({"scheduleName": "nightly", "namespaceMapping": {"shop": "shop-copy"}}),
+        );
+        let started = wait_in_progress(&cluster, &first, "Restore", "nightly-copy").await;
+        assert_eq!(started["spec"]["backupName"], "base", "{access}");
+        let uid = started["metadata"]["uid"].as_str().unwrap().to_owned();
+        let blocked = cluster.sim.faults().status(
+            kube_sim::StatusFault::new(503)
+                .verbs(&["patch"])
+                .resources(&["restores"]),
+        );
+        cluster.sim.faults().remove(slow);
+        let in_cluster = || {
+            cluster
+                .sim
+                .store()
+                .get("v1", "ConfigMap", NS, &format!("hawser-restore-{uid}"))
+        };
+        let recorded = poll(&first, "the restore record", || match access {
+            "ReadOnly" => in_cluster().map(|cm| {
+                let json = cm["data"]["restore-nightly-copy-status.json"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                serde_json::from_str::<Value>(&json).unwrap()
+            }),
+            _ => restore_record(root.path(), "nightly-copy"),
+        })
+        .await;
+        first.kill().await;
+        assert_eq!(recorded["status"]["phase"], "Completed", "{access}");
+        let object = cluster
+            .get("velero.io/v1", "Restore", "nightly-copy")
+            .unwrap();
+        assert_eq!(phase(&object), "InProgress", "{access}");
+        cluster.sim.faults().remove(blocked);
+
+        let second = Server::start(&cluster, root.path(), FAST).await;
+        let done = wait_final(&cluster, &second, "Restore", "nightly-copy").await;
+        assert_eq!(phase(&done), "Completed", "{access}: {}", second.log_text());
+        assert_eq!(
+            done["status"]["completionTimestamp"], recorded["status"]["completionTimestamp"],
+            "{access}"
+        );
+        match access {
+            "ReadOnly" => {
+                assert!(
+                    !root.path().join(BUCKET).join("restores").exists(),
+                    "a read-only location was written to"
+                );
+                let cm = in_cluster().unwrap();
+                assert_eq!(cm["metadata"]["ownerReferences"][0]["uid"], json!(uid));
+            }
+            _ => assert!(in_cluster().is_none(), "{access}: a record in the cluster"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_status_removed_by_a_client_is_restored_from_the_record_without_running_again() {
+    let (cluster, root, server) = backed_up(2).await;
+    create_restore(
+        &cluster,
+        "copy",
+        json!({"backupName": "base", "namespaceMapping": {"shop": "shop-copy"}}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "copy").await;
+    assert_eq!(phase(&restored), "Completed", "{}", server.log_text());
+    let backed = cluster.get("velero.io/v1", "Backup", "base").unwrap();
+    let archive = server_support::artifact(root.path(), "base", "base.tar.gz");
+    let archive_before = std::fs::metadata(&archive).unwrap().modified().unwrap();
+    let restore_log = root
+        .path()
+        .join(BUCKET)
+        .join("restores/copy/restore-copy-logs.gz");
+    let log_before = std::fs::read(&restore_log).unwrap();
+
+    for (kind, name, before) in [("Backup", "base", &backed), ("Restore", "copy", &restored)] {
+        remove_status(&cluster, kind, name);
+        let again = wait_final(&cluster, &server, kind, name).await;
+        assert_eq!(phase(&again), "Completed", "{kind}: {}", server.log_text());
+        for field in [
+            "startTimestamp",
+            "completionTimestamp",
+            "progress",
+            "errors",
+        ] {
+            assert_eq!(
+                again["status"][field], before["status"][field],
+                "{kind} status.{field}"
+            );
+        }
+    }
+    // Neither ran again: the archive and the restore log are the ones first written.
+    assert_eq!(
+        std::fs::metadata(&archive).unwrap().modified().unwrap(),
+        archive_before
+    );
+    assert_eq!(std::fs::read(&restore_log).unwrap(), log_before);
+    assert_metrics(
+        &server,
+        &[
+            "velero_backup_attempt_total{schedule=\"\"} 1",
+            "velero_restore_attempt_total{schedule=\"\"} 1",
+        ],
+    )
+    .await;
+}

@@ -291,3 +291,43 @@ async fn two_servers_without_leader_election_run_each_backup_once_and_steal_noth
         assert_eq!(seen.len(), 1, "{name} was claimed by {seen:?}");
     }
 }
+
+#[tokio::test]
+async fn a_worker_that_panics_leaves_the_server_running_and_its_backup_final() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start_with_env(
+        &cluster,
+        root.path(),
+        FAST,
+        &[("HAWSER_TEST_PANIC_AFTER_CLAIM", "doomed")],
+    )
+    .await;
+    create_backup(&cluster, "doomed", json!({"includedNamespaces": ["shop"]}));
+    create_backup(&cluster, "fine", json!({"includedNamespaces": ["shop"]}));
+
+    let doomed = wait_final(&cluster, &server, "Backup", "doomed").await;
+    assert_eq!(phase(&doomed), "Failed", "{}", server.log_text());
+    assert_eq!(
+        doomed["status"]["failureReason"],
+        json!(hawser_server::status::abandoned_failure_reason(
+            hawser_server::status::Kind::Backup,
+            "test fault HAWSER_TEST_PANIC_AFTER_CLAIM for doomed"
+        ))
+    );
+    let fine = wait_final(&cluster, &server, "Backup", "fine").await;
+    assert_eq!(phase(&fine), "Completed", "{}", server.log_text());
+
+    // The server goes on: alive, ready, and taking new work.
+    assert_eq!(
+        server.try_get("/livez").await.map(|(code, _)| code),
+        Some(200)
+    );
+    assert!(server.is_ready().await);
+    create_backup(&cluster, "later", json!({"includedNamespaces": ["shop"]}));
+    let later = wait_final(&cluster, &server, "Backup", "later").await;
+    assert_eq!(phase(&later), "Completed", "{}", server.log_text());
+    assert!(server.log_text().contains("a worker panicked"));
+}

@@ -295,8 +295,8 @@ async fn run_named(
             options.page_size,
             options.read_retry,
         )
-            .await
-            .map_err(BackupError::Namespaces)?,
+        .await
+        .map_err(BackupError::Namespaces)?,
         None => Vec::new(),
     };
 

@@ -87,8 +87,7 @@ pub async fn send(
         return Ok(body);
     }
     let status = serde_json::from_slice::<Status>(&body).unwrap_or_else(|_| {
-        Status::failure(String::from_utf8_lossy(&body).trim(), "")
-            .with_code(code.as_u16())
+        Status::failure(String::from_utf8_lossy(&body).trim(), "").with_code(code.as_u16())
     });
     let body_wait = status
         .details
@@ -154,7 +153,11 @@ async fn call(
 }
 
 /// GET `path`, retried as a read for up to `budget` (see the module docs).
-pub(crate) async fn get(client: &Client, path: &str, budget: Duration) -> Result<Value, kube::Error> {
+pub(crate) async fn get(
+    client: &Client,
+    path: &str,
+    budget: Duration,
+) -> Result<Value, kube::Error> {
     let request = http::Request::get(path)
         .header(CONTENT_TYPE, JSON)
         .body(Vec::new())

@@ -36,7 +36,7 @@
 //! 6. the results (warnings and errors per target namespace, cluster and server), the
 //!    restored-resource list and the restore's log, each gzipped to its layout key. Upload
 //!    failures are logged and listed in [`RestoreOutcome::upload_errors`], as Velero only logs
-//!    them. The Restore record (`restores/<name>/restore-<name>.json`) is *not* written here:
+//!    them. Nothing is stored in a `ReadOnly` location. The Restore record (`restores/<name>/restore-<name>.json`) is *not* written here:
 //!    the caller commits it last, with the body from [`record`].
 //!
 //! Only the restore's own objects are written: the items of the archive that pass the
@@ -511,6 +511,11 @@ async fn run_named(
         ),
     ];
     for (key, bytes) in uploads {
+        if location.is_read_only() {
+            // A read-only location keeps nothing of a restore; the outcome is on the Restore.
+            tracing::debug!(key = %key, "not stored: the location is read-only");
+            continue;
+        }
         let stored = match bytes {
             Ok(bytes) => location
                 .put(&key, Bytes::from(bytes))

@@ -1,5 +1,8 @@
 //! The backup controller: one waiting Backup from validation to its true final phase.
 //!
+//! 0. **Already recorded?** A waiting Backup whose own record (same uid) is in its location had
+//!    its status removed by a client: the recorded status is written back, nothing runs
+//!    ([`Taken::settle_from_record`]).
 //! 1. **Validate** (→ `FailedValidation` with `validationErrors`, nothing stored): the object
 //!    parses; the spec's filters and selectors (Velero's checks); the storage location exists,
 //!    is not `ReadOnly` and is `Available` (one never validated yet is validated on the spot);
@@ -31,7 +34,7 @@ use tokio::sync::watch;
 use crate::context::{Context, schedule_of};
 use crate::metrics::{BackupFinished, FinalOutcome};
 use crate::status::Kind;
-use crate::work::{Taken, record_status, report_final, store_record};
+use crate::work::{Taken, record_status, report_final, store_record, test_panic_after_claim};
 use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
 
 /// The outcome of validation.
@@ -49,6 +52,9 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     let Some(taken) = Taken::fresh(&ctx, Kind::Backup, &object).await else {
         return;
     };
+    if taken.settle_from_record(&ctx).await {
+        return;
+    }
     let (name, key) = (taken.name.clone(), taken.key.clone());
     let schedule = schedule_of(&taken.json);
     let (backup, location) = match check(&ctx, &name, taken.json.clone()).await {
@@ -95,6 +101,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         }
     }
     tracing::info!(backup = %name, location = %backup.spec.storage_location.clone().unwrap_or_default(), "backup started");
+    test_panic_after_claim(&name);
 
     let (progress, progress_rx) = watch::channel(Progress::default());
     let reporter = taken.report_progress(
@@ -141,8 +148,18 @@ async fn commit(
     let stored = store_record(
         backup::record(backup, &outcome),
         "velero-backup.json",
-        |bytes| location.commit_backup(&name, bytes),
-        || location.backup_metadata(&name),
+        |bytes| async {
+            location
+                .commit_backup(&name, bytes)
+                .await
+                .map_err(|e| e.full_message())
+        },
+        || async {
+            location
+                .backup_metadata(&name)
+                .await
+                .map_err(|e| e.full_message())
+        },
     )
     .await;
     match stored {

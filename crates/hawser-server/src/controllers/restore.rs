@@ -1,5 +1,6 @@
 //! The restore controller: one waiting Restore from validation to its true final phase.
 //!
+//! 0. **Already recorded?** As for backups ([`Taken::settle_from_record`]).
 //! 1. **Validate** (→ `FailedValidation` with `validationErrors`, nothing written to the cluster
 //!    or the store): the object parses; exactly one of `backupName`/`scheduleName` (a schedule
 //!    resolves to its newest `Completed` backup); the Backup exists and is `Completed` or
@@ -12,8 +13,8 @@
 //! 4. **Commit** the Restore record (`restores/<name>/restore-<name>-status.json`) with the final
 //!    status. When it cannot be stored the restore is `Failed` with a reason saying so: recovery
 //!    could not tell the truth after a restart without it. A failed run stores a `Failed`
-//!    record too (best effort). A `ReadOnly` location gets no record; its restores are then
-//!    resolved as `Failed` by recovery if the server restarts before the status lands.
+//!    record too (best effort). The record of a restore from a `ReadOnly` location is kept in
+//!    the cluster instead, in a ConfigMap owned by the Restore ([`crate::records`]).
 //! 5. **Final status** through the status engine (deadline, then the re-driver).
 //!
 //! `velero_restore_attempt_total` counts every Restore taken up, before validation, as Velero
@@ -32,8 +33,9 @@ use tokio::sync::watch;
 
 use crate::context::{Context, SCHEDULE_LABEL, backup_location_name};
 use crate::metrics::FinalOutcome;
+use crate::records;
 use crate::status::Kind;
-use crate::work::{Taken, record_status, report_final, store_record};
+use crate::work::{Taken, record_status, report_final, store_record, test_panic_after_claim};
 use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
 
 enum Checked {
@@ -47,6 +49,9 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     let Some(taken) = Taken::fresh(&ctx, Kind::Restore, &object).await else {
         return;
     };
+    if taken.settle_from_record(&ctx).await {
+        return;
+    }
     let (name, key) = (taken.name.clone(), taken.key.clone());
     let schedule = taken
         .json
@@ -88,6 +93,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         return;
     }
     tracing::info!(restore = %name, backup = %backup.metadata.name.clone().unwrap_or_default(), "restore started");
+    test_panic_after_claim(&name);
 
     let (progress, progress_rx) = watch::channel(Progress::default());
     let reporter = taken.report_progress(
@@ -139,16 +145,36 @@ async fn commit(
         }
     };
     outcome.started = started;
-    if location.is_read_only() {
-        return outcome;
-    }
-    let stored = store_record(
-        restore::record(restore, &outcome),
-        "the restore record",
-        |bytes| location.commit_restore(&name, bytes),
-        || location.restore_record(&name),
-    )
-    .await;
+    let record = restore::record(restore, &outcome);
+    let stored = if location.is_read_only() {
+        // Not in the location: in the cluster, where recovery reads it too (crate::records).
+        let object = serde_json::to_value(restore).unwrap_or(Value::Null);
+        store_record(
+            record,
+            "the restore record",
+            |bytes| records::store_cluster_record(&ctx.client, &object, bytes),
+            || records::read_cluster_record(&ctx.client, &object),
+        )
+        .await
+    } else {
+        store_record(
+            record,
+            "the restore record",
+            |bytes| async {
+                location
+                    .commit_restore(&name, bytes)
+                    .await
+                    .map_err(|e| e.full_message())
+            },
+            || async {
+                location
+                    .restore_record(&name)
+                    .await
+                    .map_err(|e| e.full_message())
+            },
+        )
+        .await
+    };
     match stored {
         Ok(()) => outcome,
         Err(why) if outcome.phase == RestorePhase::Failed => {

@@ -103,6 +103,9 @@ pub(crate) struct Inner {
     workers: Mutex<HashMap<ObjectKey, usize>>,
     /// This instance's Lease and the other instances' (only with a namespace).
     pub(crate) liveness: Option<Liveness>,
+    /// Objects whose worker here stopped with a panic, with the panic's message (for the
+    /// reason recovery writes when there is no record).
+    pub(crate) abandoned: Mutex<HashMap<ObjectKey, String>>,
     /// When each object's next progress write may be sent.
     pub(crate) progress_pauses: super::progress::ProgressPauses,
     /// Whether this instance's Lease has been written (before its first claim).
@@ -172,6 +175,7 @@ impl StatusEngine {
             redriver,
             workers: Mutex::new(HashMap::new()),
             liveness,
+            abandoned: Mutex::default(),
             progress_pauses: super::progress::ProgressPauses::default(),
             beaten: tokio::sync::OnceCell::new(),
             shutdown: CancellationToken::new(),

@@ -48,6 +48,6 @@ pub use kind::{Kind, ObjectKey};
 pub use progress::ProgressWrite;
 pub use recovery::{
     MemoryRecords, RecordError, RecordSource, RecordedOutcome, RecoveryReport,
-    restart_failure_reason,
+    abandoned_failure_reason, restart_failure_reason,
 };
 pub use update::{Observed, StatusUpdate};

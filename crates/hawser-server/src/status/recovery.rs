@@ -143,6 +143,14 @@ pub fn restart_failure_reason(kind: Kind) -> String {
     )
 }
 
+/// `failureReason` of an object whose worker stopped with the panic `why`, with no record.
+#[must_use]
+pub fn abandoned_failure_reason(kind: Kind, why: &str) -> String {
+    format!(
+        "hawser server's worker of this {kind} stopped unexpectedly ({why}); no completion record was found in the storage location"
+    )
+}
+
 enum Resolution {
     FromRecord,
     WithoutRecord,
@@ -150,6 +158,14 @@ enum Resolution {
 }
 
 impl StatusEngine {
+    /// Notes that the worker of `key` stopped with the panic `why`: recovery, which resolves
+    /// the object once no worker holds it, gives that as the reason when there is no record.
+    pub fn abandon(&self, key: ObjectKey, why: &str) {
+        if let Ok(mut abandoned) = self.inner.abandoned.lock() {
+            abandoned.insert(key, why.to_owned());
+        }
+    }
+
     /// One recovery round over both kinds.
     ///
     /// # Errors
@@ -262,10 +278,24 @@ impl StatusEngine {
                 return Resolution::Unresolved;
             }
         };
-        let from_record = record.is_some();
-        let update = match record {
-            Some((recorded, status)) => StatusUpdate::for_key(key.clone(), recorded).fields(status),
-            None => {
+        let abandoned = self
+            .inner
+            .abandoned
+            .lock()
+            .ok()
+            .and_then(|mut a| a.remove(&key));
+        // The reason written when there is no record (None: the record decides).
+        let unrecorded = record.is_none().then(|| {
+            abandoned.map_or_else(
+                || restart_failure_reason(key.kind),
+                |why| abandoned_failure_reason(key.kind, &why),
+            )
+        });
+        let update = match (record, &unrecorded) {
+            (Some((recorded, status)), _) => {
+                StatusUpdate::for_key(key.clone(), recorded).fields(status)
+            }
+            (None, reason) => {
                 let now = self
                     .inner
                     .config
@@ -274,21 +304,19 @@ impl StatusEngine {
                     .strftime("%Y-%m-%dT%H:%M:%SZ")
                     .to_string();
                 StatusUpdate::for_key(key.clone(), Phase::failed(key.kind))
-                    .field("failureReason", restart_failure_reason(key.kind))
+                    .field("failureReason", reason.clone().unwrap_or_default())
                     .field("completionTimestamp", now)
             }
         }
         .observed(rv, phase.clone())
         .for_uid(uid);
+        let from_record = unrecorded.is_none();
         let wanted = update.phase().clone();
         match self.write(update).await {
             Ok(landing) => {
-                let note = if from_record {
-                    format!("resolved from {phase} to the recorded outcome {wanted}")
-                } else {
-                    format!(
-                        "resolved from {phase} to {wanted}: the server restarted during the work and no record was found"
-                    )
+                let note = match &unrecorded {
+                    None => format!("resolved from {phase} to the recorded outcome {wanted}"),
+                    Some(reason) => format!("resolved from {phase} to {wanted}: {reason}"),
                 };
                 self.inner
                     .events

@@ -27,6 +27,7 @@ pub struct StatusUpdate {
     pub(crate) observed: Option<Observed>,
     pub(crate) uid: Option<String>,
     pub(crate) spec: Map<String, Value>,
+    pub(crate) restores_record: bool,
 }
 
 impl StatusUpdate {
@@ -49,6 +50,7 @@ impl StatusUpdate {
             observed: None,
             uid: None,
             spec: Map::new(),
+            restores_record: false,
         }
     }
 
@@ -100,6 +102,16 @@ impl StatusUpdate {
     /// on an object it was not computed for.
     pub fn for_uid(mut self, uid: impl Into<String>) -> Self {
         self.uid = Some(uid.into()).filter(|u: &String| !u.is_empty());
+        self
+    }
+
+    /// The final outcome recorded for this very object (its uid, see [`for_uid`](Self::for_uid),
+    /// which this needs) in the storage location: it may be written over a waiting phase,
+    /// which the transition table otherwise forbids. A waiting object with a record of its own
+    /// is one whose status a client removed after the work had ended (Velero's CRDs have no
+    /// status subresource, so replacing the whole object drops it); the record is the truth.
+    pub fn restoring_record(mut self) -> Self {
+        self.restores_record = true;
         self
     }
 

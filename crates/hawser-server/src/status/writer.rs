@@ -196,7 +196,9 @@ impl Writer {
         // server) has started is not taken over, even though writing its phase again would be
         // allowed.
         let taken_elsewhere = u.claim && !current.is_waiting() && !st.claimed;
-        if taken_elsewhere || !current.can_transition_to(&u.phase) {
+        let record_over_lost_status =
+            u.restores_record && u.uid.is_some() && current.is_waiting() && u.phase.is_final();
+        if taken_elsewhere || !(current.can_transition_to(&u.phase) || record_over_lost_status) {
             return Ok(Step::Stale { current });
         }
         let result = self.patch(u, st, &rv, end).await;

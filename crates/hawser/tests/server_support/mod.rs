@@ -40,13 +40,33 @@ pub const FAST: &[&str] = &[
 impl Server {
     /// Starts `hawser server ARGS` and waits until `/readyz` answers 200.
     pub async fn start(cluster: &Cluster, log_dir: &Path, args: &[&str]) -> Self {
-        let server = Self::spawn(cluster, log_dir, args);
+        Self::start_with_env(cluster, log_dir, args, &[]).await
+    }
+
+    /// [`start`](Self::start) with extra environment variables.
+    pub async fn start_with_env(
+        cluster: &Cluster,
+        log_dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let server = Self::spawn_with_env(cluster, log_dir, args, env);
         server.wait_ready(Duration::from_secs(30)).await;
         server
     }
 
     /// Starts `hawser server ARGS` without waiting for it (a follower is never ready).
     pub fn spawn(cluster: &Cluster, log_dir: &Path, args: &[&str]) -> Self {
+        Self::spawn_with_env(cluster, log_dir, args, &[])
+    }
+
+    /// [`spawn`](Self::spawn) with extra environment variables.
+    pub fn spawn_with_env(
+        cluster: &Cluster,
+        log_dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -60,6 +80,7 @@ impl Server {
             .args(args)
             .env("KUBECONFIG", &cluster.kubeconfig)
             .env_remove("VELERO_NAMESPACE")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .kill_on_drop(true)
