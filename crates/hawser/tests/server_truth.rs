@@ -331,3 +331,89 @@ async fn a_worker_that_panics_leaves_the_server_running_and_its_backup_final() {
     assert_eq!(phase(&later), "Completed", "{}", server.log_text());
     assert!(server.log_text().contains("a worker panicked"));
 }
+
+#[tokio::test]
+async fn sigterm_waits_for_pending_statuses_and_leaves_what_cannot_land_to_the_next_start() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let flags: Vec<&str> = FAST
+        .iter()
+        .copied()
+        .chain(["--resource-timeout", "2s", "--shutdown-grace-period", "8s"])
+        .collect();
+    let pending = "hawser_status_pending{kind=\"Backup\"} 1";
+
+    // 1. A committed backup whose final status the re-driver holds when SIGTERM comes; the API
+    //    takes writes again during the grace period: the status lands, then the server exits.
+    // 2. The same, with writes refused through the whole grace period: the server exits with
+    //    the status unwritten, and the next start completes the backup from its record.
+    for (name, lands_in_grace) in [("drained", true), ("left-over", false)] {
+        let mut server = Server::start(&cluster, root.path(), &flags).await;
+        let slow = cluster.sim.faults().latency(
+            LatencyFault::new(Duration::from_millis(1500))
+                .verbs(&["list"])
+                .resources(&["configmaps"]),
+        );
+        create_backup(&cluster, name, json!({"includedNamespaces": ["shop"]}));
+        wait_in_progress(&cluster, &server, "Backup", name).await;
+        let blocked = cluster.sim.faults().status(
+            StatusFault::new(503)
+                .verbs(&["patch"])
+                .resources(&["backups"]),
+        );
+        cluster.sim.faults().remove(slow);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !server.metrics().await.contains(pending) {
+            assert!(
+                Instant::now() < deadline,
+                "not handed over:\n{}",
+                server.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            record(root.path(), name).unwrap()["status"]["phase"],
+            "Completed"
+        );
+
+        server.terminate();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            server.try_get("/livez").await.map(|r| r.0),
+            Some(200),
+            "{name}: still finishing"
+        );
+        if lands_in_grace {
+            cluster.sim.faults().remove(blocked);
+        }
+        assert_eq!(
+            server.wait_exit(Duration::from_secs(15)).await,
+            Some(0),
+            "{}",
+            server.log_text()
+        );
+        let object = cluster.get("velero.io/v1", "Backup", name).unwrap();
+        if lands_in_grace {
+            assert_eq!(phase(&object), "Completed", "{}", server.log_text());
+            continue;
+        }
+        assert_eq!(phase(&object), "InProgress", "{}", server.log_text());
+        assert!(
+            server
+                .log_text()
+                .contains("the shutdown grace period is over"),
+            "{}",
+            server.log_text()
+        );
+        cluster.sim.faults().remove(blocked);
+        let next = Server::start(&cluster, root.path(), &flags).await;
+        let done = wait_final(&cluster, &next, "Backup", name).await;
+        assert_eq!(phase(&done), "Completed", "{}", next.log_text());
+        assert_eq!(
+            done["status"]["completionTimestamp"],
+            record(root.path(), name).unwrap()["status"]["completionTimestamp"]
+        );
+    }
+}
