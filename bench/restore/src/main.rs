@@ -5,8 +5,14 @@
 //! child process (this binary in worker mode) whose own peak RSS (`VmHWM`) is reported; each
 //! writes into its own fresh namespaces, and the parent counts what arrived. Goals are
 //! printed with PASS/MISS, never asserted.
+//!
+//! Then the rate a user gets: `hawser server` runs in a child process, once per
+//! `--server-limits` setting of `--client-qps`/`--client-burst`, and a Restore object of the
+//! first `--server-namespaces` application namespaces is timed from its creation to its final
+//! phase (`server.rs`).
 
 mod plan;
+mod server;
 mod worker;
 
 use std::time::Instant;
@@ -39,6 +45,18 @@ struct Args {
     /// The restore's look-ahead budget in MiB (the server's default is 64).
     #[arg(long, env = "BENCH_LOOK_AHEAD_MIB", default_value_t = 64)]
     look_ahead_mib: u64,
+    /// `qps:burst` settings of the server's client to restore through, comma separated;
+    /// `default` for the server's defaults, `0:1` for no limit; empty: no server runs.
+    #[arg(
+        long,
+        env = "BENCH_SERVER_LIMITS",
+        value_delimiter = ',',
+        default_value = "100:100,default,0:1"
+    )]
+    server_limits: Vec<String>,
+    /// Application namespaces (of 10) each server run restores.
+    #[arg(long, env = "BENCH_SERVER_NAMESPACES", default_value_t = 2)]
+    server_namespaces: usize,
 }
 
 #[derive(Subcommand, Debug)]
@@ -62,6 +80,18 @@ enum Worker {
         concurrency: usize,
         #[arg(long)]
         look_ahead_mib: u64,
+    },
+    /// Child: `hawser server` with the given flags, and a Restore through it.
+    Server {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        run: usize,
+        #[arg(long)]
+        namespaces: usize,
+        /// Flags of `hawser server`.
+        #[arg(last = true)]
+        flags: Vec<String>,
     },
 }
 
@@ -91,15 +121,99 @@ async fn back_up(client: &Client, root: &str) -> Result<u64> {
     Ok(outcome.items_backed_up)
 }
 
-/// Objects of the seeded types in the namespaces `to(0..NAMESPACES)`.
-fn count(store: &SimStore, to: fn(usize) -> String) -> usize {
+/// Objects of the seeded types in the namespaces `to(0..namespaces)`.
+fn count_in(store: &SimStore, namespaces: usize, to: impl Fn(usize) -> String) -> usize {
     let mut n = 0;
     for (api_version, kind, _) in TYPES {
-        for i in 0..NAMESPACES {
+        for i in 0..namespaces {
             n += store.list(api_version, kind, Some(&to(i))).len();
         }
     }
     n
+}
+
+/// Objects of the seeded types in the namespaces `to(0..NAMESPACES)`.
+fn count(store: &SimStore, to: fn(usize) -> String) -> usize {
+    count_in(store, NAMESPACES, to)
+}
+
+/// The objects the server runs read: the location under `root` as BackupStorageLocation
+/// `default`, and the backup as a `Completed` Backup in it.
+fn server_objects(store: &SimStore, root: &str) -> Result<()> {
+    let ns = server::NAMESPACE;
+    for crd in hawser_api::crd::crds() {
+        store
+            .insert(serde_json::to_value(crd)?)
+            .context("installing a velero.io CRD")?;
+    }
+    for object in [
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        serde_json::json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": "default", "namespace": ns},
+            "spec": {"provider": "filesystem", "objectStorage": {"bucket": "bench"},
+                     "config": {"root": root}, "default": true}
+        }),
+        serde_json::json!({
+            "apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": plan::BACKUP, "namespace": ns},
+            "spec": {"storageLocation": "default"},
+            "status": {"phase": "Completed"}
+        }),
+    ] {
+        store.insert(object).context("storing a server object")?;
+    }
+    Ok(())
+}
+
+/// One restore through a server with the client limits `limit` (`qps:burst` or `default`).
+async fn through_server(
+    store: &SimStore,
+    url: &str,
+    run: usize,
+    namespaces: usize,
+    limit: &str,
+) -> Result<()> {
+    let run_text = run.to_string();
+    let namespaces_text = namespaces.to_string();
+    let mut argv = vec![
+        "server",
+        "--url",
+        url,
+        "--run",
+        &run_text,
+        "--namespaces",
+        &namespaces_text,
+        "--",
+    ];
+    let flags: Vec<String> = match limit.split_once(':') {
+        Some((qps, burst)) => vec![
+            "--client-qps".into(),
+            qps.into(),
+            "--client-burst".into(),
+            burst.into(),
+        ],
+        None if limit == "default" => Vec::new(),
+        None => anyhow::bail!("--server-limits: {limit} is neither qps:burst nor default"),
+    };
+    argv.extend(flags.iter().map(String::as_str));
+    let measured = run_worker(&argv).await?;
+    let phase = measured
+        .extra
+        .get("server.phase")
+        .map_or("?", String::as_str);
+    anyhow::ensure!(
+        phase == "Completed",
+        "the restore through the server ended {phase}"
+    );
+    let expected = count_in(store, namespaces, seed::namespace);
+    let restored = count_in(store, namespaces, |i| plan::served(run, i));
+    anyhow::ensure!(
+        restored == expected,
+        "the server restored {restored} of {expected} objects"
+    );
+    print(&format!("server {limit}"), restored, &measured);
+    Ok(())
 }
 
 fn print(label: &str, n: usize, m: &Measured) {
@@ -129,6 +243,12 @@ async fn main() -> Result<()> {
             concurrency,
             look_ahead_mib,
         }) => return worker::restore(&url, &root, concurrency, look_ahead_mib << 20).await,
+        Some(Worker::Server {
+            url,
+            run,
+            namespaces,
+            flags,
+        }) => return server::restore(&url, run, namespaces, &flags).await,
         None => {}
     }
     let n = args.size;
@@ -214,6 +334,19 @@ async fn main() -> Result<()> {
         "settings concurrency={concurrency} look_ahead_mib={}",
         args.look_ahead_mib
     );
+
+    let limits: Vec<&String> = args
+        .server_limits
+        .iter()
+        .filter(|l| !l.is_empty())
+        .collect();
+    if !limits.is_empty() {
+        server_objects(&store, root)?;
+        let namespaces = args.server_namespaces.clamp(1, NAMESPACES);
+        for (run, limit) in limits.into_iter().enumerate() {
+            through_server(&store, &url, run, namespaces, limit).await?;
+        }
+    }
     sim.shutdown().await;
     Ok(())
 }

@@ -22,6 +22,11 @@ pub fn floor(i: usize) -> String {
     format!("floor-{i}")
 }
 
+/// The namespace server run `run` maps application namespace `i` to.
+pub fn served(run: usize, i: usize) -> String {
+    format!("server{run}-{i}")
+}
+
 /// `app-<i>` → `to(i)` for every application namespace.
 pub fn mapping(to: fn(usize) -> String) -> BTreeMap<String, String> {
     (0..NAMESPACES)

@@ -557,7 +557,7 @@ async fn vanished_type_is_a_warning_and_a_failed_list_an_error() {
     );
     let backup = Backup::named("b2").including_namespaces(&["shop"]);
     // A 500 that lasts longer than the read budget is an error of that type.
-    let options = BackupOptions::default().with_read_retry(Duration::from_millis(300));
+    let options = BackupOptions::default().with_api_retry(Duration::from_millis(300));
 
     let outcome = backup::run(client, &location, &backup, options)
         .await

@@ -486,3 +486,61 @@ async fn a_namespace_stuck_terminating_fails_its_items_after_the_timeout() {
     );
     assert!(sim.store().get("v1", "Secret", "shop", "db").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_shed_with_429_are_sent_again_and_other_failures_are_item_errors() {
+    let Cluster { sim, client } = cluster().await;
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    let backup = back_up_shop(&client, &location, BACKUP).await;
+    // Priority and fairness sheds two ConfigMap creates (plain text, `Retry-After: 1`); a
+    // Secret create fails with 500, which may have been applied, so it is not sent again.
+    sim.faults().status(
+        kube_sim::StatusFault::new(429)
+            .plain()
+            .retry_after(1)
+            .verbs(&["create"])
+            .resources(&["configmaps"])
+            .count(2),
+    );
+    sim.faults().status(
+        kube_sim::StatusFault::new(500)
+            .verbs(&["create"])
+            .resources(&["secrets"])
+            .count(1),
+    );
+    let before = sim.last_request_seq();
+    let restore = restore_of(
+        "busy",
+        BACKUP,
+        json!({"namespaceMapping": {"shop": "shop-busy"}}),
+    );
+    let outcome = run_restore(&client, &location, &restore, &backup).await;
+
+    let store = sim.store();
+    assert_eq!(
+        names(&store.list("v1", "ConfigMap", Some("shop-busy"))),
+        names(&store.list("v1", "ConfigMap", Some("shop"))),
+        "every ConfigMap is restored"
+    );
+    let secrets = store.list("v1", "Secret", Some("shop"));
+    assert_eq!(
+        store.list("v1", "Secret", Some("shop-busy")).len(),
+        secrets.len() - 1
+    );
+    assert_eq!(outcome.phase, RestorePhase::PartiallyFailed);
+    assert_eq!(outcome.errors(), 1, "{:?}", outcome.results);
+    let log = sim.requests_since(before);
+    let sent = |resource: &str, code: u16| {
+        log.iter()
+            .filter(|r| r.verb == "create" && r.resource == resource && r.code == code)
+            .count()
+    };
+    assert_eq!(sent("configmaps", 429), 2);
+    assert_eq!(sent("secrets", 500), 1);
+    assert_eq!(
+        sent("secrets", 201),
+        secrets.len() - 1,
+        "the failed Secret create was sent again"
+    );
+}

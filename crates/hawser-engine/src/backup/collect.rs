@@ -33,7 +33,7 @@ pub(crate) struct Lister<'a> {
     pub scope: &'a NamespaceScope,
     pub page_size: u32,
     /// How long one page is retried (see [`crate::cluster::request`]).
-    pub read_retry: std::time::Duration,
+    pub api_retry: std::time::Duration,
     pub progress: ProgressHandle,
     pub sender: mpsc::Sender<Batch>,
 }
@@ -85,7 +85,7 @@ impl Lister<'_> {
         let mut resumes = 0;
         loop {
             let url = page_url(path, self.page_size, selector, token.as_deref());
-            let page = match get_page(self.client, &url, self.read_retry).await {
+            let page = match get_page(self.client, &url, self.api_retry).await {
                 Ok(page) => page,
                 Err(e) if token.is_some() && resumes < MAX_RESUMES && fresh_token(&e).is_some() => {
                     // The continue token expired (410); the server offers a token that goes on

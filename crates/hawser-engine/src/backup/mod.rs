@@ -59,7 +59,7 @@ pub use hawser_core::selection::Catalogue;
 pub use progress::Progress;
 
 use crate::cluster::path::Collection;
-use crate::cluster::request::{self, READ_RETRY_BUDGET, list_all};
+use crate::cluster::request::{self, RETRY_BUDGET, list_all};
 use collect::{Lister, ResourceReport};
 use progress::ProgressHandle;
 use results::{BackupLog, Messages, Scope};
@@ -82,8 +82,8 @@ pub struct BackupOptions {
     /// The clock for timestamps (start, completion, log lines).
     pub clock: hawser_core::clock::Clock,
     /// How long one read (a LIST page, a GET) is retried while the API server is unreachable
-    /// or answers 429/5xx; default [`READ_RETRY_BUDGET`].
-    pub read_retry: Duration,
+    /// or answers 429/5xx; default [`RETRY_BUDGET`]. (A backup writes nothing to the API.)
+    pub api_retry: Duration,
 }
 
 impl Default for BackupOptions {
@@ -94,7 +94,7 @@ impl Default for BackupOptions {
             gzip_level: 6,
             progress: None,
             clock: hawser_core::clock::Clock::system(),
-            read_retry: READ_RETRY_BUDGET,
+            api_retry: RETRY_BUDGET,
         }
     }
 }
@@ -106,7 +106,7 @@ impl std::fmt::Debug for BackupOptions {
             .field("concurrency", &self.concurrency)
             .field("gzip_level", &self.gzip_level)
             .field("progress", &self.progress.is_some())
-            .field("read_retry", &self.read_retry)
+            .field("api_retry", &self.api_retry)
             .finish_non_exhaustive()
     }
 }
@@ -126,10 +126,10 @@ impl BackupOptions {
         self
     }
 
-    /// Sets how long one read is retried while the API server is unreachable or overloaded.
+    /// Sets how long one read is retried (see [`BackupOptions::api_retry`]).
     #[must_use]
-    pub fn with_read_retry(mut self, budget: Duration) -> Self {
-        self.read_retry = budget;
+    pub fn with_api_retry(mut self, budget: Duration) -> Self {
+        self.api_retry = budget;
         self
     }
 
@@ -293,7 +293,7 @@ async fn run_named(
             &client,
             &Collection::of(r).path(None),
             options.page_size,
-            options.read_retry,
+            options.api_retry,
         )
         .await
         .map_err(BackupError::Namespaces)?,
@@ -347,7 +347,7 @@ async fn run_named(
         selection: &selection,
         scope: &scope,
         page_size: options.page_size.max(1),
-        read_retry: options.read_retry,
+        api_retry: options.api_retry,
         progress: progress.clone(),
         sender,
     };
@@ -411,7 +411,7 @@ async fn run_named(
                 &client,
                 &crd_type,
                 &custom_types,
-                options.read_retry,
+                options.api_retry,
                 &mut messages,
             )
             .await;
@@ -536,13 +536,13 @@ async fn crds_of(
     client: &Client,
     crd_type: &ApiResource,
     types: &[String],
-    read_retry: Duration,
+    api_retry: Duration,
     messages: &mut Messages,
 ) -> Vec<serde_json::Value> {
     let mut crds = Vec::new();
     for group_resource in types.iter().filter(|gr| gr.contains('.')) {
         let path = Collection::of(crd_type).item_path(None, group_resource);
-        match request::get(client, &path, read_retry).await {
+        match request::get(client, &path, api_retry).await {
             Ok(crd) => crds.push(typed(crd, crd_type)),
             Err(e) if request::code(&e) == Some(404) => {}
             Err(e) => messages.error(

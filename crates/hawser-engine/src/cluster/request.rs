@@ -1,13 +1,18 @@
 //! The raw API requests the engines make (get, create, merge patch, replace, paged LIST), and
 //! how their errors are read.
 //!
-//! Reads (a GET, a page of a LIST) are retried while the API server is unreachable or answers
-//! 429 or 5xx, for up to [`READ_RETRY_BUDGET`]: capped exponential backoff (10 ms doubling to
-//! 5 s, with jitter), stretched to the wait a `Retry-After` header (seconds or an HTTP date) or
-//! the Status body's `retryAfterSeconds` asks for. One overloaded answer does not cost a
-//! backup an item or a restore a check. Requests are sent with [`Client::send`] rather than
-//! `Client::request`, because `kube::Error` keeps no response headers. Writes are not retried
-//! here: the engines decide per item what a failed write means.
+//! Every request is retried for up to a budget ([`RETRY_BUDGET`] unless the engine's options
+//! say otherwise) with capped exponential backoff (10 ms doubling to 5 s, with jitter),
+//! stretched to the wait a `Retry-After` header (seconds or an HTTP date) or the Status body's
+//! `retryAfterSeconds` asks for:
+//! - reads (a GET, a page of a LIST) while the API server is unreachable or answers 429 or 5xx:
+//!   one overloaded answer does not cost a backup a type or a restore a check;
+//! - writes (create, replace, merge patch) only after 429, which the API server answers before
+//!   it processes a request (priority and fairness shedding load), so sending it again cannot
+//!   apply it twice. Other failed writes are the engines' to judge per item.
+//!
+//! Requests are sent with [`Client::send`] rather than `Client::request`, because `kube::Error`
+//! keeps no response headers.
 
 use std::time::Duration;
 
@@ -25,9 +30,9 @@ use tokio::time::Instant;
 
 use super::path::page_url;
 
-/// How long a read is retried while the API server is unreachable or overloaded, unless the
-/// engine's options say otherwise (the server passes `--resource-timeout`).
-pub const READ_RETRY_BUDGET: Duration = Duration::from_secs(120);
+/// How long a request is retried (see the module docs), unless the engine's options say
+/// otherwise (the server passes `--resource-timeout`).
+pub const RETRY_BUDGET: Duration = Duration::from_secs(120);
 
 /// A request that did not succeed, with the wait the server asked for.
 #[derive(Debug)]
@@ -40,6 +45,12 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// Whether the API server refused the request before processing it (429).
+    #[must_use]
+    pub fn is_shed(&self) -> bool {
+        matches!(&self.error, kube::Error::Api(status) if status.code == 429)
+    }
+
     /// Whether trying again may help: no answer, 429, or a 5xx (not 501, which never changes).
     #[must_use]
     pub fn is_transient(&self) -> bool {
@@ -101,12 +112,13 @@ pub async fn send(
     })
 }
 
-/// A read: `request` sent until it succeeds, fails for good, or `budget` is spent (see the
-/// module docs), its answer decoded as `T`. A zero budget sends it once.
-async fn read<T: DeserializeOwned>(
+/// `request` sent until it succeeds, fails in a way `retry` does not accept, or `budget` is
+/// spent (see the module docs), its answer decoded as `T`. A zero budget sends it once.
+async fn exchange<T: DeserializeOwned>(
     client: &Client,
     request: http::Request<Vec<u8>>,
     budget: Duration,
+    retry: fn(&Failure) -> bool,
 ) -> Result<T, kube::Error> {
     let backoff = Backoff::default();
     let deadline = Instant::now() + budget;
@@ -120,10 +132,10 @@ async fn read<T: DeserializeOwned>(
         let wait = backoff
             .delay(failures, &mut rand::rng())
             .max(failure.retry_after.unwrap_or_default());
-        if !failure.is_transient() || Instant::now() + wait > deadline {
+        if !retry(&failure) || Instant::now() + wait > deadline {
             return Err(failure.error);
         }
-        tracing::debug!(uri = %request.uri(), error = %failure.error, wait_ms = wait.as_millis(), "read failed; trying again");
+        tracing::debug!(method = %request.method(), uri = %request.uri(), error = %failure.error, wait_ms = wait.as_millis(), "request failed; trying again");
         tokio::time::sleep(wait).await;
     }
 }
@@ -132,24 +144,23 @@ async fn read<T: DeserializeOwned>(
 pub(crate) const MERGE_PATCH: &str = "application/merge-patch+json";
 const JSON: &str = "application/json";
 
-async fn call(
+/// A write of `body` to `path`, retried after 429 for up to `budget` (see the module docs).
+async fn write(
     client: &Client,
     method: Method,
     path: &str,
-    body: Option<&Value>,
+    body: &Value,
     content_type: &str,
+    budget: Duration,
 ) -> Result<Value, kube::Error> {
-    let bytes = match body {
-        Some(b) => serde_json::to_vec(b).map_err(kube::Error::SerdeError)?,
-        None => Vec::new(),
-    };
+    let bytes = serde_json::to_vec(body).map_err(kube::Error::SerdeError)?;
     let request = http::Request::builder()
         .method(method)
         .uri(path)
         .header(CONTENT_TYPE, content_type)
         .body(bytes)
         .map_err(kube::Error::HttpError)?;
-    client.request::<Value>(request).await
+    exchange(client, request, budget, Failure::is_shed).await
 }
 
 /// GET `path`, retried as a read for up to `budget` (see the module docs).
@@ -162,27 +173,37 @@ pub(crate) async fn get(
         .header(CONTENT_TYPE, JSON)
         .body(Vec::new())
         .map_err(kube::Error::HttpError)?;
-    read(client, request, budget).await
+    exchange(client, request, budget, Failure::is_transient).await
 }
 
-pub(crate) async fn create(client: &Client, path: &str, obj: &Value) -> Result<Value, kube::Error> {
-    call(client, Method::POST, path, Some(obj), JSON).await
+/// POST `obj` to the collection `path`, retried after 429 for up to `budget`.
+pub(crate) async fn create(
+    client: &Client,
+    path: &str,
+    obj: &Value,
+    budget: Duration,
+) -> Result<Value, kube::Error> {
+    write(client, Method::POST, path, obj, JSON, budget).await
 }
 
+/// A JSON merge patch of `path`, retried after 429 for up to `budget`.
 pub(crate) async fn merge_patch(
     client: &Client,
     path: &str,
     patch: &Value,
+    budget: Duration,
 ) -> Result<Value, kube::Error> {
-    call(client, Method::PATCH, path, Some(patch), MERGE_PATCH).await
+    write(client, Method::PATCH, path, patch, MERGE_PATCH, budget).await
 }
 
+/// PUT `obj` at `path`, retried after 429 for up to `budget`.
 pub(crate) async fn replace(
     client: &Client,
     path: &str,
     obj: &Value,
+    budget: Duration,
 ) -> Result<Value, kube::Error> {
-    call(client, Method::PUT, path, Some(obj), JSON).await
+    write(client, Method::PUT, path, obj, JSON, budget).await
 }
 
 /// HTTP status of an API error, when the server answered.
@@ -235,7 +256,7 @@ pub(crate) async fn get_page(
     let request = http::Request::get(url)
         .body(Vec::new())
         .map_err(kube::Error::HttpError)?;
-    read(client, request, budget).await
+    exchange(client, request, budget, Failure::is_transient).await
 }
 
 /// Every object of a LIST, page by page (for small collections such as namespaces).

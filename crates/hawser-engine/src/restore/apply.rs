@@ -30,8 +30,8 @@ pub(crate) struct Restorer {
     pub mapping: BTreeMap<String, String>,
     pub policy: ExistingPolicy,
     pub concurrency: usize,
-    /// How long one read is retried (see [`crate::cluster::request`]).
-    pub read_retry: std::time::Duration,
+    /// How long one request is retried (see [`crate::cluster::request`]).
+    pub api_retry: std::time::Duration,
     pub report: Report,
     pub namespaces: Namespaces,
     /// PersistentVolumes left to dynamic provisioning (their claims lose `volumeName`).
@@ -259,7 +259,7 @@ impl Restorer {
             }
         }
         let ns = t.namespace.as_deref();
-        match api::create(&self.client, &c.path(ns), &object).await {
+        match api::create(&self.client, &c.path(ns), &object, self.api_retry).await {
             Ok(created) => {
                 self.touched(t);
                 if let Some(status) = status {
@@ -288,7 +288,7 @@ impl Restorer {
             map.insert("status".into(), status);
         }
         let path = format!("{}/status", c.item_path(t.namespace.as_deref(), &t.name));
-        if let Err(e) = api::replace(&self.client, &path, &body).await {
+        if let Err(e) = api::replace(&self.client, &path, &body, self.api_retry).await {
             self.report.warn(
                 t.scope(),
                 format!("could not restore status of {}: {}", t.id(), api::text(&e)),
@@ -299,7 +299,7 @@ impl Restorer {
     /// The object exists: compare and act (velero-compat §7.6).
     async fn existing(&self, c: &Collection, t: &Target<'_>, desired: &Value) {
         let path = c.item_path(t.namespace.as_deref(), &t.name);
-        let live = match api::get(&self.client, &path, self.read_retry).await {
+        let live = match api::get(&self.client, &path, self.api_retry).await {
             Ok(live) => live,
             Err(e) => {
                 self.report.warn(
@@ -322,7 +322,7 @@ impl Restorer {
                 self.record(t, ItemResult::Skipped);
             }
             Existing::Patch { patch, fallback } => {
-                match api::merge_patch(&self.client, &path, &patch).await {
+                match api::merge_patch(&self.client, &path, &patch, self.api_retry).await {
                     Ok(_) => {
                         self.touched(t);
                         self.record(t, ItemResult::Updated);
@@ -347,7 +347,7 @@ impl Restorer {
     }
 
     async fn patch_or_warn(&self, path: &str, t: &Target<'_>, patch: &Value) {
-        if let Err(e) = api::merge_patch(&self.client, path, patch).await {
+        if let Err(e) = api::merge_patch(&self.client, path, patch, self.api_retry).await {
             self.report.warn(
                 t.scope(),
                 format!(

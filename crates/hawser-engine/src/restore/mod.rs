@@ -101,10 +101,10 @@ pub struct RestoreOptions {
     pub progress: Option<watch::Sender<Progress>>,
     /// The clock for timestamps (start, completion, log lines).
     pub clock: hawser_core::clock::Clock,
-    /// How long one read (a live object, a target namespace) is retried while the API server
-    /// is unreachable or answers 429/5xx; default
-    /// [`READ_RETRY_BUDGET`](crate::cluster::request::READ_RETRY_BUDGET).
-    pub read_retry: Duration,
+    /// How long one request is retried: a read (a live object, a target namespace) while the
+    /// API server is unreachable or answers 429/5xx, a write after 429; default
+    /// [`RETRY_BUDGET`](crate::cluster::request::RETRY_BUDGET).
+    pub api_retry: Duration,
 }
 
 impl Default for RestoreOptions {
@@ -118,7 +118,7 @@ impl Default for RestoreOptions {
             terminating_timeout: Duration::from_secs(600),
             progress: None,
             clock: hawser_core::clock::Clock::system(),
-            read_retry: crate::cluster::request::READ_RETRY_BUDGET,
+            api_retry: crate::cluster::request::RETRY_BUDGET,
         }
     }
 }
@@ -131,7 +131,7 @@ impl std::fmt::Debug for RestoreOptions {
             .field("reader", &self.reader)
             .field("priorities", &self.priorities)
             .field("progress", &self.progress.is_some())
-            .field("read_retry", &self.read_retry)
+            .field("api_retry", &self.api_retry)
             .finish_non_exhaustive()
     }
 }
@@ -173,10 +173,10 @@ impl RestoreOptions {
         self
     }
 
-    /// Sets how long one read is retried while the API server is unreachable or overloaded.
+    /// Sets how long one request is retried (see [`RestoreOptions::api_retry`]).
     #[must_use]
-    pub fn with_read_retry(mut self, budget: Duration) -> Self {
-        self.read_retry = budget;
+    pub fn with_api_retry(mut self, budget: Duration) -> Self {
+        self.api_retry = budget;
         self
     }
 
@@ -434,7 +434,7 @@ async fn run_named(
         mapping: filters.namespace_mapping.clone(),
         policy: ExistingPolicy::parse(filters.existing_resource_policy.as_deref()),
         concurrency: options.concurrency.max(1),
-        read_retry: options.read_retry,
+        api_retry: options.api_retry,
         report: report.clone(),
         namespaces: Namespaces::new(BTreeMap::new(), options.terminating_timeout),
         reprovisioned_pvs: BTreeSet::new(),

@@ -55,14 +55,14 @@ impl Namespaces {
 
     async fn ensure_once(&self, r: &Restorer, source: &str, target: &str) -> Result<(), String> {
         let path = namespace_path(target);
-        match api::get(&r.client, &path, r.read_retry).await {
+        match api::get(&r.client, &path, r.api_retry).await {
             Ok(ns) if is_terminating(&ns) => self.wait_gone(r, &path, target).await?,
             Ok(_) => return Ok(()),
             Err(e) if api::code(&e) == Some(404) => {}
             Err(e) => return Err(format!("reading namespace {target}: {}", api::text(&e))),
         }
         let obj = namespace_object(target, self.archived.get(source), &r.clean_context());
-        match api::create(&r.client, "/api/v1/namespaces", &obj).await {
+        match api::create(&r.client, "/api/v1/namespaces", &obj, r.api_retry).await {
             Ok(_) => {
                 r.report.add_total(1);
                 r.report
@@ -77,7 +77,7 @@ impl Namespaces {
 
     async fn wait_gone(&self, r: &Restorer, path: &str, target: &str) -> Result<(), String> {
         let gone = poll_until(self.terminating_timeout, TERMINATING_POLL, || async {
-            match api::get(&r.client, path, r.read_retry).await {
+            match api::get(&r.client, path, r.api_retry).await {
                 Err(e) if api::code(&e) == Some(404) => Some(Ok(())),
                 Err(e) => Some(Err(format!(
                     "reading namespace {target}: {}",

@@ -111,7 +111,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     );
     let options = BackupOptions::default()
         .with_page_size(ctx.settings.client.page_size.unwrap_or(u32::MAX))
-        .with_read_retry(ctx.settings.status.resource_timeout)
+        .with_api_retry(ctx.settings.status.resource_timeout)
         .with_progress(progress)
         .with_clock(ctx.clock.clone());
     let result = backup::run(ctx.client.clone(), &location, &backup, options).await;

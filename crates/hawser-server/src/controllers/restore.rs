@@ -104,7 +104,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     let options = RestoreOptions::default()
         .with_priorities(ctx.settings.restore.resource_priorities.clone())
         .with_crd_ready_timeout(ctx.settings.restore.crd_ready_timeout)
-        .with_read_retry(ctx.settings.status.resource_timeout)
+        .with_api_retry(ctx.settings.status.resource_timeout)
         .with_progress(progress)
         .with_clock(ctx.clock.clone());
     let result = restore::run(ctx.client.clone(), &location, &restore, &backup, options).await;
