@@ -10,4 +10,5 @@ pub mod layout;
 pub mod poll;
 pub mod restore;
 pub mod retry_after;
+pub mod schedule;
 pub mod selection;
