@@ -11,6 +11,9 @@ use crate::settings::{
     Settings, ShutdownSettings, StatusSettings,
 };
 
+/// Velero's garbage-collection frequency, also what `--garbage-collection-frequency 0s` means.
+const DEFAULT_GC_FREQUENCY: Duration = Duration::from_secs(3600);
+
 /// Flags of `hawser server`. Every flag also reads the environment variable `HAWSER_<NAME>`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
@@ -112,6 +115,28 @@ pub struct ServerArgs {
     /// --leader-elect-renew-deadline.
     #[arg(long, env = "HAWSER_LEADER_ELECT_RETRY_PERIOD", default_value = "2s")]
     pub leader_elect_retry_period: GoDuration,
+
+    /// How often expired backups are looked for and deleted (through a DeleteBackupRequest);
+    /// `0s` means Velero's default, 1h.
+    #[arg(
+        long,
+        env = "HAWSER_GARBAGE_COLLECTION_FREQUENCY",
+        default_value = "1h"
+    )]
+    pub garbage_collection_frequency: GoDuration,
+
+    /// Skip the first due run of a Schedule whose spec.skipImmediately is unset (true and
+    /// false as Velero's flag).
+    #[arg(
+        long,
+        env = "HAWSER_SCHEDULE_SKIP_IMMEDIATELY",
+        default_value_t = false,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub schedule_skip_immediately: bool,
 
     /// On SIGTERM, how long running backups and restores may take to finish before the server
     /// stops anyway (what is unfinished is resolved by the next leader's recovery). Keep it
@@ -306,6 +331,8 @@ impl ServerArgs {
             leader_elect_lease_duration,
             leader_elect_renew_deadline,
             leader_elect_retry_period,
+            garbage_collection_frequency,
+            schedule_skip_immediately,
             shutdown_grace_period,
         } = self.clone();
         if !client_qps.is_finite() || client_qps < 0.0 {
@@ -351,6 +378,14 @@ impl ServerArgs {
                 default_ttl: default_backup_ttl,
                 default_location: default_backup_storage_location,
                 concurrency: concurrent_backups,
+                gc_frequency: match non_negative(
+                    "garbage-collection-frequency",
+                    garbage_collection_frequency,
+                )? {
+                    zero if zero.is_zero() => DEFAULT_GC_FREQUENCY,
+                    frequency => frequency,
+                },
+                schedule_skip_immediately,
             },
             restore: RestoreSettings {
                 resource_priorities: Priorities::from_flag(restore_resource_priorities.as_deref())

@@ -30,6 +30,7 @@ mod controllers;
 mod http;
 mod leader;
 mod locations;
+mod objects;
 mod queue;
 mod readiness;
 mod records;

@@ -239,6 +239,29 @@ pub(crate) async fn store_cluster_record(
         .map_err(|e| format!("ConfigMap {namespace}/hawser-restore-{uid}: {e}"))
 }
 
+/// Deletes the record of the Restore with `uid` kept in the cluster, if there is one.
+pub(crate) async fn remove_cluster_record(
+    client: &kube::Client,
+    namespace: &str,
+    uid: &str,
+) -> Result<(), kube::Error> {
+    if uid.is_empty() {
+        return Ok(());
+    }
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    match api
+        .delete(
+            &cluster_record_name(uid),
+            &kube::api::DeleteParams::default(),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) if s.code != 404 => Err(kube::Error::Api(s)),
+        Err(e @ (kube::Error::HyperError(_) | kube::Error::Service(_))) => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// The record of the Restore `restore` (as JSON) kept in the cluster, for reading back.
 pub(crate) async fn read_cluster_record(
     client: &kube::Client,

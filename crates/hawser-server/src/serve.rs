@@ -102,6 +102,8 @@ pub async fn serve(
     let location_watch = readiness.watch("backupstoragelocations");
     let backup_watch = readiness.watch("backups");
     let restore_watch = readiness.watch("restores");
+    let schedule_watch = readiness.watch("schedules");
+    let deletion_watch = readiness.watch("deletebackuprequests");
     let locations = Locations::new(client.clone(), namespace.clone());
     let records = StorageRecords::new(
         client.clone(),
@@ -179,6 +181,9 @@ pub async fn serve(
     let recovery = engine.clone();
     controllers.spawn(async move { recovery.run_recovery(records).await });
     controllers.spawn(controllers::bsl::run(ctx.clone(), location_watch));
+    controllers.spawn(controllers::schedule::run(ctx.clone(), schedule_watch));
+    controllers.spawn(controllers::gc::run(ctx.clone()));
+    controllers.spawn(controllers::deletion::run(ctx.clone(), deletion_watch));
     controllers.spawn(queue::run(
         ctx.clone(),
         Kind::Backup,

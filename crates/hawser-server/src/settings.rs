@@ -53,6 +53,10 @@ pub(crate) struct BackupSettings {
     pub(crate) default_location: String,
     /// `--concurrent-backups`.
     pub(crate) concurrency: usize,
+    /// `--garbage-collection-frequency` (`0s` read as Velero's 1h).
+    pub(crate) gc_frequency: Duration,
+    /// `--schedule-skip-immediately`.
+    pub(crate) schedule_skip_immediately: bool,
 }
 
 /// The restore controller.

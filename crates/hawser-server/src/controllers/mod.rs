@@ -2,4 +2,7 @@
 
 pub(crate) mod backup;
 pub(crate) mod bsl;
+pub(crate) mod deletion;
+pub(crate) mod gc;
 pub(crate) mod restore;
+pub(crate) mod schedule;

@@ -1,6 +1,6 @@
-//! Velero's server metrics (`velero_*`, velero-compat §8) for what hawser does: backups, restores
-//! and storage locations. Snapshot, CSI, deletion and repository metrics are not exported: hawser
-//! does none of that work.
+//! Velero's server metrics (`velero_*`, velero-compat §8) for what hawser does: backups, restores,
+//! schedules, deletions and storage locations. Snapshot, CSI and repository metrics are not
+//! exported: hawser does none of that work.
 //!
 //! Counters and gauges carry the `schedule` label (the Backup's `velero.io/schedule-name` label,
 //! `""` for ad-hoc backups; for restores, `spec.scheduleName`). The `""` series exist from start,
@@ -92,6 +92,10 @@ pub struct VeleroMetrics {
     restore_failed: Counters,
     restore_validation_failed: Counters,
     location_status: Family<LocationLabels, Gauge>,
+    deletion_attempt: Counters,
+    deletion_success: Counters,
+    deletion_failure: Counters,
+    schedule_interval: Gauges,
 }
 
 impl VeleroMetrics {
@@ -119,6 +123,10 @@ impl VeleroMetrics {
             restore_failed: Counters::default(),
             restore_validation_failed: Counters::default(),
             location_status: Family::default(),
+            deletion_attempt: Counters::default(),
+            deletion_success: Counters::default(),
+            deletion_failure: Counters::default(),
+            schedule_interval: Gauges::default(),
         };
         let r = registry.sub_registry_with_prefix("velero");
         r.register(
@@ -221,8 +229,84 @@ impl VeleroMetrics {
             "The status of backup storage locations. 1 is Available, 0 is Unavailable",
             m.location_status.clone(),
         );
+        r.register(
+            "backup_deletion_attempt",
+            "Total number of attempted backup deletions",
+            m.deletion_attempt.clone(),
+        );
+        r.register(
+            "backup_deletion_success",
+            "Total number of successful backup deletions",
+            m.deletion_success.clone(),
+        );
+        r.register(
+            "backup_deletion_failure",
+            "Total number of failed backup deletions",
+            m.deletion_failure.clone(),
+        );
+        r.register(
+            "schedule_expected_interval_seconds",
+            "Expected interval between consecutive scheduled backups, in seconds",
+            m.schedule_interval.clone(),
+        );
         m.init_schedule("");
         m
+    }
+
+    /// A backup deletion started (a request taken up).
+    pub fn deletion_attempt(&self, schedule: &str) {
+        self.deletion_attempt.get_or_create(&labels(schedule)).inc();
+    }
+
+    /// A backup deletion ended, with everything deleted (`true`) or with errors.
+    pub fn deletion_finished(&self, schedule: &str, deleted: bool) {
+        let family = if deleted {
+            &self.deletion_success
+        } else {
+            &self.deletion_failure
+        };
+        family.get_or_create(&labels(schedule)).inc();
+    }
+
+    /// The interval between the next two runs of `schedule`.
+    pub fn schedule_interval(&self, schedule: &str, seconds: i64) {
+        self.schedule_interval
+            .get_or_create(&labels(schedule))
+            .set(seconds);
+    }
+
+    /// Removes the series of a Schedule that no longer exists.
+    pub fn forget_schedule(&self, schedule: &str) {
+        let l = labels(schedule);
+        for family in [
+            &self.backup_attempt,
+            &self.backup_success,
+            &self.backup_partial_failure,
+            &self.backup_failure,
+            &self.backup_validation_failure,
+            &self.backup_warning,
+            &self.restore_attempt,
+            &self.restore_success,
+            &self.restore_partial_failure,
+            &self.restore_failed,
+            &self.restore_validation_failed,
+            &self.deletion_attempt,
+            &self.deletion_success,
+            &self.deletion_failure,
+        ] {
+            family.remove(&l);
+        }
+        for family in [
+            &self.backup_tarball_size,
+            &self.backup_items_total,
+            &self.backup_items_errors,
+            &self.backup_last_successful,
+            &self.backup_last_status,
+            &self.schedule_interval,
+        ] {
+            family.remove(&l);
+        }
+        self.backup_duration.remove(&l);
     }
 
     /// Creates the series of `schedule` (value 0; last status 1), as Velero does at start.
@@ -240,6 +324,9 @@ impl VeleroMetrics {
             &self.restore_partial_failure,
             &self.restore_failed,
             &self.restore_validation_failed,
+            &self.deletion_attempt,
+            &self.deletion_success,
+            &self.deletion_failure,
         ] {
             let _ = family.get_or_create(&l);
         }

@@ -1,0 +1,312 @@
+//! The DeleteBackupRequest controller: deletes a backup, everything of it in its storage
+//! location, and its restores (velero-compat §2.4).
+//!
+//! Every second the requests are listed and handled one at a time:
+//! - `Processed` requests are deleted 24 h after their creation, as Velero does;
+//! - `New` ones, and `InProgress` ones (left so by a server that stopped in the middle: a
+//!   deletion is idempotent, so it is simply run again), are processed.
+//!
+//! Processing refuses (`Processed` with an error, the backup untouched) a request without
+//! `spec.backupName`, for a backup that does not exist, that is still running, or whose location
+//! is missing, `ReadOnly` or unavailable; it waits (the request stays as it is) while a restore
+//! of the backup is waiting or running, so a backup a restore reads is never deleted under it.
+//! Otherwise: the request → `InProgress` (with the backup's name and uid labels), the Backup →
+//! `Deleting` (written with its `resourceVersion` as a precondition, so a backup that started
+//! meanwhile is not marked), then in the location **`velero-backup.json` first**, then the rest
+//! of `backups/<name>/`; then each Restore of the backup (its files in the location, its record
+//! kept in the cluster, its object); then the Backup object. The request ends `Processed` with
+//! the errors met; without errors every request of the backup is deleted. With errors the
+//! Backup stays `Deleting` and a new request (`hawser backup delete` again) finishes the job.
+//!
+//! Why the record goes first: the record is what makes a backup a backup (restores, sync and
+//! recovery all start from it). Removed first, a crash or a storage failure in the middle leaves
+//! files without a record, which nothing takes for a complete backup; removed last, it could
+//! leave a record whose archive is already gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hawser_api::labels::{BACKUP_NAME, BACKUP_UID};
+use hawser_api::phase::{BackupPhase, RestorePhase};
+use hawser_core::layout::Layout;
+use hawser_core::restore::clean::valid_label_value;
+use kube::api::ListParams;
+use serde_json::{Value, json};
+
+use crate::context::{Context, backup_location_name, schedule_of};
+use crate::objects::{self, text, velero_api};
+use crate::readiness::Watch;
+
+/// Time between two passes over the requests.
+const TICK: Duration = Duration::from_secs(1);
+
+/// How long a processed request is kept (Velero's 24 h).
+const KEEP_PROCESSED: Duration = Duration::from_secs(24 * 3600);
+
+/// How one request ended this pass.
+enum Outcome {
+    /// Everything was deleted.
+    Deleted,
+    /// Nothing was done: `Processed` with this error.
+    Refused(String),
+    /// Some deletions failed: `Processed` with these errors; the Backup stays `Deleting`.
+    Failed(Vec<String>),
+    /// Not now (a restore of the backup runs, or the API could not answer): the request stays
+    /// as it is and is looked at again on the next pass.
+    Later(String),
+}
+
+/// Runs until the server shuts down; reports whether its LIST works through `health`.
+pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
+    let api = velero_api(&ctx, "DeleteBackupRequest", "deletebackuprequests");
+    loop {
+        match objects::list(&ctx, &api, &ListParams::default()).await {
+            Ok(requests) => {
+                health.up();
+                for request in requests {
+                    if ctx.shutdown.is_cancelled() {
+                        return;
+                    }
+                    handle(&ctx, &request).await;
+                }
+            }
+            Err(e) => {
+                health.down();
+                tracing::debug!(error = %e, "listing deletion requests failed; trying again");
+            }
+        }
+        tokio::select! {
+            () = ctx.shutdown.cancelled() => return,
+            () = tokio::time::sleep(TICK) => {}
+        }
+    }
+}
+
+async fn handle(ctx: &Context, request: &Value) {
+    let api = velero_api(ctx, "DeleteBackupRequest", "deletebackuprequests");
+    let name = text(request, "/metadata/name");
+    match text(request, "/status/phase") {
+        "Processed" => {
+            let created = text(request, "/metadata/creationTimestamp")
+                .parse::<jiff::Timestamp>()
+                .ok();
+            let expired = created.is_some_and(|c| {
+                ctx.clock.now().duration_since(c).unsigned_abs() >= KEEP_PROCESSED
+            });
+            if expired && let Err(e) = objects::delete(ctx, &api, name).await {
+                tracing::debug!(request = name, error = %e, "deleting an old processed request failed");
+            }
+            return;
+        }
+        "" | "New" | "InProgress" => {}
+        other => {
+            tracing::debug!(
+                request = name,
+                phase = other,
+                "deletion request in an unknown phase; left alone"
+            );
+            return;
+        }
+    }
+    let backup_name = text(request, "/spec/backupName").to_owned();
+    let resumed = text(request, "/status/phase") == "InProgress";
+    let (outcome, schedule) = if backup_name.is_empty() {
+        (
+            Outcome::Refused("spec.backupName is required".to_owned()),
+            String::new(),
+        )
+    } else {
+        delete_backup(ctx, &api, name, &backup_name, resumed).await
+    };
+    let errors = match outcome {
+        Outcome::Later(why) => {
+            tracing::info!(request = name, backup = %backup_name, reason = %why, "deletion waits");
+            return;
+        }
+        Outcome::Deleted => Vec::new(),
+        Outcome::Refused(why) => vec![why],
+        Outcome::Failed(errors) => errors,
+    };
+    let processed = json!({"status": {"phase": "Processed", "errors": errors}});
+    if let Err(e) = objects::merge_patch(ctx, &api, name, &processed).await {
+        tracing::warn!(request = name, error = %e, "the deletion request's outcome could not be stored; the next pass runs it again");
+        return;
+    }
+    if errors.is_empty() {
+        tracing::info!(request = name, backup = %backup_name, "backup deleted");
+        ctx.metrics.deletion_finished(&schedule, true);
+        // Every request of this backup is done with: remove them all, this one too.
+        let all = ListParams::default().labels(&format!(
+            "{BACKUP_NAME}={}",
+            valid_label_value(&backup_name)
+        ));
+        if let Ok(requests) = objects::list(ctx, &api, &all).await {
+            for r in requests {
+                let _ = objects::delete(ctx, &api, text(&r, "/metadata/name")).await;
+            }
+        }
+    } else {
+        tracing::warn!(request = name, backup = %backup_name, errors = ?errors, "backup deletion failed");
+        ctx.metrics.deletion_finished(&schedule, false);
+    }
+}
+
+/// The deletion of `backup_name` for the request `request` (see the module docs); also the
+/// backup's schedule label, for the metrics.
+async fn delete_backup(
+    ctx: &Context,
+    requests: &kube::Api<kube::api::DynamicObject>,
+    request: &str,
+    backup_name: &str,
+    resumed: bool,
+) -> (Outcome, String) {
+    let backups = velero_api(ctx, "Backup", "backups");
+    let backup = match objects::get(ctx, &backups, backup_name).await {
+        Ok(Some(b)) => b,
+        // A resumed request whose backup is gone had deleted it before it stopped.
+        Ok(None) if resumed => return (Outcome::Deleted, String::new()),
+        Ok(None) => {
+            return (
+                Outcome::Refused(format!(
+                    "backup {backup_name} not found in namespace {}",
+                    ctx.namespace
+                )),
+                String::new(),
+            );
+        }
+        Err(e) => return (Outcome::Later(e.to_string()), String::new()),
+    };
+    let schedule = schedule_of(&backup);
+    let phase = BackupPhase::parse(text(&backup, "/status/phase"));
+    if phase.is_in_flight() {
+        return (
+            Outcome::Refused(format!(
+                "backup {backup_name} is {phase}; it can be deleted once it has finished"
+            )),
+            schedule,
+        );
+    }
+    let restores = velero_api(ctx, "Restore", "restores");
+    let of_backup: Vec<Value> = match objects::list(ctx, &restores, &ListParams::default()).await {
+        Ok(all) => all
+            .into_iter()
+            .filter(|r| text(r, "/spec/backupName") == backup_name)
+            .collect(),
+        Err(e) => return (Outcome::Later(e.to_string()), schedule),
+    };
+    if let Some(running) = of_backup.iter().find(|r| {
+        let phase = RestorePhase::parse(text(r, "/status/phase"));
+        phase.is_waiting() || phase.is_in_flight()
+    }) {
+        return (
+            Outcome::Later(format!(
+                "restore {} reads the backup",
+                text(running, "/metadata/name")
+            )),
+            schedule,
+        );
+    }
+    let location_name = backup_location_name(&backup, &ctx.settings.backup.default_location);
+    let location = match ctx.locations.get(&location_name).await {
+        Ok(Some(bsl))
+            if bsl.spec.access_mode
+                == Some(hawser_api::BackupStorageLocationAccessMode::ReadOnly) =>
+        {
+            return (
+                Outcome::Refused(format!(
+                    "cannot delete backup because backup storage location {location_name} is currently in read-only mode"
+                )),
+                schedule,
+            );
+        }
+        Ok(Some(bsl)) => match ctx.locations.usable(&location_name, &bsl).await {
+            Ok(location) => location,
+            Err(Some(why)) => return (Outcome::Refused(why), schedule),
+            Err(None) => return (Outcome::Later(format!("reading {location_name}")), schedule),
+        },
+        Ok(None) => {
+            return (
+                Outcome::Refused(format!("backup storage location {location_name} not found")),
+                schedule,
+            );
+        }
+        Err(e) if e.is_transient() => return (Outcome::Later(e.full_message()), schedule),
+        Err(e) => return (Outcome::Refused(e.full_message()), schedule),
+    };
+
+    if !resumed {
+        ctx.metrics.deletion_attempt(&schedule);
+    }
+    let uid = text(&backup, "/metadata/uid");
+    let in_progress = json!({
+        "metadata": {"labels": {BACKUP_NAME: valid_label_value(backup_name), BACKUP_UID: uid}},
+        "status": {"phase": "InProgress"}
+    });
+    if let Err(e) = objects::merge_patch(ctx, requests, request, &in_progress).await {
+        return (Outcome::Later(e.to_string()), schedule);
+    }
+    if phase != BackupPhase::Deleting {
+        // The precondition: a backup that moved on since it was read is read again.
+        let deleting = json!({
+            "metadata": {"resourceVersion": text(&backup, "/metadata/resourceVersion")},
+            "status": {"phase": BackupPhase::Deleting.as_str()}
+        });
+        if let Err(e) = objects::merge_patch(ctx, &backups, backup_name, &deleting).await {
+            return (Outcome::Later(e.to_string()), schedule);
+        }
+    }
+
+    let mut errors = Vec::new();
+    let layout = Layout::new(None);
+    let record = layout.backup_metadata(backup_name);
+    if let Err(e) = location.delete(&record).await {
+        errors.push(format!("deleting {record}: {}", e.full_message()));
+    } else if let Err(e) = location.delete_backup(backup_name).await {
+        errors.push(format!(
+            "deleting {}: {}",
+            layout.backup_dir(backup_name),
+            e.full_message()
+        ));
+    }
+    if !errors.is_empty() {
+        return (Outcome::Failed(errors), schedule);
+    }
+    for restore in &of_backup {
+        if let Err(outcome) = delete_restore(ctx, &restores, &location, restore).await {
+            return (outcome, schedule);
+        }
+    }
+    // The API not answering (after the retries) leaves the request InProgress: the next pass
+    // runs it again, and what is already deleted stays deleted.
+    if let Err(e) = objects::delete(ctx, &backups, backup_name).await {
+        return (
+            Outcome::Later(format!("deleting Backup {backup_name}: {e}")),
+            schedule,
+        );
+    }
+    (Outcome::Deleted, schedule)
+}
+
+/// Deletes a restore's files in `location`, its record kept in the cluster, and its object. A
+/// storage failure is `Failed`; the API not answering is `Later`.
+async fn delete_restore(
+    ctx: &Context,
+    restores: &kube::Api<kube::api::DynamicObject>,
+    location: &hawser_store::Location,
+    restore: &Value,
+) -> Result<(), Outcome> {
+    let name = text(restore, "/metadata/name");
+    location.delete_restore(name).await.map_err(|e| {
+        Outcome::Failed(vec![format!(
+            "deleting the files of restore {name}: {}",
+            e.full_message()
+        )])
+    })?;
+    let uid = text(restore, "/metadata/uid");
+    crate::records::remove_cluster_record(&ctx.client, &ctx.namespace, uid)
+        .await
+        .map_err(|e| Outcome::Later(format!("deleting the record of restore {name}: {e}")))?;
+    objects::delete(ctx, restores, name)
+        .await
+        .map_err(|e| Outcome::Later(format!("deleting Restore {name}: {e}")))
+}

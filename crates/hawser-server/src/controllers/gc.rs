@@ -1,0 +1,140 @@
+//! Garbage collection: expired backups are deleted through a DeleteBackupRequest, as Velero's
+//! GC controller does (velero-compat §2.4).
+//!
+//! At start and every `--garbage-collection-frequency` (default 1h) every Backup whose
+//! `status.expiration` has passed, and that is not `Deleting` already, is looked at: when its
+//! storage location is missing the Backup gets the label `velero.io/gc-failure=BSLNotFound`
+//! (`BSLCannotGet` when it cannot be read, `BSLReadOnly` for a read-only location) and is left
+//! alone; an unavailable location leaves it for the next pass; otherwise the label is removed
+//! and a request is created (`generateName: <backup>-`, with the backup's name and uid labels),
+//! unless a request for that backup is still `New` or `InProgress`. The deletion controller
+//! does the rest, and never deletes a backup a restore is reading.
+
+use std::sync::Arc;
+
+use hawser_api::labels::{BACKUP_NAME, BACKUP_UID, GC_FAILURE, gc_failure};
+use hawser_core::restore::clean::valid_label_value;
+use kube::api::ListParams;
+use serde_json::{Value, json};
+
+use crate::context::{Context, backup_location_name};
+use crate::objects::{self, text, velero_api};
+
+/// Runs until the server shuts down.
+pub(crate) async fn run(ctx: Arc<Context>) {
+    loop {
+        if let Err(e) = pass(&ctx).await {
+            tracing::warn!(error = %e, "garbage collection could not list backups; the next pass tries again");
+        }
+        tokio::select! {
+            () = ctx.shutdown.cancelled() => return,
+            () = tokio::time::sleep(ctx.settings.backup.gc_frequency) => {}
+        }
+    }
+}
+
+/// One look at every Backup.
+async fn pass(ctx: &Context) -> Result<(), kube::Error> {
+    let backups = velero_api(ctx, "Backup", "backups");
+    let requests = velero_api(ctx, "DeleteBackupRequest", "deletebackuprequests");
+    let now = ctx.clock.now();
+    for backup in objects::list(ctx, &backups, &ListParams::default()).await? {
+        let expired = text(&backup, "/status/expiration")
+            .parse::<jiff::Timestamp>()
+            .is_ok_and(|at| at < now);
+        if !expired || text(&backup, "/status/phase") == "Deleting" {
+            continue;
+        }
+        collect(ctx, &backups, &requests, &backup).await;
+    }
+    Ok(())
+}
+
+async fn collect(
+    ctx: &Context,
+    backups: &kube::Api<kube::api::DynamicObject>,
+    requests: &kube::Api<kube::api::DynamicObject>,
+    backup: &Value,
+) {
+    let name = text(backup, "/metadata/name");
+    let location = backup_location_name(backup, &ctx.settings.backup.default_location);
+    let failure = match ctx.locations.get(&location).await {
+        Ok(None) => Some(gc_failure::BSL_NOT_FOUND),
+        Err(e) if e.is_transient() => {
+            tracing::debug!(backup = name, error = %e.full_message(), "expired backup's location cannot be read now");
+            return;
+        }
+        Err(_) => Some(gc_failure::BSL_CANNOT_GET),
+        Ok(Some(bsl))
+            if bsl.spec.access_mode
+                == Some(hawser_api::BackupStorageLocationAccessMode::ReadOnly) =>
+        {
+            Some(gc_failure::BSL_READ_ONLY)
+        }
+        Ok(Some(bsl)) => {
+            let available = bsl.status.as_ref().and_then(|s| s.phase.clone())
+                == Some(hawser_api::BackupStorageLocationPhase::Available);
+            if !available {
+                tracing::info!(
+                    backup = name,
+                    location,
+                    "expired backup waits: its location is not available"
+                );
+                return;
+            }
+            None
+        }
+    };
+    let labelled = backup
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(GC_FAILURE))
+        .and_then(Value::as_str);
+    if labelled != failure {
+        let label = json!({"metadata": {"labels": {GC_FAILURE: failure}}});
+        if let Err(e) = objects::merge_patch(ctx, backups, name, &label).await {
+            tracing::debug!(backup = name, error = %e, "labelling an expired backup failed");
+        }
+    }
+    if let Some(failure) = failure {
+        tracing::warn!(
+            backup = name,
+            location,
+            reason = failure,
+            "expired backup not collected"
+        );
+        return;
+    }
+    let uid = text(backup, "/metadata/uid");
+    let selector = format!(
+        "{BACKUP_NAME}={},{BACKUP_UID}={uid}",
+        valid_label_value(name)
+    );
+    let pending = match objects::list(ctx, requests, &ListParams::default().labels(&selector)).await
+    {
+        Ok(found) => found
+            .iter()
+            .any(|r| matches!(text(r, "/status/phase"), "" | "New" | "InProgress")),
+        Err(e) => {
+            tracing::debug!(backup = name, error = %e, "reading deletion requests failed");
+            return;
+        }
+    };
+    if pending {
+        return;
+    }
+    let request = json!({
+        "apiVersion": "velero.io/v1", "kind": "DeleteBackupRequest",
+        "metadata": {
+            "generateName": format!("{name}-"),
+            "namespace": ctx.namespace,
+            "labels": {BACKUP_NAME: valid_label_value(name), BACKUP_UID: uid},
+        },
+        "spec": {"backupName": name}
+    });
+    match objects::create(ctx, requests, &request).await {
+        Ok(_) => tracing::info!(backup = name, "expired backup: deletion requested"),
+        Err(e) => {
+            tracing::warn!(backup = name, error = %e, "requesting the deletion of an expired backup failed")
+        }
+    }
+}

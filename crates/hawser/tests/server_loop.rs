@@ -1,0 +1,456 @@
+//! The everyday loop through the `hawser server` process against kube-sim: schedules make
+//! backups, expired backups are collected, and deletion requests delete a backup, its files and
+//! its restores, or say why not.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+mod server_checks;
+mod server_support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cli_support::{Cluster, NS};
+use kube_sim::LatencyFault;
+use serde_json::{Value, json};
+use server_checks::assert_metrics;
+use server_support::*;
+
+fn schedule(cluster: &Cluster, name: &str, cron: &str) {
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Schedule",
+            "metadata": {"name": name, "namespace": NS, "labels": {"team": "shop"}},
+            "spec": {"schedule": cron,
+                     "template": {"includedNamespaces": ["shop"], "ttl": "1h0m0s"}}
+        }))
+        .unwrap();
+}
+
+/// Backups labelled with schedule `name`.
+fn backups_of(cluster: &Cluster, name: &str) -> Vec<Value> {
+    cluster
+        .sim
+        .store()
+        .list("velero.io/v1", "Backup", Some(NS))
+        .into_iter()
+        .filter(|b| b["metadata"]["labels"]["velero.io/schedule-name"] == name)
+        .collect()
+}
+
+/// A DeleteBackupRequest for `backup`, as `hawser backup delete` makes it.
+fn request_deletion(cluster: &Cluster, request: &str, backup: &str) {
+    let uid = cluster.get("velero.io/v1", "Backup", backup).unwrap()["metadata"]["uid"].clone();
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "DeleteBackupRequest",
+            "metadata": {"name": request, "namespace": NS,
+                "labels": {"velero.io/backup-name": backup, "velero.io/backup-uid": uid}},
+            "spec": {"backupName": backup}
+        }))
+        .unwrap();
+}
+
+/// Every file under `dir`, relative to it.
+fn files(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+async fn completed_backup(cluster: &Cluster, server: &Server, name: &str, spec: Value) -> Value {
+    create_backup(cluster, name, spec);
+    let done = wait_final(cluster, server, "Backup", name).await;
+    assert_eq!(phase(&done), "Completed", "{}", server.log_text());
+    done
+}
+
+#[tokio::test]
+async fn a_schedule_every_two_seconds_makes_named_labelled_backups_and_honours_paused() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    schedule(&cluster, "often", "@every 2s");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let made = loop {
+        let made = backups_of(&cluster, "often");
+        if made.iter().filter(|b| phase(b) == "Completed").count() >= 2 {
+            break made;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{made:#?}\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for backup in &made {
+        let name = backup["metadata"]["name"].as_str().unwrap();
+        let stamp = name.strip_prefix("often-").unwrap();
+        assert!(
+            stamp.len() == 14 && stamp.bytes().all(|b| b.is_ascii_digit()),
+            "{name}"
+        );
+        assert_eq!(backup["spec"]["includedNamespaces"], json!(["shop"]));
+        assert_eq!(backup["spec"]["ttl"], "1h0m0s");
+        // The Schedule's own labels, as the template has none.
+        assert_eq!(backup["metadata"]["labels"]["team"], "shop");
+    }
+    let object = cluster.get("velero.io/v1", "Schedule", "often").unwrap();
+    assert_eq!(phase(&object), "Enabled");
+    assert!(object["status"]["lastBackup"].is_string(), "{object:#}");
+    assert_metrics(
+        &server,
+        &["velero_schedule_expected_interval_seconds{schedule=\"often\"} 2"],
+    )
+    .await;
+
+    let mut paused = object;
+    paused["spec"]["paused"] = json!(true);
+    cluster.sim.store().insert(paused).unwrap();
+    // Let a run that had started finish, then nothing new may appear.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = backups_of(&cluster, "often").len();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        backups_of(&cluster, "often").len(),
+        before,
+        "a paused schedule made a backup"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_cron_or_template_ends_failed_validation() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    schedule(&cluster, "bad-cron", "61 * * * *");
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Schedule",
+            "metadata": {"name": "bad-template", "namespace": NS},
+            "spec": {"schedule": "@daily",
+                     "template": {"includedNamespaces": ["shop"], "excludedNamespaces": ["*"]}}
+        }))
+        .unwrap();
+    for (name, wanted) in [
+        ("bad-cron", "invalid schedule"),
+        ("bad-template", "excludes list cannot contain"),
+    ] {
+        let object = wait_for(
+            &cluster,
+            Some(&server),
+            "Schedule",
+            name,
+            Duration::from_secs(10),
+            |o| phase(o) == "FailedValidation",
+        )
+        .await;
+        let errors = object["status"]["validationErrors"].to_string();
+        assert!(errors.contains(wanted), "{name}: {errors}");
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(backups_of(&cluster, "bad-cron").is_empty());
+}
+
+#[tokio::test]
+async fn an_expired_backup_is_collected_from_the_cluster_and_the_location() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let flags: Vec<&str> = FAST
+        .iter()
+        .copied()
+        .chain(["--garbage-collection-frequency", "2s"])
+        .collect();
+    let server = Server::start(&cluster, root.path(), &flags).await;
+    completed_backup(
+        &cluster,
+        &server,
+        "short-lived",
+        json!({"includedNamespaces": ["shop"], "ttl": "3s"}),
+    )
+    .await;
+    completed_backup(
+        &cluster,
+        &server,
+        "kept",
+        json!({"includedNamespaces": ["shop"]}),
+    )
+    .await;
+    let dir = root.path().join(BUCKET).join("backups");
+    assert!(!files(&dir.join("short-lived")).is_empty());
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster
+        .get("velero.io/v1", "Backup", "short-lived")
+        .is_some()
+    {
+        assert!(Instant::now() < deadline, "{}", server.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(files(&dir.join("short-lived")), Vec::<String>::new());
+    assert!(cluster.get("velero.io/v1", "Backup", "kept").is_some());
+    assert!(files(&dir.join("kept")).contains(&"velero-backup.json".to_owned()));
+    assert_metrics(
+        &server,
+        &["velero_backup_deletion_success_total{schedule=\"\"} 1"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_deletion_request_removes_the_backup_its_files_and_its_restores() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    completed_backup(
+        &cluster,
+        &server,
+        "doomed",
+        json!({"includedNamespaces": ["shop"]}),
+    )
+    .await;
+    completed_backup(
+        &cluster,
+        &server,
+        "other",
+        json!({"includedNamespaces": ["shop"]}),
+    )
+    .await;
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Restore",
+            "metadata": {"name": "doomed-copy", "namespace": NS},
+            "spec": {"backupName": "doomed", "namespaceMapping": {"shop": "shop-copy"}}
+        }))
+        .unwrap();
+    let restored = wait_final(&cluster, &server, "Restore", "doomed-copy").await;
+    assert_eq!(phase(&restored), "Completed");
+    let bucket = root.path().join(BUCKET);
+    assert!(!files(&bucket.join("restores/doomed-copy")).is_empty());
+    let before_other = files(&bucket.join("backups/other"));
+
+    request_deletion(&cluster, "doomed-1", "doomed");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.get("velero.io/v1", "Backup", "doomed").is_some()
+        || cluster
+            .get("velero.io/v1", "DeleteBackupRequest", "doomed-1")
+            .is_some()
+    {
+        assert!(Instant::now() < deadline, "{}", server.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(files(&bucket.join("backups/doomed")), Vec::<String>::new());
+    assert_eq!(
+        files(&bucket.join("restores/doomed-copy")),
+        Vec::<String>::new()
+    );
+    assert!(
+        cluster
+            .get("velero.io/v1", "Restore", "doomed-copy")
+            .is_none()
+    );
+    // The restored objects stay: deleting a backup does not undo its restores.
+    assert!(
+        cluster
+            .sim
+            .store()
+            .get("v1", "ConfigMap", "shop-copy", "cm-0")
+            .is_some()
+    );
+    assert_eq!(files(&bucket.join("backups/other")), before_other);
+    assert!(cluster.get("velero.io/v1", "Backup", "other").is_some());
+    assert_metrics(
+        &server,
+        &[
+            "velero_backup_deletion_attempt_total{schedule=\"\"} 1",
+            "velero_backup_deletion_success_total{schedule=\"\"} 1",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn deleting_a_running_backup_is_refused_with_a_reason() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    let slow = cluster.sim.faults().latency(
+        LatencyFault::new(Duration::from_secs(3))
+            .verbs(&["list"])
+            .resources(&["configmaps"]),
+    );
+    create_backup(&cluster, "running", json!({"includedNamespaces": ["shop"]}));
+    wait_in_progress(&cluster, &server, "Backup", "running").await;
+    request_deletion(&cluster, "running-1", "running");
+    let request = wait_for(
+        &cluster,
+        Some(&server),
+        "DeleteBackupRequest",
+        "running-1",
+        Duration::from_secs(10),
+        |o| phase(o) == "Processed",
+    )
+    .await;
+    let errors = request["status"]["errors"].to_string();
+    assert!(errors.contains("InProgress"), "{errors}");
+    cluster.sim.faults().remove(slow);
+    let done = wait_final(&cluster, &server, "Backup", "running").await;
+    assert_eq!(phase(&done), "Completed", "{}", server.log_text());
+    assert!(
+        files(&root.path().join(BUCKET).join("backups/running"))
+            .contains(&"velero-backup.json".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_storage_failure_during_deletion_is_reported_and_a_new_request_completes_it() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    completed_backup(
+        &cluster,
+        &server,
+        "stuck",
+        json!({"includedNamespaces": ["shop"]}),
+    )
+    .await;
+    // The record cannot be deleted: where the file was, the store finds a non-empty directory.
+    let record = root
+        .path()
+        .join(BUCKET)
+        .join("backups/stuck/velero-backup.json");
+    let saved = std::fs::read(&record).unwrap();
+    std::fs::remove_file(&record).unwrap();
+    std::fs::create_dir_all(record.join("blocker")).unwrap();
+    std::fs::write(record.join("blocker/file"), b"x").unwrap();
+
+    request_deletion(&cluster, "stuck-1", "stuck");
+    let request = wait_for(
+        &cluster,
+        Some(&server),
+        "DeleteBackupRequest",
+        "stuck-1",
+        Duration::from_secs(10),
+        |o| phase(o) == "Processed",
+    )
+    .await;
+    let errors = request["status"]["errors"].to_string();
+    assert!(errors.contains("velero-backup.json"), "{errors}");
+    let backup = cluster.get("velero.io/v1", "Backup", "stuck").unwrap();
+    assert_eq!(phase(&backup), "Deleting");
+    assert_metrics(
+        &server,
+        &["velero_backup_deletion_failure_total{schedule=\"\"} 1"],
+    )
+    .await;
+
+    std::fs::remove_dir_all(&record).unwrap();
+    std::fs::write(&record, saved).unwrap();
+    request_deletion(&cluster, "stuck-2", "stuck");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.get("velero.io/v1", "Backup", "stuck").is_some() {
+        assert!(Instant::now() < deadline, "{}", server.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        files(&root.path().join(BUCKET).join("backups/stuck")),
+        Vec::<String>::new()
+    );
+    // Both requests of the backup are gone once it is deleted.
+    for request in ["stuck-1", "stuck-2"] {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while cluster
+            .get("velero.io/v1", "DeleteBackupRequest", request)
+            .is_some()
+        {
+            assert!(Instant::now() < deadline, "{request} was kept");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_api_outage_during_a_deletion_leaves_nothing_unfinished() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let flags: Vec<&str> = FAST
+        .iter()
+        .copied()
+        .chain(["--resource-timeout", "2s"])
+        .collect();
+    let server = Server::start(&cluster, root.path(), &flags).await;
+    completed_backup(
+        &cluster,
+        &server,
+        "outage",
+        json!({"includedNamespaces": ["shop"]}),
+    )
+    .await;
+    // Deleting the Backup object is refused for 4 s, longer than the server's resource timeout
+    // of the test (2 s): the request is left InProgress and the next pass finishes it.
+    let refused = cluster.sim.faults().status(
+        kube_sim::StatusFault::new(503)
+            .verbs(&["delete"])
+            .resources(&["backups"]),
+    );
+    request_deletion(&cluster, "outage-1", "outage");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !files(&root.path().join(BUCKET).join("backups/outage")).is_empty() {
+        assert!(Instant::now() < deadline, "{}", server.log_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(cluster.get("velero.io/v1", "Backup", "outage").is_some());
+    let request = cluster
+        .get("velero.io/v1", "DeleteBackupRequest", "outage-1")
+        .unwrap();
+    assert_eq!(phase(&request), "InProgress", "{request:#}");
+    cluster.sim.faults().remove(refused);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.get("velero.io/v1", "Backup", "outage").is_some()
+        || cluster
+            .get("velero.io/v1", "DeleteBackupRequest", "outage-1")
+            .is_some()
+    {
+        assert!(Instant::now() < deadline, "{}", server.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
