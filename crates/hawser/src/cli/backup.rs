@@ -1,18 +1,21 @@
-//! `hawser backup create|get|describe`.
+//! `hawser backup create|get|describe|delete`.
 
 use clap::{Args, Subcommand};
-use hawser_api::{Backup, BackupSpec, BackupStorageLocation};
+use hawser_api::{Backup, DeleteBackupRequest, DeleteBackupRequestSpec, Schedule, labels};
+use hawser_core::backoff::Backoff;
+use hawser_core::restore::valid_label_value;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
-use kube::api::PostParams;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, ResourceExt};
 
 use super::describe;
 use super::error::{CliError, ExitStatus};
-use super::flags::parse_duration;
-use super::flags::{MetaArgs, SelectorArgs, fetch, get_required, list, print_objects};
+use super::flags::{MetaArgs, fetch, get_required, print_objects, require_location};
 use super::global::GlobalArgs;
 use super::output::{OutputFormat, count, encode, or_none, table, until, when};
+use super::select::{ConfirmArgs, SelectArgs, select};
 use super::selector::selector_column;
+use super::template::{BackupSpecArgs, SPEC_FLAG_IDS, backup_from_schedule};
 use super::wait::wait_for_final;
 
 /// `backup` subcommands.
@@ -31,49 +34,24 @@ pub enum BackupCommand {
     Get(BackupGetArgs),
     /// Describe backups in detail.
     Describe(BackupDescribeArgs),
+    /// Delete backups: ask the server to delete each one with its data (a
+    /// DeleteBackupRequest per backup).
+    Delete(BackupDeleteArgs),
 }
 
 /// `backup create`.
 #[derive(Args, Debug)]
 pub struct BackupCreateArgs {
-    /// Name of the new backup.
-    pub name: String,
-    /// Namespaces to include (comma-separated, globs allowed); `*` means all.
-    #[arg(long, value_delimiter = ',', default_value = "*")]
-    pub include_namespaces: Vec<String>,
-    /// Namespaces to exclude (comma-separated, globs allowed).
-    #[arg(long, value_delimiter = ',')]
-    pub exclude_namespaces: Vec<String>,
-    /// Resources to include (`resource[.group]`, comma-separated); `*` means all.
-    #[arg(long, value_delimiter = ',')]
-    pub include_resources: Vec<String>,
-    /// Resources to exclude (`resource[.group]`, comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    pub exclude_resources: Vec<String>,
-    /// Include cluster-scoped resources (`--include-cluster-resources` alone means true); unset
-    /// lets the server decide.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub include_cluster_resources: Option<bool>,
-    /// Cluster-scoped resources to include (comma-separated); `*` means all.
-    #[arg(long, value_delimiter = ',')]
-    pub include_cluster_scoped_resources: Vec<String>,
-    /// Cluster-scoped resources to exclude (comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    pub exclude_cluster_scoped_resources: Vec<String>,
-    /// Namespace-scoped resources to include (comma-separated); `*` means all.
-    #[arg(long, value_delimiter = ',')]
-    pub include_namespace_scoped_resources: Vec<String>,
-    /// Namespace-scoped resources to exclude (comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    pub exclude_namespace_scoped_resources: Vec<String>,
+    /// Name of the new backup; optional with --from-schedule, where it defaults to
+    /// `<schedule>-<UTC time YYYYMMDDhhmmss>`.
+    #[arg(required_unless_present = "from_schedule")]
+    pub name: Option<String>,
     #[command(flatten)]
-    pub selectors: SelectorArgs,
-    /// How long the backup is kept (Go duration, e.g. 720h); unset uses the server default.
-    #[arg(long)]
-    pub ttl: Option<String>,
-    /// Backup storage location to write to; unset uses the default location.
-    #[arg(long)]
-    pub storage_location: Option<String>,
+    pub spec: BackupSpecArgs,
+    /// Create the backup from the template of this schedule (labels, annotations and owner as
+    /// the schedule's own backups get them); the filter flags cannot be combined with it.
+    #[arg(long, conflicts_with_all = SPEC_FLAG_IDS)]
+    pub from_schedule: Option<String>,
     #[command(flatten)]
     pub meta: MetaArgs,
     /// Print the backup in this format instead of creating it.
@@ -105,120 +83,132 @@ pub struct BackupDescribeArgs {
     pub names: Vec<String>,
 }
 
+/// `backup delete`.
+#[derive(Args, Debug)]
+pub struct BackupDeleteArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+}
+
 /// Runs a `backup` subcommand.
 pub async fn run(global: &GlobalArgs, args: BackupArgs) -> Result<ExitStatus, CliError> {
     match args.command {
         BackupCommand::Create(create) => create_backup(global, *create).await,
         BackupCommand::Get(get) => get_backups(global, get).await,
         BackupCommand::Describe(describe) => describe_backups(global, describe).await,
+        BackupCommand::Delete(delete) => delete_backups(global, delete).await,
     }
 }
 
-/// Builds the Backup `create` describes (pure; no API calls).
+/// Builds the Backup `create` describes from its flags, without `--from-schedule` (pure; no
+/// API calls).
 pub fn backup_from_args(namespace: &str, args: &BackupCreateArgs) -> Result<Backup, CliError> {
-    let old = !args.include_resources.is_empty()
-        || !args.exclude_resources.is_empty()
-        || args.include_cluster_resources.is_some();
-    let new = !args.include_cluster_scoped_resources.is_empty()
-        || !args.exclude_cluster_scoped_resources.is_empty()
-        || !args.include_namespace_scoped_resources.is_empty()
-        || !args.exclude_namespace_scoped_resources.is_empty();
-    if old && new {
+    let name = args.name.as_deref().unwrap_or_default();
+    if name.is_empty() {
         return Err(CliError::usage(
-            "--include-*-scoped-resources",
-            "--include-resources, --exclude-resources and --include-cluster-resources cannot be \
-             combined with the --include/exclude-cluster-scoped-resources and \
-             --include/exclude-namespace-scoped-resources flags; use one family",
+            "NAME",
+            "a backup name is required, unless the backup is created with --from-schedule",
         ));
     }
-    let (label_selector, or_label_selectors) = args.selectors.resolve()?;
-    let ttl = args
-        .ttl
-        .as_deref()
-        .map(|v| parse_duration("--ttl", v))
-        .transpose()?;
-    if ttl.is_some_and(|t| t.is_negative()) {
-        return Err(CliError::usage("--ttl", "it must not be negative"));
-    }
-    let storage_location = args.storage_location.clone().filter(|s| !s.is_empty());
-    let spec = BackupSpec {
-        included_namespaces: list(&args.include_namespaces),
-        excluded_namespaces: list(&args.exclude_namespaces),
-        included_resources: list(&args.include_resources),
-        excluded_resources: list(&args.exclude_resources),
-        include_cluster_resources: args.include_cluster_resources,
-        included_cluster_scoped_resources: list(&args.include_cluster_scoped_resources),
-        excluded_cluster_scoped_resources: list(&args.exclude_cluster_scoped_resources),
-        included_namespace_scoped_resources: list(&args.include_namespace_scoped_resources),
-        excluded_namespace_scoped_resources: list(&args.exclude_namespace_scoped_resources),
-        label_selector,
-        or_label_selectors,
-        ttl,
-        storage_location,
-        ..BackupSpec::default()
-    };
-    let mut backup = Backup::new(&args.name, spec);
-    backup.metadata = args.meta.metadata(namespace, &args.name)?;
+    let mut backup = Backup::new(name, args.spec.spec()?);
+    backup.metadata = args.meta.metadata(namespace, name)?;
     Ok(backup)
+}
+
+/// The Backup of `create --from-schedule`: reads the Schedule and builds the backup from it,
+/// with `extra` (the `--labels` and `--annotations`) merged in. `now` gives the default name.
+async fn backup_of_schedule(
+    client: &kube::Client,
+    namespace: &str,
+    schedule: &str,
+    name: Option<&str>,
+    extra: &ObjectMeta,
+    now: Timestamp,
+) -> Result<Backup, CliError> {
+    let schedules: Api<Schedule> = Api::namespaced(client.clone(), namespace);
+    let found = get_required(
+        &schedules,
+        format!("Schedule {namespace}/{schedule}"),
+        schedule,
+        "list the schedules with `hawser schedule get`".to_owned(),
+    )
+    .await?;
+    let name = match name {
+        Some(name) => name.to_owned(),
+        None => format!("{schedule}-{}", now.strftime("%Y%m%d%H%M%S")),
+    };
+    Ok(backup_from_schedule(&found, namespace, &name, extra))
 }
 
 async fn create_backup(
     global: &GlobalArgs,
     args: BackupCreateArgs,
 ) -> Result<ExitStatus, CliError> {
-    let backup = backup_from_args(&global.namespace, &args)?;
-    if let Some(format) = args.output {
-        if args.wait {
-            return Err(CliError::usage(
-                "--wait",
-                "-o prints the backup without creating it, so there is nothing to wait for",
-            ));
+    if args.output.is_some() && args.wait {
+        return Err(CliError::usage(
+            "--wait",
+            "-o prints the backup without creating it, so there is nothing to wait for",
+        ));
+    }
+    let namespace = &global.namespace;
+    let (backup, client) = match &args.from_schedule {
+        Some(schedule) => {
+            let schedule = schedule.trim();
+            if schedule.is_empty() {
+                return Err(CliError::usage(
+                    "--from-schedule",
+                    "it needs a schedule name",
+                ));
+            }
+            // Parsed before the cluster is contacted, so that bad labels are a usage error.
+            let extra = args.meta.metadata(namespace, "")?;
+            let client = global.client().await?;
+            let name = args.name.as_deref();
+            let now = Timestamp::now();
+            let backup =
+                backup_of_schedule(&client, namespace, schedule, name, &extra, now).await?;
+            (backup, Some(client))
         }
+        None => (backup_from_args(namespace, &args)?, None),
+    };
+    if let Some(format) = args.output {
         print!("{}", encode(&backup, format)?);
         return Ok(ExitStatus::Success);
     }
-    let client = global.client().await?;
-    let namespace = &global.namespace;
-    if let Some(location) = &backup.spec.storage_location {
-        let locations: Api<BackupStorageLocation> = Api::namespaced(client.clone(), namespace);
-        get_required(
-            &locations,
-            format!("BackupStorageLocation {namespace}/{location}"),
-            location,
-            format!(
-                "list the locations with `hawser backup-location get`, or create one with \
-                 `hawser backup-location create {location} --provider P --bucket B`"
-            ),
-        )
-        .await?;
+    let client = match client {
+        Some(client) => client,
+        None => global.client().await?,
+    };
+    if args.from_schedule.is_none()
+        && let Some(location) = &backup.spec.storage_location
+    {
+        require_location(&client, namespace, location).await?;
     }
+    let name = backup.name_any();
     let api: Api<Backup> = Api::namespaced(client, namespace);
-    let object = format!("Backup {namespace}/{}", args.name);
+    let object = format!("Backup {namespace}/{name}");
     api.create(&PostParams::default(), &backup)
         .await
         .map_err(|err| CliError::api("create", object, err))?;
-    println!("Backup request {:?} submitted successfully.", args.name);
+    println!("Backup request {name:?} submitted successfully.");
     if !args.wait {
-        println!(
-            "Run `hawser backup describe {}` for more details.",
-            args.name
-        );
+        println!("Run `hawser backup describe {name}` for more details.");
         return Ok(ExitStatus::Success);
     }
     println!(
         "Waiting for the backup to finish. Ctrl-C stops waiting; the backup goes on in the \
          background."
     );
-    let status = wait_for_final(api, &args.name).await?;
+    let status = wait_for_final(api, &name).await?;
     println!(
-        "Backup {:?} finished: {}. Run `hawser backup describe {}` for more details.",
-        args.name,
+        "Backup {name:?} finished: {}. Run `hawser backup describe {name}` for more details.",
         if status == ExitStatus::Success {
             hawser_api::BackupPhase::Completed.name()
         } else {
             "not successful"
         },
-        args.name
     );
     Ok(status)
 }
@@ -256,6 +246,88 @@ async fn describe_backups(
     let texts: Vec<String> = backups.iter().map(describe::backup).collect();
     print!("{}", texts.join("\n"));
     Ok(ExitStatus::Success)
+}
+
+/// The DeleteBackupRequest `backup delete` creates for `backup`, as Velero's CLI does:
+/// `generateName: <backup>-`, `spec.backupName`, and the labels `velero.io/backup-name` (the
+/// name as a valid label value) and `velero.io/backup-uid`.
+pub fn delete_request(namespace: &str, backup: &Backup) -> DeleteBackupRequest {
+    let name = backup.name_any();
+    let mut request = DeleteBackupRequest::new(
+        "",
+        DeleteBackupRequestSpec {
+            backup_name: name.clone(),
+        },
+    );
+    request.metadata = ObjectMeta {
+        generate_name: Some(format!("{name}-")),
+        namespace: Some(namespace.to_owned()),
+        labels: Some(
+            [
+                (labels::BACKUP_NAME.to_owned(), valid_label_value(&name)),
+                (
+                    labels::BACKUP_UID.to_owned(),
+                    backup.metadata.uid.clone().unwrap_or_default(),
+                ),
+            ]
+            .into(),
+        ),
+        ..ObjectMeta::default()
+    };
+    request
+}
+
+/// Creates a request named by `generateName`, trying again when the generated name is taken,
+/// as Velero's `CreateRetryGenerateName` does (at most 5 attempts).
+async fn create_generated(
+    api: &Api<DeleteBackupRequest>,
+    request: &DeleteBackupRequest,
+) -> Result<DeleteBackupRequest, kube::Error> {
+    const ATTEMPTS: u32 = 5;
+    let backoff = Backoff::default();
+    let mut failures = 0;
+    loop {
+        match api.create(&PostParams::default(), request).await {
+            Err(kube::Error::Api(status))
+                if status.is_already_exists() && failures + 1 < ATTEMPTS =>
+            {
+                failures += 1;
+                tokio::time::sleep(backoff.nominal(failures)).await;
+            }
+            result => return result,
+        }
+    }
+}
+
+async fn delete_backups(
+    global: &GlobalArgs,
+    args: BackupDeleteArgs,
+) -> Result<ExitStatus, CliError> {
+    args.select.check("backup")?;
+    args.confirm.require()?;
+    let client = global.client().await?;
+    let namespace = &global.namespace;
+    let backups: Api<Backup> = Api::namespaced(client.clone(), namespace);
+    let (found, mut tally) = select(&backups, namespace, ("Backup", "backup"), &args.select)
+        .await?
+        .report("No backups found");
+    let requests: Api<DeleteBackupRequest> = Api::namespaced(client, namespace);
+    for backup in &found {
+        let name = backup.name_any();
+        match create_generated(&requests, &delete_request(namespace, backup)).await {
+            Ok(_) => println!(
+                "Request to delete backup {name:?} submitted successfully.\nThe backup will be \
+                 fully deleted after all associated data (disk snapshots, backup files, \
+                 restores) are removed."
+            ),
+            Err(err) => tally.fail(&CliError::api(
+                "create",
+                format!("the DeleteBackupRequest of Backup {namespace}/{name}"),
+                err,
+            )),
+        }
+    }
+    Ok(tally.status())
 }
 
 /// The `backup get` table (velero-compat §9 columns, without QUEUE POSITION). `now` is the time

@@ -1,18 +1,22 @@
-//! `hawser backup-location create|get`.
+//! `hawser backup-location create|get|set|delete`.
+
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use hawser_api::{
     BackupStorageLocation, BackupStorageLocationAccessMode, BackupStorageLocationSpec,
     ObjectStorageLocation,
 };
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::SecretKeySelector;
-use kube::Api;
-use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
 
 use super::error::{CliError, ExitStatus};
-use super::flags::{parse_duration, parse_key_values};
+use super::flags::{get_required, parse_duration, parse_key_values};
 use super::global::GlobalArgs;
 use super::output::{OutputFormat, encode, or_none, table};
+use super::select::{ConfirmArgs, SelectArgs, select};
 
 /// `backup-location` subcommands.
 #[derive(Args, Debug)]
@@ -28,6 +32,10 @@ pub enum BslCommand {
     Create(Box<BslCreateArgs>),
     /// Show one or all backup storage locations.
     Get(BslGetArgs),
+    /// Change the default flag, the credential or the CA certificate of a location.
+    Set(BslSetArgs),
+    /// Delete backup storage locations (only the locations: their backups stay).
+    Delete(BslDeleteArgs),
 }
 
 /// `backup-location create`.
@@ -80,11 +88,55 @@ pub struct BslGetArgs {
     pub output: OutputFormat,
 }
 
+/// `backup-location set`.
+#[derive(Args, Debug)]
+pub struct BslSetArgs {
+    /// Name of the location.
+    pub name: String,
+    /// Make this the default location (`--default` alone means true); `--default=false` makes it
+    /// an ordinary one.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub default: Option<bool>,
+    /// Secret key with the provider's credentials, `secret-name=key`.
+    #[arg(long)]
+    pub credential: Option<String>,
+    /// File with the certificate bundle that verifies the object store's TLS certificate (stored
+    /// in spec.objectStorage.caCert).
+    #[arg(long)]
+    pub cacert: Option<PathBuf>,
+}
+
+/// `backup-location delete`.
+#[derive(Args, Debug)]
+pub struct BslDeleteArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+}
+
 /// Runs a `backup-location` subcommand.
 pub async fn run(global: &GlobalArgs, args: BslArgs) -> Result<ExitStatus, CliError> {
     match args.command {
         BslCommand::Create(create) => create_location(global, *create).await,
         BslCommand::Get(get) => get_locations(global, get).await,
+        BslCommand::Set(set) => set_location(global, set).await,
+        BslCommand::Delete(delete) => delete_locations(global, delete).await,
+    }
+}
+
+/// Parses `--credential secret-name=key`.
+pub fn parse_credential(value: &str) -> Result<SecretKeySelector, CliError> {
+    match value.split_once('=') {
+        Some((name, key)) if !name.is_empty() && !key.is_empty() => Ok(SecretKeySelector {
+            name: name.to_owned(),
+            key: key.to_owned(),
+            optional: None,
+        }),
+        _ => Err(CliError::usage(
+            "--credential",
+            format!("{value:?} is not secret-name=key"),
+        )),
     }
 }
 
@@ -101,22 +153,11 @@ pub fn location_from_args(
     }
     let config = parse_key_values("--config", &args.config)?;
     let labels = parse_key_values("--labels", &args.labels)?;
-    let credential = match &args.credential {
-        None => None,
-        Some(value) => match value.split_once('=') {
-            Some((name, key)) if !name.is_empty() && !key.is_empty() => Some(SecretKeySelector {
-                name: name.to_owned(),
-                key: key.to_owned(),
-                optional: None,
-            }),
-            _ => {
-                return Err(CliError::usage(
-                    "--credential",
-                    format!("{value:?} is not secret-name=key"),
-                ));
-            }
-        },
-    };
+    let credential = args
+        .credential
+        .as_deref()
+        .map(parse_credential)
+        .transpose()?;
     let validation_frequency = args
         .validation_frequency
         .as_deref()
@@ -213,6 +254,163 @@ async fn get_locations(global: &GlobalArgs, args: BslGetArgs) -> Result<ExitStat
         ),
     }
     Ok(ExitStatus::Success)
+}
+
+/// What `set` changes: `None` leaves a field as it is.
+#[derive(Debug, Default, PartialEq)]
+pub struct LocationChanges {
+    /// `spec.default`.
+    pub default: Option<bool>,
+    /// `spec.credential`.
+    pub credential: Option<SecretKeySelector>,
+    /// `spec.objectStorage.caCert`, the contents of the `--cacert` file.
+    pub ca_cert: Option<Vec<u8>>,
+}
+
+impl LocationChanges {
+    /// The merge patch of the changes; fields left `None` are not in it.
+    pub fn patch(&self) -> Result<serde_json::Value, CliError> {
+        let mut spec = serde_json::Map::new();
+        if let Some(default) = self.default {
+            spec.insert("default".into(), default.into());
+        }
+        if let Some(credential) = &self.credential {
+            spec.insert(
+                "credential".into(),
+                serde_json::json!({"name": credential.name, "key": credential.key}),
+            );
+        }
+        if let Some(ca_cert) = &self.ca_cert {
+            let encoded = serde_json::to_value(ByteString(ca_cert.clone()))
+                .map_err(|err| CliError::Output { source: err.into() })?;
+            spec.insert(
+                "objectStorage".into(),
+                serde_json::json!({ "caCert": encoded }),
+            );
+        }
+        Ok(serde_json::json!({ "spec": spec }))
+    }
+}
+
+/// Reads the flags of `set` (the `--cacert` file included); no flag at all is a usage error.
+fn changes_from_args(args: &BslSetArgs) -> Result<LocationChanges, CliError> {
+    if args.default.is_none() && args.credential.is_none() && args.cacert.is_none() {
+        return Err(CliError::usage(
+            "--default/--credential/--cacert",
+            "nothing to set; give at least one of them",
+        ));
+    }
+    let credential = args
+        .credential
+        .as_deref()
+        .map(parse_credential)
+        .transpose()?;
+    let ca_cert = match &args.cacert {
+        None => None,
+        Some(path) => Some(std::fs::read(path).map_err(|source| CliError::File {
+            path: path.display().to_string(),
+            source,
+        })?),
+    };
+    Ok(LocationChanges {
+        default: args.default,
+        credential,
+        ca_cert,
+    })
+}
+
+async fn set_location(global: &GlobalArgs, args: BslSetArgs) -> Result<ExitStatus, CliError> {
+    let changes = changes_from_args(&args)?;
+    let namespace = &global.namespace;
+    let api: Api<BackupStorageLocation> = Api::namespaced(global.client().await?, namespace);
+    let object = format!("BackupStorageLocation {namespace}/{}", args.name);
+    let location = get_required(
+        &api,
+        object.clone(),
+        &args.name,
+        "list the locations with `hawser backup-location get`".to_owned(),
+    )
+    .await?;
+    if changes.default == Some(true) {
+        let others: Vec<String> = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|err| {
+                CliError::api(
+                    "list",
+                    format!("BackupStorageLocations in namespace {namespace}"),
+                    err,
+                )
+            })?
+            .items
+            .into_iter()
+            .filter(|l| l.spec.default && l.name_any() != args.name)
+            .map(|l| l.name_any())
+            .collect();
+        if let Some(first) = others.first() {
+            return Err(CliError::Refused {
+                action: "set --default on",
+                object,
+                reason: match others.as_slice() {
+                    [one] => format!("BackupStorageLocation {one:?} is already the default"),
+                    many => format!("BackupStorageLocations {many:?} are already the default"),
+                },
+                hint: format!(
+                    "unset the current default first: `hawser backup-location set {first} \
+                     --default=false`"
+                ),
+            });
+        }
+    }
+    if changes.ca_cert.is_some() && location.spec.object_storage.ca_cert_ref.is_some() {
+        return Err(CliError::Refused {
+            action: "set --cacert on",
+            object,
+            reason: "the location has spec.objectStorage.caCertRef, and a location with both \
+                     caCert and caCertRef is invalid"
+                .to_owned(),
+            hint: "keep the certificate in the Secret caCertRef names, or remove caCertRef first"
+                .to_owned(),
+        });
+    }
+    api.patch(
+        &args.name,
+        &PatchParams::default(),
+        &Patch::Merge(changes.patch()?),
+    )
+    .await
+    .map_err(|err| CliError::api("patch", object, err))?;
+    println!(
+        "Backup storage location {:?} configured successfully.",
+        args.name
+    );
+    Ok(ExitStatus::Success)
+}
+
+async fn delete_locations(
+    global: &GlobalArgs,
+    args: BslDeleteArgs,
+) -> Result<ExitStatus, CliError> {
+    args.select.check("backup-location")?;
+    args.confirm.require()?;
+    let namespace = &global.namespace;
+    let api: Api<BackupStorageLocation> = Api::namespaced(global.client().await?, namespace);
+    let kind = ("BackupStorageLocation", "backup-location");
+    let (found, mut tally) = select(&api, namespace, kind, &args.select)
+        .await?
+        .report("No backup-locations found");
+    for location in &found {
+        let name = location.name_any();
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => println!("Backup storage location {name:?} deleted successfully."),
+            Err(err) => tally.fail(&CliError::api(
+                "delete",
+                format!("BackupStorageLocation {namespace}/{name}"),
+                err,
+            )),
+        }
+    }
+    Ok(tally.status())
 }
 
 /// The `backup-location get` table (velero-compat §9 columns).

@@ -1,9 +1,10 @@
-//! The human text of `backup describe` and `restore describe` (pure: object in, text out).
+//! The human text of `backup describe`, `restore describe` and `schedule describe` (pure: object
+//! in, text out).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use hawser_api::{Backup, Restore};
+use hawser_api::{Backup, BackupSpec, Restore, Schedule};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ObjectMeta;
 
@@ -29,6 +30,18 @@ impl Text {
             let _ = writeln!(self.0, "  {item}");
         }
         self.0.push('\n');
+    }
+
+    /// `inner` under a `title:` line, indented by two spaces.
+    fn nested(&mut self, title: &str, inner: &Text) {
+        let _ = writeln!(self.0, "{title}:");
+        for line in inner.0.lines() {
+            if line.is_empty() {
+                self.0.push('\n');
+            } else {
+                let _ = writeln!(self.0, "  {line}");
+            }
+        }
     }
 }
 
@@ -77,27 +90,8 @@ fn selectors_rows(
     ]
 }
 
-/// The description of one backup.
-pub fn backup(backup: &Backup) -> String {
-    let mut text = Text(String::new());
-    let spec = &backup.spec;
-    let status = backup.status.clone().unwrap_or_default();
-    text.section(&metadata_rows(&backup.metadata));
-    text.section(&[("Phase", backup.phase().as_str().to_owned())]);
-    text.section(&[
-        ("Errors", count(status.errors)),
-        ("Warnings", count(status.warnings)),
-    ]);
-    if let Some(errors) = status
-        .validation_errors
-        .as_deref()
-        .filter(|e| !e.is_empty())
-    {
-        text.list("Validation errors", errors);
-    }
-    if let Some(reason) = status.failure_reason.as_deref().filter(|r| !r.is_empty()) {
-        text.section(&[("Failure reason", reason.to_owned())]);
-    }
+/// The filters, selectors, storage location and TTL of a Backup spec (or a Schedule's template).
+fn spec_sections(text: &mut Text, spec: &BackupSpec) {
     text.section(&[
         (
             "Included namespaces",
@@ -166,6 +160,30 @@ pub fn backup(backup: &Backup) -> String {
                 .map_or_else(|| "<server default>".to_owned(), |t| t.to_string()),
         ),
     ]);
+}
+
+/// The description of one backup.
+pub fn backup(backup: &Backup) -> String {
+    let mut text = Text(String::new());
+    let spec = &backup.spec;
+    let status = backup.status.clone().unwrap_or_default();
+    text.section(&metadata_rows(&backup.metadata));
+    text.section(&[("Phase", backup.phase().as_str().to_owned())]);
+    text.section(&[
+        ("Errors", count(status.errors)),
+        ("Warnings", count(status.warnings)),
+    ]);
+    if let Some(errors) = status
+        .validation_errors
+        .as_deref()
+        .filter(|e| !e.is_empty())
+    {
+        text.list("Validation errors", errors);
+    }
+    if let Some(reason) = status.failure_reason.as_deref().filter(|r| !r.is_empty()) {
+        text.section(&[("Failure reason", reason.to_owned())]);
+    }
+    spec_sections(&mut text, spec);
     text.section(&[
         ("Created", when(backup.metadata.creation_timestamp.as_ref())),
         ("Started", when(status.start_timestamp.as_ref())),
@@ -274,5 +292,66 @@ pub fn restore(restore: &Restore) -> String {
             ("Items restored", count(progress.items_restored)),
         ]);
     }
+    text.0
+}
+
+/// The description of one schedule: its state, cron expression and the template of its backups.
+pub fn schedule(schedule: &Schedule) -> String {
+    let mut text = Text(String::new());
+    let spec = &schedule.spec;
+    let status = schedule.status.clone().unwrap_or_default();
+    text.section(&metadata_rows(&schedule.metadata));
+    text.section(&[("Phase", status.phase.as_str().to_owned())]);
+    if let Some(errors) = status
+        .validation_errors
+        .as_deref()
+        .filter(|e| !e.is_empty())
+    {
+        text.list("Validation errors", errors);
+    }
+    text.section(&[
+        ("Paused", spec.paused.to_string()),
+        ("Schedule", spec.schedule.clone()),
+        (
+            "Skip immediately",
+            optional_bool(spec.skip_immediately, "<server default>"),
+        ),
+        (
+            "Use owner references in backup",
+            optional_bool(spec.use_owner_references_in_backup, "false"),
+        ),
+    ]);
+    let mut template = Text(String::new());
+    template.section(&[(
+        "Labels",
+        map_text(
+            spec.template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.as_ref()),
+        ),
+    )]);
+    spec_sections(&mut template, &spec.template);
+    text.nested("Backup template", &template);
+    text.section(&[
+        (
+            "Created",
+            when(schedule.metadata.creation_timestamp.as_ref()),
+        ),
+        (
+            "Last backup",
+            status
+                .last_backup
+                .as_ref()
+                .map_or_else(|| "<never>".to_owned(), |t| when(Some(t))),
+        ),
+        (
+            "Last skipped",
+            status
+                .last_skipped
+                .as_ref()
+                .map_or_else(|| "<never>".to_owned(), |t| when(Some(t))),
+        ),
+    ]);
     text.0
 }

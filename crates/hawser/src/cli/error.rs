@@ -113,6 +113,21 @@ pub enum CliError {
         #[source]
         source: anyhow::Error,
     },
+    /// A deletion was not confirmed at the prompt; nothing was deleted.
+    #[error("nothing was deleted: the deletion was not confirmed")]
+    NotConfirmed,
+    /// The command refused to change an object whose current state conflicts with the request.
+    #[error("could not {action} {object}: {reason}")]
+    Refused {
+        /// What was attempted, e.g. `set --default on`.
+        action: &'static str,
+        /// The object, as `Kind namespace/name`.
+        object: String,
+        /// The conflict.
+        reason: String,
+        /// What to do about it.
+        hint: String,
+    },
     /// Printing or encoding output failed.
     #[error("could not write the output")]
     Output {
@@ -147,7 +162,10 @@ impl CliError {
 
     fn hint(&self) -> Option<String> {
         match self {
-            Self::NotFound { hint, .. } => Some(hint.clone()),
+            Self::NotFound { hint, .. } | Self::Refused { hint, .. } => Some(hint.clone()),
+            Self::NotConfirmed => Some(
+                "answer Y at the prompt, or pass --confirm to delete without asking".to_owned(),
+            ),
             Self::WatchEnded { .. } => {
                 Some("the object was created; follow it with the `describe` command".to_owned())
             }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use clap::Args;
-use hawser_api::GoDuration;
+use hawser_api::{BackupStorageLocation, GoDuration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ListParams;
 use kube::api::ObjectMeta;
@@ -142,6 +142,27 @@ where
         Some(found) => Ok(found),
         None => Err(CliError::NotFound { object, hint }),
     }
+}
+
+/// Checks that the BackupStorageLocation `location` exists (`--storage-location` of `backup
+/// create` and `schedule create`, as Velero's CLI checks it).
+pub async fn require_location(
+    client: &kube::Client,
+    namespace: &str,
+    location: &str,
+) -> Result<(), CliError> {
+    let locations: Api<BackupStorageLocation> = Api::namespaced(client.clone(), namespace);
+    get_required(
+        &locations,
+        format!("BackupStorageLocation {namespace}/{location}"),
+        location,
+        format!(
+            "list the locations with `hawser backup-location get`, or create one with \
+             `hawser backup-location create {location} --provider P --bucket B`"
+        ),
+    )
+    .await
+    .map(drop)
 }
 
 /// The objects of a `get`/`describe`: the named ones (each must exist), or all that match

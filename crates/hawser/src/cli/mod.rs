@@ -15,8 +15,11 @@ pub mod install;
 pub mod manifests;
 pub mod output;
 pub mod restore;
+pub mod schedule;
+pub mod select;
 pub mod selector;
 mod server;
+pub mod template;
 pub mod wait;
 
 use std::process::ExitCode;
@@ -46,6 +49,8 @@ pub enum Command {
     Backup(backup::BackupArgs),
     /// Work with restores.
     Restore(restore::RestoreArgs),
+    /// Work with schedules.
+    Schedule(schedule::ScheduleArgs),
     /// Install the CRDs and the hawser server into the cluster (or print them).
     Install(Box<install::InstallArgs>),
     /// Run the server: the backup and storage-location controllers, recovery, and /metrics.
@@ -90,6 +95,7 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::BackupLocation(args) => bsl::run(&cli.global, args).await,
         Command::Backup(args) => backup::run(&cli.global, args).await,
         Command::Restore(args) => restore::run(&cli.global, args).await,
+        Command::Schedule(args) => schedule::run(&cli.global, args).await,
         Command::Install(args) => install::run(&cli.global, *args).await,
         Command::Server(args) => server::run(&cli.global, *args).await,
         Command::Demo(args) => demo::run_demo(&cli.global, args).await,

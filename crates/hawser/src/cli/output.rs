@@ -87,8 +87,26 @@ pub fn until(time: Option<&Time>, now: Timestamp) -> String {
         return "<none>".to_owned();
     };
     let seconds = time.0.as_second() - now.as_second();
+    if seconds <= 0 {
+        "expired".to_owned()
+    } else {
+        short_duration(seconds)
+    }
+}
+
+/// How long ago `time` was, in its largest unit (`5m ago`); `n/a` when unset (Velero's LAST
+/// BACKUP column). A time in the future reads as `0s ago`.
+pub fn ago(time: Option<&Time>, now: Timestamp) -> String {
+    let Some(time) = time else {
+        return "n/a".to_owned();
+    };
+    let seconds = (now.as_second() - time.0.as_second()).max(0);
+    format!("{} ago", short_duration(seconds))
+}
+
+/// A non-negative number of seconds in its largest unit: `29d`, `5h`, `3m`, `12s`.
+fn short_duration(seconds: i64) -> String {
     match seconds {
-        s if s <= 0 => "expired".to_owned(),
         s if s >= 2 * 86_400 => format!("{}d", s / 86_400),
         s if s >= 2 * 3_600 => format!("{}h", s / 3_600),
         s if s >= 2 * 60 => format!("{}m", s / 60),
@@ -139,5 +157,9 @@ mod tests {
         assert_eq!(until(Some(&at("2024-03-01T10:00:30Z")), now), "30s");
         assert_eq!(until(Some(&at("2024-03-01T09:00:00Z")), now), "expired");
         assert_eq!(until(None, now), "<none>");
+        assert_eq!(ago(Some(&at("2024-03-01T09:55:00Z")), now), "5m ago");
+        assert_eq!(ago(Some(&at("2024-02-01T10:00:00Z")), now), "29d ago");
+        assert_eq!(ago(Some(&at("2024-03-01T10:00:10Z")), now), "0s ago");
+        assert_eq!(ago(None, now), "n/a");
     }
 }

@@ -1,18 +1,19 @@
-//! `hawser restore create|get|describe`.
+//! `hawser restore create|get|describe|delete`.
 
 use std::collections::BTreeMap;
 
 use clap::{Args, Subcommand};
 use hawser_api::{Backup, Restore, RestoreSpec, RestoreStatusSpec};
 use k8s_openapi::jiff::Zoned;
-use kube::Api;
-use kube::api::PostParams;
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, ResourceExt};
 
 use super::describe;
 use super::error::{CliError, ExitStatus};
 use super::flags::{MetaArgs, SelectorArgs, fetch, get_required, list, print_objects};
 use super::global::GlobalArgs;
 use super::output::{OutputFormat, count, encode, or_none, table, when};
+use super::select::{ConfirmArgs, SelectArgs, select};
 use super::selector::selector_column;
 use super::wait::wait_for_final;
 
@@ -32,6 +33,8 @@ pub enum RestoreCommand {
     Get(RestoreGetArgs),
     /// Describe restores in detail.
     Describe(RestoreDescribeArgs),
+    /// Delete restores (the server removes their files from object storage first).
+    Delete(RestoreDeleteArgs),
 }
 
 /// `restore create`.
@@ -106,12 +109,22 @@ pub struct RestoreDescribeArgs {
     pub names: Vec<String>,
 }
 
+/// `restore delete`.
+#[derive(Args, Debug)]
+pub struct RestoreDeleteArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+}
+
 /// Runs a `restore` subcommand.
 pub async fn run(global: &GlobalArgs, args: RestoreArgs) -> Result<ExitStatus, CliError> {
     match args.command {
         RestoreCommand::Create(create) => create_restore(global, *create).await,
         RestoreCommand::Get(get) => get_restores(global, get).await,
         RestoreCommand::Describe(describe) => describe_restores(global, describe).await,
+        RestoreCommand::Delete(delete) => delete_restores(global, delete).await,
     }
 }
 
@@ -289,6 +302,35 @@ async fn describe_restores(
     let texts: Vec<String> = restores.iter().map(describe::restore).collect();
     print!("{}", texts.join("\n"));
     Ok(ExitStatus::Success)
+}
+
+async fn delete_restores(
+    global: &GlobalArgs,
+    args: RestoreDeleteArgs,
+) -> Result<ExitStatus, CliError> {
+    args.select.check("restore")?;
+    args.confirm.require()?;
+    let namespace = &global.namespace;
+    let api: Api<Restore> = Api::namespaced(global.client().await?, namespace);
+    let (found, mut tally) = select(&api, namespace, ("Restore", "restore"), &args.select)
+        .await?
+        .report("No restores found");
+    for restore in &found {
+        let name = restore.name_any();
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => println!(
+                "Request to delete restore {name:?} submitted successfully.\nThe restore will be \
+                 fully deleted after all associated data (restore files in object storage) are \
+                 removed."
+            ),
+            Err(err) => tally.fail(&CliError::api(
+                "delete",
+                format!("Restore {namespace}/{name}"),
+                err,
+            )),
+        }
+    }
+    Ok(tally.status())
 }
 
 /// The `restore get` table (Velero's columns).

@@ -87,6 +87,27 @@ impl Cluster {
         }
     }
 
+    /// Runs `hawser ARGS` against this cluster with `input` on its stdin (for confirmation
+    /// prompts; `hawser` alone gives an empty stdin).
+    pub async fn hawser_with_input(&self, args: &[&str], input: &str) -> Run {
+        use tokio::io::AsyncWriteExt;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("VELERO_NAMESPACE")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("hawser starts");
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        // A child that exits without reading closes the pipe; that is not the test's failure.
+        let _ = stdin.write_all(input.as_bytes()).await;
+        drop(stdin);
+        finished(child).await
+    }
+
     /// Starts `hawser ARGS` against this cluster without waiting for it (for `--wait`).
     pub fn spawn(&self, args: &[&str]) -> tokio::process::Child {
         tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
