@@ -289,3 +289,49 @@ fn create_restore(cluster: &Cluster, name: &str, target: &str) {
         }))
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_backup_to_an_unavailable_location_fails_validation_and_works_once_it_is_fixed() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    // A top-level directory Velero's layout does not have makes the location Unavailable.
+    let junk = root.path().join(BUCKET).join("not-velero");
+    std::fs::create_dir_all(&junk).unwrap();
+    std::fs::write(junk.join("file"), b"x").unwrap();
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    server_support::wait_for(
+        &cluster,
+        Some(&server),
+        "BackupStorageLocation",
+        "default",
+        Duration::from_secs(10),
+        |o| phase(o) == "Unavailable",
+    )
+    .await;
+
+    create_backup(&cluster, "refused", json!({"includedNamespaces": ["shop"]}));
+    let refused = wait_final(&cluster, &server, "Backup", "refused").await;
+    assert_eq!(phase(&refused), "FailedValidation");
+    let errors = refused["status"]["validationErrors"].to_string();
+    assert!(
+        errors.contains("Unavailable") && errors.contains("not-velero"),
+        "{errors}"
+    );
+    assert!(!root.path().join(BUCKET).join("backups/refused").exists());
+
+    std::fs::remove_dir_all(&junk).unwrap();
+    server_support::wait_for(
+        &cluster,
+        Some(&server),
+        "BackupStorageLocation",
+        "default",
+        Duration::from_secs(10),
+        |o| phase(o) == "Available",
+    )
+    .await;
+    create_backup(&cluster, "accepted", json!({"includedNamespaces": ["shop"]}));
+    let accepted = wait_final(&cluster, &server, "Backup", "accepted").await;
+    assert_eq!(phase(&accepted), "Completed", "{}", server.log_text());
+}

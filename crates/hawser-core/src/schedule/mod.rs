@@ -37,9 +37,9 @@
 //!
 //! The parser is written here rather than taken from a crate: `cron` and `croner` are built on
 //! `chrono`, while hawser's time is `jiff`, whose time zone database gives `CRON_TZ` (gaps and
-//! overlaps included) without a second date-time library. On Unix jiff reads the system database
-//! (`/usr/share/zoneinfo`) unless built with `tzdb-bundle-always`; without either, only the
-//! UTC forms of the prefix work.
+//! overlaps included) without a second date-time library. The workspace builds jiff with
+//! `tzdb-bundle-always`, so the database is in the binary and `CRON_TZ` works in an image
+//! without `/usr/share/zoneinfo`.
 
 mod cron;
 
