@@ -7,8 +7,9 @@
 mod cli_support;
 mod server_checks;
 mod server_support;
+#[path = "../../hawser-store/tests/common/mod.rs"]
+mod store_common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cli_support::{Cluster, NS};
@@ -16,6 +17,7 @@ use kube_sim::LatencyFault;
 use serde_json::{Value, json};
 use server_checks::assert_metrics;
 use server_support::*;
+use store_common::files_under as files;
 
 fn schedule(cluster: &Cluster, name: &str, cron: &str) {
     cluster
@@ -56,25 +58,17 @@ fn request_deletion(cluster: &Cluster, request: &str, backup: &str) {
         .unwrap();
 }
 
-/// Every file under `dir`, relative to it.
-fn files(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let path = e.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                found.push(path.strip_prefix(dir).unwrap().display().to_string());
-            }
-        }
+/// Waits (up to 20 s) until the velero.io object is gone.
+async fn until_gone(cluster: &Cluster, server: &Server, kind: &str, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.get("velero.io/v1", kind, name).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "{kind} {name} is still there\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    found.sort();
-    found
 }
 
 async fn completed_backup(cluster: &Cluster, server: &Server, name: &str, spec: Value) -> Value {
@@ -207,14 +201,7 @@ async fn an_expired_backup_is_collected_from_the_cluster_and_the_location() {
     let dir = root.path().join(BUCKET).join("backups");
     assert!(!files(&dir.join("short-lived")).is_empty());
 
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster
-        .get("velero.io/v1", "Backup", "short-lived")
-        .is_some()
-    {
-        assert!(Instant::now() < deadline, "{}", server.log_text());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_gone(&cluster, &server, "Backup", "short-lived").await;
     assert_eq!(files(&dir.join("short-lived")), Vec::<String>::new());
     assert!(cluster.get("velero.io/v1", "Backup", "kept").is_some());
     assert!(files(&dir.join("kept")).contains(&"velero-backup.json".to_owned()));
@@ -262,15 +249,8 @@ async fn a_deletion_request_removes_the_backup_its_files_and_its_restores() {
     let before_other = files(&bucket.join("backups/other"));
 
     request_deletion(&cluster, "doomed-1", "doomed");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster.get("velero.io/v1", "Backup", "doomed").is_some()
-        || cluster
-            .get("velero.io/v1", "DeleteBackupRequest", "doomed-1")
-            .is_some()
-    {
-        assert!(Instant::now() < deadline, "{}", server.log_text());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_gone(&cluster, &server, "Backup", "doomed").await;
+    until_gone(&cluster, &server, "DeleteBackupRequest", "doomed-1").await;
     assert_eq!(files(&bucket.join("backups/doomed")), Vec::<String>::new());
     assert_eq!(
         files(&bucket.join("restores/doomed-copy")),
@@ -383,25 +363,14 @@ async fn a_storage_failure_during_deletion_is_reported_and_a_new_request_complet
     std::fs::remove_dir_all(&record).unwrap();
     std::fs::write(&record, saved).unwrap();
     request_deletion(&cluster, "stuck-2", "stuck");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster.get("velero.io/v1", "Backup", "stuck").is_some() {
-        assert!(Instant::now() < deadline, "{}", server.log_text());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_gone(&cluster, &server, "Backup", "stuck").await;
     assert_eq!(
         files(&root.path().join(BUCKET).join("backups/stuck")),
         Vec::<String>::new()
     );
     // Both requests of the backup are gone once it is deleted.
     for request in ["stuck-1", "stuck-2"] {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while cluster
-            .get("velero.io/v1", "DeleteBackupRequest", request)
-            .is_some()
-        {
-            assert!(Instant::now() < deadline, "{request} was kept");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        until_gone(&cluster, &server, "DeleteBackupRequest", request).await;
     }
 }
 
@@ -444,13 +413,6 @@ async fn an_api_outage_during_a_deletion_leaves_nothing_unfinished() {
         .unwrap();
     assert_eq!(phase(&request), "InProgress", "{request:#}");
     cluster.sim.faults().remove(refused);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster.get("velero.io/v1", "Backup", "outage").is_some()
-        || cluster
-            .get("velero.io/v1", "DeleteBackupRequest", "outage-1")
-            .is_some()
-    {
-        assert!(Instant::now() < deadline, "{}", server.log_text());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_gone(&cluster, &server, "Backup", "outage").await;
+    until_gone(&cluster, &server, "DeleteBackupRequest", "outage-1").await;
 }

@@ -331,7 +331,11 @@ async fn a_backup_to_an_unavailable_location_fails_validation_and_works_once_it_
         |o| phase(o) == "Available",
     )
     .await;
-    create_backup(&cluster, "accepted", json!({"includedNamespaces": ["shop"]}));
+    create_backup(
+        &cluster,
+        "accepted",
+        json!({"includedNamespaces": ["shop"]}),
+    );
     let accepted = wait_final(&cluster, &server, "Backup", "accepted").await;
     assert_eq!(phase(&accepted), "Completed", "{}", server.log_text());
 }

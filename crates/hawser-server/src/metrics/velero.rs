@@ -275,10 +275,9 @@ impl VeleroMetrics {
             .set(seconds);
     }
 
-    /// Removes the series of a Schedule that no longer exists.
-    pub fn forget_schedule(&self, schedule: &str) {
-        let l = labels(schedule);
-        for family in [
+    /// The counter families with the `schedule` label.
+    fn schedule_counters(&self) -> [&Counters; 14] {
+        [
             &self.backup_attempt,
             &self.backup_success,
             &self.backup_partial_failure,
@@ -293,7 +292,13 @@ impl VeleroMetrics {
             &self.deletion_attempt,
             &self.deletion_success,
             &self.deletion_failure,
-        ] {
+        ]
+    }
+
+    /// Removes the series of a Schedule that no longer exists.
+    pub fn forget_schedule(&self, schedule: &str) {
+        let l = labels(schedule);
+        for family in self.schedule_counters() {
             family.remove(&l);
         }
         for family in [
@@ -312,22 +317,7 @@ impl VeleroMetrics {
     /// Creates the series of `schedule` (value 0; last status 1), as Velero does at start.
     pub fn init_schedule(&self, schedule: &str) {
         let l = labels(schedule);
-        for family in [
-            &self.backup_attempt,
-            &self.backup_success,
-            &self.backup_partial_failure,
-            &self.backup_failure,
-            &self.backup_validation_failure,
-            &self.backup_warning,
-            &self.restore_attempt,
-            &self.restore_success,
-            &self.restore_partial_failure,
-            &self.restore_failed,
-            &self.restore_validation_failed,
-            &self.deletion_attempt,
-            &self.deletion_success,
-            &self.deletion_failure,
-        ] {
+        for family in self.schedule_counters() {
             let _ = family.get_or_create(&l);
         }
         for family in [
