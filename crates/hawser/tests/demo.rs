@@ -51,6 +51,8 @@ async fn the_demo_survives_the_outage_restores_and_every_object_matches() {
         "✓ RoleBinding shop-reader matches",
         "✓ Storefront main matches",
         "✓ 10 of 10 objects match their originals",
+        "deleted by its request: gone from the cluster and from the storage location",
+        "expired and collected: gone from the cluster and from the storage location",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
     }

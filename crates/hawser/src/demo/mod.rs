@@ -11,7 +11,9 @@
 //! 3. show the Backup still landing `Completed`, after the API is back;
 //! 4. restore it into another namespace and compare every object with its original
 //!    ([`compare`]);
-//! 5. print the timeline of phases ([`timeline`]).
+//! 5. let a schedule every 2 s make two backups; delete one by request and let the other expire
+//!    and be collected;
+//! 6. print the timeline of phases ([`timeline`]).
 //!
 //! The outcome is `true` only when every check passed. `hawser dev` ([`dev`]) keeps the
 //! environment running for trying `kubectl` and `hawser` by hand.

@@ -46,6 +46,8 @@ pub(super) async fn run(
             "1s",
             "--store-validation-frequency",
             "1s",
+            "--garbage-collection-frequency",
+            "1s",
         ]
         .map(str::to_owned)
         .to_vec(),
@@ -93,7 +95,7 @@ pub(super) async fn run(
     for follower in followers {
         follower.abort();
     }
-    story.step("6. Stop the server and kube-sim");
+    story.step("7. Stop the server and kube-sim");
     let stopped = env.stop().await;
     story.check(
         stopped.is_ok(),
@@ -144,7 +146,112 @@ async fn scenario(
         story.check(false, "skipped: there is no Completed backup to restore");
         return Ok(());
     }
-    restore_and_compare(store, timeline, &objects, story).await
+    restore_and_compare(store, timeline, &objects, story).await?;
+    nightly_loop(env, store, story).await
+}
+
+/// The schedule of the nightly loop.
+const SCHEDULE: &str = "demo-nightly";
+
+/// A schedule every 2 s makes two backups; the newer is deleted by request, the older expires
+/// and is collected.
+async fn nightly_loop(
+    env: &Environment,
+    store: &SimStore,
+    story: &mut Story,
+) -> anyhow::Result<()> {
+    story.step(&format!(
+        "6. The nightly loop: Schedule {SCHEDULE} every 2s, backups with ttl 3s, garbage collection every 1s"
+    ));
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Schedule",
+            "metadata": {"name": SCHEDULE, "namespace": VELERO_NAMESPACE},
+            "spec": {"schedule": "@every 2s",
+                     "template": {"includedNamespaces": [NAMESPACE], "ttl": "3s"}}
+        }))
+        .context("creating the Schedule")?;
+    let scheduled = || -> Vec<Value> {
+        let mut found: Vec<Value> = store
+            .list("velero.io/v1", "Backup", Some(VELERO_NAMESPACE))
+            .into_iter()
+            .filter(|b| b["metadata"]["labels"]["velero.io/schedule-name"] == SCHEDULE)
+            .collect();
+        found.sort_by_key(|b| b["metadata"]["name"].as_str().unwrap_or("").to_owned());
+        found
+    };
+    let two = poll_until(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            let found = scheduled();
+            let completed = found
+                .iter()
+                .filter(|b| Phase::of(Kind::Backup, b).is_success())
+                .count();
+            (completed >= 2).then_some(found)
+        },
+    )
+    .await;
+    // No third run: the story goes on with these two.
+    if let Some(mut schedule) = store.get("velero.io/v1", "Schedule", VELERO_NAMESPACE, SCHEDULE) {
+        schedule["spec"]["paused"] = json!(true);
+        store.insert(schedule).context("pausing the Schedule")?;
+    }
+    let Some(two) = two else {
+        story.check(
+            false,
+            "the schedule made no two Completed backups within 10 s",
+        );
+        return Ok(());
+    };
+    let names: Vec<String> = two
+        .iter()
+        .filter(|b| Phase::of(Kind::Backup, b).is_success())
+        .filter_map(|b| b["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    let (older, newer) = (
+        names[names.len() - 2].clone(),
+        names[names.len() - 1].clone(),
+    );
+    story.check(
+        true,
+        &format!("the schedule made {older} and {newer}, both Completed; the schedule is paused"),
+    );
+
+    let uid = store
+        .get("velero.io/v1", "Backup", VELERO_NAMESPACE, &newer)
+        .map(|b| b["metadata"]["uid"].clone())
+        .unwrap_or_default();
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "DeleteBackupRequest",
+            "metadata": {"name": format!("{newer}-delete"), "namespace": VELERO_NAMESPACE,
+                "labels": {"velero.io/backup-name": newer, "velero.io/backup-uid": uid}},
+            "spec": {"backupName": newer}
+        }))
+        .context("creating the DeleteBackupRequest")?;
+    story.note(&format!(
+        "DeleteBackupRequest for {newer} created, as `hawser backup delete` does"
+    ));
+    for (name, how) in [
+        (&newer, "deleted by its request"),
+        (&older, "expired and collected"),
+    ] {
+        let dir = env.backup_dir(name);
+        let gone = wait_until(Duration::from_secs(10), || {
+            store
+                .get("velero.io/v1", "Backup", VELERO_NAMESPACE, name)
+                .is_none()
+                && !dir.exists()
+        })
+        .await;
+        story.check(
+            gone,
+            &format!("Backup {name} {how}: gone from the cluster and from the storage location"),
+        );
+    }
+    Ok(())
 }
 
 /// Backs the namespace up with an outage during the final status write; `true` when the
