@@ -9,6 +9,7 @@
 //! the API server is unreachable or answers 429/5xx, with the status engine's backoff.
 
 use hawser_core::backoff::Backoff;
+use hawser_engine::cluster::request::is_transient;
 use kube::Api;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -26,15 +27,6 @@ pub(crate) fn velero_api(ctx: &Context, kind: &str, plural: &str) -> Api<Dynamic
     Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource)
 }
 
-/// Whether trying the call again may help.
-fn transient(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
-        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-        _ => false,
-    }
-}
-
 /// Runs `call` until it succeeds, fails for good, or `--resource-timeout` has passed.
 pub(crate) async fn retried<T, F, Fut>(ctx: &Context, mut call: F) -> Result<T, kube::Error>
 where
@@ -47,7 +39,7 @@ where
     loop {
         match call().await {
             Ok(value) => return Ok(value),
-            Err(e) if transient(&e) && Instant::now() < deadline => {
+            Err(e) if is_transient(&e) && Instant::now() < deadline => {
                 failures += 1;
                 let wait = backoff.delay(failures, &mut rand::rng());
                 tracing::debug!(error = %e, wait_ms = wait.as_millis(), "API call failed; trying again");

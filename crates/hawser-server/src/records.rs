@@ -236,7 +236,7 @@ pub(crate) async fn store_cluster_record(
     };
     written
         .map(drop)
-        .map_err(|e| format!("ConfigMap {namespace}/hawser-restore-{uid}: {e}"))
+        .map_err(|e| format!("ConfigMap {namespace}/{}: {e}", cluster_record_name(uid)))
 }
 
 /// Deletes the record of the Restore with `uid` kept in the cluster, if there is one.
@@ -256,9 +256,9 @@ pub(crate) async fn remove_cluster_record(
         )
         .await
     {
-        Err(kube::Error::Api(s)) if s.code != 404 => Err(kube::Error::Api(s)),
-        Err(e @ (kube::Error::HyperError(_) | kube::Error::Service(_))) => Err(e),
-        _ => Ok(()),
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -71,7 +71,29 @@ async fn until_gone(cluster: &Cluster, server: &Server, kind: &str, name: &str) 
     }
 }
 
-async fn completed_backup(cluster: &Cluster, server: &Server, name: &str, spec: Value) -> Value {
+/// A cluster with `shop` seeded, a filesystem location, and a server started with the test
+/// flags plus `extra`.
+async fn started(extra: &[&str]) -> (Cluster, tempfile::TempDir, Server) {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let flags: Vec<&str> = FAST.iter().chain(extra).copied().collect();
+    let server = Server::start(&cluster, root.path(), &flags).await;
+    (cluster, root, server)
+}
+
+/// A Completed backup `name` of namespace `shop`, with `ttl` when given.
+async fn completed_backup(
+    cluster: &Cluster,
+    server: &Server,
+    name: &str,
+    ttl: Option<&str>,
+) -> Value {
+    let mut spec = json!({"includedNamespaces": ["shop"]});
+    if let Some(ttl) = ttl {
+        spec["ttl"] = json!(ttl);
+    }
     create_backup(cluster, name, spec);
     let done = wait_final(cluster, server, "Backup", name).await;
     assert_eq!(phase(&done), "Completed", "{}", server.log_text());
@@ -80,11 +102,7 @@ async fn completed_backup(cluster: &Cluster, server: &Server, name: &str, spec: 
 
 #[tokio::test]
 async fn a_schedule_every_two_seconds_makes_named_labelled_backups_and_honours_paused() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    seed(&cluster, 2);
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
+    let (cluster, _root, server) = started(&[]).await;
     schedule(&cluster, "often", "@every 2s");
 
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -174,30 +192,9 @@ async fn a_bad_cron_or_template_ends_failed_validation() {
 
 #[tokio::test]
 async fn an_expired_backup_is_collected_from_the_cluster_and_the_location() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    seed(&cluster, 2);
-    filesystem_location(&cluster, "default", root.path());
-    let flags: Vec<&str> = FAST
-        .iter()
-        .copied()
-        .chain(["--garbage-collection-frequency", "2s"])
-        .collect();
-    let server = Server::start(&cluster, root.path(), &flags).await;
-    completed_backup(
-        &cluster,
-        &server,
-        "short-lived",
-        json!({"includedNamespaces": ["shop"], "ttl": "3s"}),
-    )
-    .await;
-    completed_backup(
-        &cluster,
-        &server,
-        "kept",
-        json!({"includedNamespaces": ["shop"]}),
-    )
-    .await;
+    let (cluster, root, server) = started(&["--garbage-collection-frequency", "2s"]).await;
+    completed_backup(&cluster, &server, "short-lived", Some("3s")).await;
+    completed_backup(&cluster, &server, "kept", None).await;
     let dir = root.path().join(BUCKET).join("backups");
     assert!(!files(&dir.join("short-lived")).is_empty());
 
@@ -214,25 +211,9 @@ async fn an_expired_backup_is_collected_from_the_cluster_and_the_location() {
 
 #[tokio::test]
 async fn a_deletion_request_removes_the_backup_its_files_and_its_restores() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    seed(&cluster, 2);
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
-    completed_backup(
-        &cluster,
-        &server,
-        "doomed",
-        json!({"includedNamespaces": ["shop"]}),
-    )
-    .await;
-    completed_backup(
-        &cluster,
-        &server,
-        "other",
-        json!({"includedNamespaces": ["shop"]}),
-    )
-    .await;
+    let (cluster, root, server) = started(&[]).await;
+    completed_backup(&cluster, &server, "doomed", None).await;
+    completed_backup(&cluster, &server, "other", None).await;
     cluster
         .sim
         .store()
@@ -283,11 +264,7 @@ async fn a_deletion_request_removes_the_backup_its_files_and_its_restores() {
 
 #[tokio::test]
 async fn deleting_a_running_backup_is_refused_with_a_reason() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    seed(&cluster, 2);
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
+    let (cluster, root, server) = started(&[]).await;
     let slow = cluster.sim.faults().latency(
         LatencyFault::new(Duration::from_secs(3))
             .verbs(&["list"])
@@ -318,18 +295,8 @@ async fn deleting_a_running_backup_is_refused_with_a_reason() {
 
 #[tokio::test]
 async fn a_storage_failure_during_deletion_is_reported_and_a_new_request_completes_it() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    seed(&cluster, 2);
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
-    completed_backup(
-        &cluster,
-        &server,
-        "stuck",
-        json!({"includedNamespaces": ["shop"]}),
-    )
-    .await;
+    let (cluster, root, server) = started(&[]).await;
+    completed_backup(&cluster, &server, "stuck", None).await;
     // The record cannot be deleted: where the file was, the store finds a non-empty directory.
     let record = root
         .path()
@@ -376,23 +343,8 @@ async fn a_storage_failure_during_deletion_is_reported_and_a_new_request_complet
 
 #[tokio::test]
 async fn an_api_outage_during_a_deletion_leaves_nothing_unfinished() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    seed(&cluster, 2);
-    filesystem_location(&cluster, "default", root.path());
-    let flags: Vec<&str> = FAST
-        .iter()
-        .copied()
-        .chain(["--resource-timeout", "2s"])
-        .collect();
-    let server = Server::start(&cluster, root.path(), &flags).await;
-    completed_backup(
-        &cluster,
-        &server,
-        "outage",
-        json!({"includedNamespaces": ["shop"]}),
-    )
-    .await;
+    let (cluster, root, server) = started(&["--resource-timeout", "2s"]).await;
+    completed_backup(&cluster, &server, "outage", None).await;
     // Deleting the Backup object is refused for 4 s, longer than the server's resource timeout
     // of the test (2 s): the request is left InProgress and the next pass finishes it.
     let refused = cluster.sim.faults().status(

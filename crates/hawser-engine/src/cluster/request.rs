@@ -51,16 +51,23 @@ impl Failure {
         matches!(&self.error, kube::Error::Api(status) if status.code == 429)
     }
 
-    /// Whether trying again may help: no answer, 429, or a 5xx (not 501, which never changes).
+    /// Whether trying again may help (see [`is_transient`]).
     #[must_use]
     pub fn is_transient(&self) -> bool {
-        match &self.error {
-            kube::Error::Api(status) => {
-                status.code == 429 || (status.code >= 500 && status.code != 501)
-            }
-            kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-            _ => false,
+        is_transient(&self.error)
+    }
+}
+
+/// Whether trying a request again may help: no answer, 429, or a 5xx (not 501, which never
+/// changes).
+#[must_use]
+pub fn is_transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => {
+            status.code == 429 || (status.code >= 500 && status.code != 501)
         }
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
     }
 }
 

@@ -67,7 +67,7 @@ pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
                     if ctx.shutdown.is_cancelled() {
                         return;
                     }
-                    handle(&ctx, &request).await;
+                    handle(&ctx, &api, &request).await;
                 }
             }
             Err(e) => {
@@ -82,8 +82,7 @@ pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
     }
 }
 
-async fn handle(ctx: &Context, request: &Value) {
-    let api = velero_api(ctx, "DeleteBackupRequest", "deletebackuprequests");
+async fn handle(ctx: &Context, api: &kube::Api<kube::api::DynamicObject>, request: &Value) {
     let name = text(request, "/metadata/name");
     match text(request, "/status/phase") {
         "Processed" => {
@@ -93,7 +92,7 @@ async fn handle(ctx: &Context, request: &Value) {
             let expired = created.is_some_and(|c| {
                 ctx.clock.now().duration_since(c).unsigned_abs() >= KEEP_PROCESSED
             });
-            if expired && let Err(e) = objects::delete(ctx, &api, name).await {
+            if expired && let Err(e) = objects::delete(ctx, api, name).await {
                 tracing::debug!(request = name, error = %e, "deleting an old processed request failed");
             }
             return;
@@ -116,7 +115,7 @@ async fn handle(ctx: &Context, request: &Value) {
             String::new(),
         )
     } else {
-        delete_backup(ctx, &api, name, &backup_name, resumed).await
+        delete_backup(ctx, api, name, &backup_name, resumed).await
     };
     let errors = match outcome {
         Outcome::Later(why) => {
@@ -128,7 +127,7 @@ async fn handle(ctx: &Context, request: &Value) {
         Outcome::Failed(errors) => errors,
     };
     let processed = json!({"status": {"phase": "Processed", "errors": errors}});
-    if let Err(e) = objects::merge_patch(ctx, &api, name, &processed).await {
+    if let Err(e) = objects::merge_patch(ctx, api, name, &processed).await {
         tracing::warn!(request = name, error = %e, "the deletion request's outcome could not be stored; the next pass runs it again");
         return;
     }
@@ -140,9 +139,9 @@ async fn handle(ctx: &Context, request: &Value) {
             "{BACKUP_NAME}={}",
             valid_label_value(&backup_name)
         ));
-        if let Ok(requests) = objects::list(ctx, &api, &all).await {
+        if let Ok(requests) = objects::list(ctx, api, &all).await {
             for r in requests {
-                let _ = objects::delete(ctx, &api, text(&r, "/metadata/name")).await;
+                let _ = objects::delete(ctx, api, text(&r, "/metadata/name")).await;
             }
         }
     } else {
