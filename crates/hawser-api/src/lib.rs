@@ -28,6 +28,7 @@ mod string_enum;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod time;
+mod unsupported;
 
 pub use backup::{
     Backup, BackupHooks, BackupProgress, BackupResourceHook, BackupResourceHookSpec, BackupSpec,

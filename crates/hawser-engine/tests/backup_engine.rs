@@ -729,3 +729,79 @@ async fn expired_continue_token_resumes_the_list_with_the_offered_token() {
     );
     assert_eq!(outcome.phase, BackupPhase::Completed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_resources_lead_their_type_and_unbuilt_fields_are_warnings() {
+    let Cluster { sim, client } = cluster().await;
+    sim.store()
+        .insert(json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "shop"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+        }))
+        .unwrap();
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    let mut backup = Backup::named("ordered").including_namespaces(&["shop"]);
+    backup.spec.ordered_resources = Some(
+        [(
+            "configmaps".to_owned(),
+            "shop/cm-3,shop/cm-1,shop/gone".to_owned(),
+        )]
+        .into(),
+    );
+    backup.spec.hooks = Some(hawser_api::BackupHooks {
+        resources: Some(vec![hawser_api::BackupResourceHookSpec {
+            name: "freeze-db".to_owned(),
+            ..Default::default()
+        }]),
+    });
+
+    // Pages of 2: the held items of the ordered type go out in several batches too.
+    let options = BackupOptions::default().with_page_size(2);
+    let outcome = backup::run(client, &location, &backup, options)
+        .await
+        .unwrap();
+
+    let (_, entries) = archive_entries(&location, "ordered").await;
+    let configmaps: Vec<&str> = entries
+        .iter()
+        .filter_map(|(p, _)| p.strip_prefix("resources/configmaps/namespaces/shop/"))
+        .collect();
+    assert_eq!(
+        configmaps,
+        [
+            "cm-3.json",
+            "cm-1.json",
+            "cm-0.json",
+            "cm-2.json",
+            "cm-4.json"
+        ],
+        "the named items first, in the given order, then the rest in listing order"
+    );
+    let stored = results(&location, "ordered").await;
+    let warnings = &stored.warnings.velero;
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert!(
+        warnings.iter().any(|w| w.contains("hook spec freeze-db")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("configmaps shop/gone")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("1 PersistentVolumeClaims were backed up as objects only")),
+        "{warnings:?}"
+    );
+    assert_eq!(outcome.phase, BackupPhase::Completed);
+    assert_eq!(outcome.warnings(), 3);
+    let mut log = String::new();
+    gunzip_text(
+        &get(&location, &Layout::new(None).backup_log("ordered")).await,
+        &mut log,
+    );
+    assert!(log.contains("hook spec freeze-db"), "{log}");
+}

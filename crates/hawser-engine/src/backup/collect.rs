@@ -1,9 +1,15 @@
 //! Listing: paged LISTs (`limit`, `continue`) of one type at a time, items checked against the
 //! selection and handed to the archive task one page at a time.
+//!
+//! A type named in `spec.orderedResources` is the exception: its selected items are held until
+//! its LISTs are done, then go to the archive in the given order (the named items first, the
+//! rest in listing order), so its memory grows with that type's items only.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use hawser_core::selection::{ApiResource, BackedUpItems, NamespaceScope, Selection};
+use hawser_core::selection::{
+    ApiResource, BackedUpItems, NamespaceScope, Selection, order_for_type, sort_by_order,
+};
 use kube::Client;
 use tokio::sync::mpsc;
 
@@ -36,6 +42,8 @@ pub(crate) struct Lister<'a> {
     pub api_retry: std::time::Duration,
     pub progress: ProgressHandle,
     pub sender: mpsc::Sender<Batch>,
+    /// `spec.orderedResources`: plural → comma list of `ns/name` (or `name`).
+    pub ordered: &'a BTreeMap<String, String>,
 }
 
 /// Resumptions of one LIST after an expired continue token.
@@ -52,12 +60,38 @@ impl Lister<'_> {
         let selectors = self.selection.list_label_selectors();
         // With several OR selectors an object may match more than one LIST.
         let mut seen = (selectors.len() > 1).then(BackedUpItems::default);
+        let order = order_for_type(self.ordered, &r.plural);
+        let mut held = (!order.is_empty()).then(Vec::new);
         for namespace in namespaces {
             for selector in &selectors {
                 let path = Collection::of(r).path(namespace);
-                self.collect_list(r, &path, namespace, selector, seen.as_mut(), &mut report)
+                let list = List {
+                    path: &path,
+                    namespace,
+                    selector,
+                };
+                self.collect_list(r, list, seen.as_mut(), held.as_mut(), &mut report)
                     .await;
                 if report.stopped {
+                    return report;
+                }
+            }
+        }
+        if let Some(items) = held {
+            let sorted = sort_by_order(items, &order, full_name);
+            for name in sorted.not_found {
+                report.messages.warn(
+                    Scope::Velero,
+                    format!(
+                        "spec.orderedResources names {} {name}, which was not backed up",
+                        r.plural
+                    ),
+                );
+            }
+            let items: Vec<serde_json::Value> = sorted.items.into_iter().map(|(i, _)| i).collect();
+            for chunk in items.chunks(self.page_size.max(1) as usize) {
+                if !self.send(r, chunk.to_vec()).await {
+                    report.stopped = true;
                     return report;
                 }
             }
@@ -65,15 +99,32 @@ impl Lister<'_> {
         report
     }
 
+    /// Hands `items` of `r` to the archive; `false` when the archive task is gone.
+    async fn send(&self, r: &ApiResource, items: Vec<serde_json::Value>) -> bool {
+        let batch = Batch {
+            group_resource: r.group_resource(),
+            version: r.version.clone(),
+            api_version: r.api_version(),
+            kind: r.kind.clone(),
+            items,
+        };
+        self.sender.send(batch).await.is_ok()
+    }
+
+    /// Lists one collection; its selected items go to the archive page by page, or to `held`.
     async fn collect_list(
         &self,
         r: &ApiResource,
-        path: &str,
-        namespace: Option<&str>,
-        selector: &str,
+        list: List<'_>,
         mut seen: Option<&mut BackedUpItems>,
+        mut held: Option<&mut Vec<serde_json::Value>>,
         report: &mut ResourceReport,
     ) {
+        let List {
+            path,
+            namespace,
+            selector,
+        } = list;
         let group_resource = r.group_resource();
         let api_version = r.api_version();
         let scope = match namespace {
@@ -150,23 +201,37 @@ impl Lister<'_> {
                 .page_listed(selected, remaining - remaining_reported);
             remaining_reported = remaining;
             report.selected += selected;
-            if !items.is_empty() {
-                let batch = Batch {
-                    group_resource: group_resource.clone(),
-                    version: r.version.clone(),
-                    api_version: api_version.clone(),
-                    kind: r.kind.clone(),
-                    items,
-                };
-                if self.sender.send(batch).await.is_err() {
-                    report.stopped = true;
-                    return;
-                }
+            if let Some(held) = held.as_deref_mut() {
+                held.extend(items);
+            } else if !items.is_empty() && !self.send(r, items).await {
+                report.stopped = true;
+                return;
             }
             match next {
                 Some(next) => token = Some(next),
                 None => return,
             }
         }
+    }
+}
+
+/// One LIST of a type: its collection path, the namespace it covers (`None`: all, or a
+/// cluster-scoped type) and its label selector.
+struct List<'a> {
+    path: &'a str,
+    namespace: Option<&'a str>,
+    selector: &'a str,
+}
+
+/// `ns/name`, or `name` for a cluster-scoped item: how `spec.orderedResources` names items.
+fn full_name(item: &serde_json::Value) -> String {
+    let text = |p: &str| {
+        item.pointer(p)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+    };
+    match text("/metadata/namespace") {
+        "" => text("/metadata/name").to_owned(),
+        ns => format!("{ns}/{}", text("/metadata/name")),
     }
 }

@@ -65,6 +65,9 @@ use progress::ProgressHandle;
 use results::{BackupLog, Messages, Scope};
 use sink::Batch;
 
+/// The type whose items' volume data a backup does not hold (no snapshots are taken).
+const PERSISTENT_VOLUME_CLAIMS: &str = "persistentvolumeclaims";
+
 /// Velero's default `spec.ttl` (30 days).
 const DEFAULT_TTL: &str = "720h0m0s";
 
@@ -285,6 +288,10 @@ async fn run_named(
     let mut log = BackupLog::new(format!("{namespace}/{name}"), options.clock.clone());
     log.info("Starting backup");
     let mut messages = Messages::default();
+    for warning in backup.spec.unsupported_fields() {
+        log.line("warning", &warning);
+        messages.warn(Scope::Velero, warning);
+    }
 
     let catalogue = crate::cluster::catalogue(&client).await?;
     let namespaces_resource = catalogue.resolve(NAMESPACES).cloned();
@@ -342,6 +349,7 @@ async fn run_named(
         sink::write_archive(out, writer_options, receiver, writer_progress)
     });
 
+    let ordered = backup.spec.ordered_resources.clone().unwrap_or_default();
     let lister = Lister {
         client: &client,
         selection: &selection,
@@ -350,6 +358,7 @@ async fn run_named(
         api_retry: options.api_retry,
         progress: progress.clone(),
         sender,
+        ordered: &ordered,
     };
     // Owned resources and a plain reference keep the future `Send` (no higher-ranked closure).
     let owned: Vec<ApiResource> = types.iter().map(|r| (*r).clone()).collect();
@@ -363,7 +372,11 @@ async fn run_named(
     let mut item_namespaces = BTreeSet::new();
     let mut stopped = false;
     let mut custom_types = Vec::new();
+    let mut claims = 0;
     for (group_resource, report) in reports {
+        if group_resource == PERSISTENT_VOLUME_CLAIMS {
+            claims += report.selected;
+        }
         stopped |= report.stopped;
         if !report.stopped {
             log.info(&format!(
@@ -425,6 +438,10 @@ async fn run_named(
         }
     }
     drop(lister);
+    if let Some(warning) = backup.spec.unsnapshotted_claims(claims) {
+        log.line("warning", &warning);
+        messages.warn(Scope::Velero, warning);
+    }
 
     let report = writer.await.map_err(BackupError::WriterGone)??;
     for (ns, message) in &report.item_errors {

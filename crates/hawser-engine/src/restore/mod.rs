@@ -417,6 +417,9 @@ async fn run_named(
 ) -> Result<RestoreOutcome, RestoreError> {
     let started = options.clock.now();
     report.info(&format!("Starting restore of backup {backup_name}"));
+    for warning in restore.spec.unsupported_fields() {
+        report.warn(Scope::Velero, warning);
+    }
     let catalogue = crate::cluster::catalogue(&client)
         .await
         .map_err(RestoreError::Discovery)?;

@@ -1,0 +1,191 @@
+//! Spec fields hawser reads but does not act on. A Backup or Restore that sets one still runs,
+//! and its results and log carry one warning per field saying what was not done, so that a
+//! `Completed` object never hides work that was asked for and skipped.
+
+use crate::{BackupSpec, RestoreSpec};
+
+impl BackupSpec {
+    /// One warning per field of this spec that hawser does not act on, naming the field and
+    /// what was left undone; empty when every field set is implemented.
+    #[must_use]
+    pub fn unsupported_fields(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let hooks = hook_names(
+            self.hooks
+                .as_ref()
+                .and_then(|h| h.resources.as_deref())
+                .unwrap_or_default()
+                .iter()
+                .map(|h| h.name.as_str()),
+        );
+        if let Some(names) = hooks {
+            warnings.push(format!(
+                "spec.hooks: backup hooks are not run by hawser; the pods were backed up without running {names}"
+            ));
+        }
+        if self.default_volumes_to_fs_backup == Some(true)
+            || self.default_volumes_to_restic == Some(true)
+        {
+            warnings.push(
+                "spec.defaultVolumesToFsBackup: file-system backup of pod volumes is not built in hawser; no volume data is in this backup"
+                    .to_owned(),
+            );
+        }
+        if self.snapshot_move_data == Some(true) {
+            warnings.push(
+                "spec.snapshotMoveData: moving snapshot data to the storage location is not built in hawser; no volume data is in this backup"
+                    .to_owned(),
+            );
+        }
+        if let Some(policy) = &self.resource_policy {
+            warnings.push(format!(
+                "spec.resourcePolicy: resource policies are not applied by hawser; the {} {} was not read and every selected item was backed up",
+                policy.kind, policy.name
+            ));
+        }
+        if self
+            .volume_snapshot_locations
+            .as_ref()
+            .is_some_and(|l| !l.is_empty())
+        {
+            warnings.push(
+                "spec.volumeSnapshotLocations: hawser takes no volume snapshots, so the named locations were not used"
+                    .to_owned(),
+            );
+        }
+        warnings
+    }
+
+    /// The warning for `claims` PersistentVolumeClaims backed up while volume snapshots were
+    /// not turned off (`spec.snapshotVolumes` unset or true): their data is not in the backup.
+    #[must_use]
+    pub fn unsnapshotted_claims(&self, claims: u64) -> Option<String> {
+        (claims > 0 && self.snapshot_volumes != Some(false)).then(|| {
+            format!(
+                "spec.snapshotVolumes: {claims} PersistentVolumeClaims were backed up as objects only; hawser takes no volume snapshots, so their data is not in this backup (set snapshotVolumes: false to say that this is intended)"
+            )
+        })
+    }
+}
+
+impl RestoreSpec {
+    /// One warning per field of this spec that hawser does not act on, naming the field and
+    /// what was left undone; empty when every field set is implemented.
+    #[must_use]
+    pub fn unsupported_fields(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let hooks = hook_names(
+            self.hooks
+                .as_ref()
+                .and_then(|h| h.resources.as_deref())
+                .unwrap_or_default()
+                .iter()
+                .map(|h| h.name.as_str()),
+        );
+        if let Some(names) = hooks {
+            warnings.push(format!(
+                "spec.hooks: restore hooks are not run by hawser; the items were restored without running {names}"
+            ));
+        }
+        if let Some(modifier) = &self.resource_modifier {
+            warnings.push(format!(
+                "spec.resourceModifier: resource modifiers are not applied by hawser; the {} {} was not read and items were restored unmodified",
+                modifier.kind, modifier.name
+            ));
+        }
+        if self.restore_pvs == Some(true) {
+            warnings.push(
+                "spec.restorePVs: hawser restores no volume data (it takes no volume snapshots); PersistentVolumes and claims were restored as objects only"
+                    .to_owned(),
+            );
+        }
+        warnings
+    }
+}
+
+/// `hook specs a, b` for a non-empty list of names, `None` for an empty one.
+fn hook_names<'a>(names: impl Iterator<Item = &'a str>) -> Option<String> {
+    let names: Vec<&str> = names.collect();
+    match names.as_slice() {
+        [] => None,
+        [one] => Some(format!("hook spec {one}")),
+        many => Some(format!("hook specs {}", many.join(", "))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BackupHooks, BackupResourceHookSpec, RestoreHooks, RestoreResourceHookSpec};
+
+    #[test]
+    fn a_plain_spec_has_nothing_unsupported() {
+        assert!(BackupSpec::default().unsupported_fields().is_empty());
+        assert!(RestoreSpec::default().unsupported_fields().is_empty());
+    }
+
+    #[test]
+    fn backup_hooks_are_named() {
+        let spec = BackupSpec {
+            hooks: Some(BackupHooks {
+                resources: Some(vec![
+                    BackupResourceHookSpec {
+                        name: "freeze".to_owned(),
+                        ..BackupResourceHookSpec::default()
+                    },
+                    BackupResourceHookSpec {
+                        name: "flush".to_owned(),
+                        ..BackupResourceHookSpec::default()
+                    },
+                ]),
+            }),
+            default_volumes_to_fs_backup: Some(true),
+            ..BackupSpec::default()
+        };
+        let warnings = spec.unsupported_fields();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].contains("hook specs freeze, flush"),
+            "{warnings:?}"
+        );
+        assert!(warnings[1].starts_with("spec.defaultVolumesToFsBackup"));
+    }
+
+    #[test]
+    fn claims_warn_unless_snapshots_are_off() {
+        let mut spec = BackupSpec::default();
+        assert_eq!(spec.unsnapshotted_claims(0), None);
+        assert!(
+            spec.unsnapshotted_claims(3)
+                .unwrap()
+                .contains("3 PersistentVolumeClaims")
+        );
+        spec.snapshot_volumes = Some(true);
+        assert!(spec.unsnapshotted_claims(1).is_some());
+        spec.snapshot_volumes = Some(false);
+        assert_eq!(spec.unsnapshotted_claims(3), None);
+    }
+
+    #[test]
+    fn restore_fields_are_named() {
+        let spec = RestoreSpec {
+            hooks: Some(RestoreHooks {
+                resources: Some(vec![RestoreResourceHookSpec {
+                    name: "migrate".to_owned(),
+                    ..RestoreResourceHookSpec::default()
+                }]),
+            }),
+            restore_pvs: Some(true),
+            ..RestoreSpec::default()
+        };
+        let warnings = spec.unsupported_fields();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("hook spec migrate"));
+        assert!(warnings[1].starts_with("spec.restorePVs"));
+        let unset = RestoreSpec {
+            restore_pvs: Some(false),
+            ..RestoreSpec::default()
+        };
+        assert!(unset.unsupported_fields().is_empty());
+    }
+}
