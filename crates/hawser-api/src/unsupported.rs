@@ -114,6 +114,7 @@ fn hook_names<'a>(names: impl Iterator<Item = &'a str>) -> Option<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // failed unwraps are failed tests
 mod tests {
     use super::*;
     use crate::{BackupHooks, BackupResourceHookSpec, RestoreHooks, RestoreResourceHookSpec};
