@@ -37,7 +37,8 @@ pub struct BlockingWriter {
     buffer: BytesMut,
     sender: Option<mpsc::Sender<Message>>,
     result: Option<oneshot::Receiver<Result<u64, StoreError>>>,
-    failure: Option<String>,
+    /// Why the upload failed, once a hand-over found it failed; every later call reports it.
+    failure: Option<StoreError>,
 }
 
 impl Location {
@@ -129,7 +130,12 @@ impl BlockingWriter {
     /// # Errors
     /// The upload's [`StoreError`]; nothing is stored then.
     pub fn finish(mut self) -> Result<u64, StoreError> {
-        if self.hand_over().is_ok()
+        let handed = self.hand_over();
+        if let Some(failure) = self.failure.take() {
+            // The upload's own error, fetched by this or an earlier hand-over.
+            return Err(failure);
+        }
+        if handed.is_ok()
             && let Some(sender) = self.sender.take()
         {
             // A send error means the task stopped; its result says why.
@@ -154,8 +160,8 @@ impl BlockingWriter {
 
     /// Hands the buffered bytes to the uploading task, blocking while the channel is full.
     fn hand_over(&mut self) -> io::Result<()> {
-        if let Some(reason) = &self.failure {
-            return Err(io::Error::other(reason.clone()));
+        if let Some(failure) = &self.failure {
+            return Err(io::Error::other(failure.full_message()));
         }
         if self.buffer.is_empty() {
             return Ok(());
@@ -170,19 +176,22 @@ impl BlockingWriter {
         }
         // The task stopped because the upload failed: surface its error.
         self.sender = None;
-        let reason = match self.wait_result() {
-            Err(e) => e.full_message(),
-            Ok(_) => format!("upload of `{}` ended early", self.key),
+        let failure = match self.wait_result() {
+            Err(e) => e,
+            Ok(_) => StoreError::Abandoned {
+                key: self.key.clone(),
+            },
         };
-        self.failure = Some(reason.clone());
+        let reason = failure.full_message();
+        self.failure = Some(failure);
         Err(io::Error::other(reason))
     }
 }
 
 impl io::Write for BlockingWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Some(reason) = &self.failure {
-            return Err(io::Error::other(reason.clone()));
+        if let Some(failure) = &self.failure {
+            return Err(io::Error::other(failure.full_message()));
         }
         let room = CHUNK_SIZE - self.buffer.len();
         let n = buf.len().min(room);

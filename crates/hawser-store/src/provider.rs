@@ -69,9 +69,10 @@ pub(crate) const AWS_KEYS: &[&str] = &[
     "serverSideEncryption",
     "kmsKeyId",
     "enableSharedConfig",
+    "checksumAlgorithm",
 ];
 /// Keys Velero's AWS plugin knows that hawser refuses rather than silently ignores.
-const AWS_UNSUPPORTED: &[&str] = &["customerKeyEncryptionFile", "tagging", "checksumAlgorithm"];
+const AWS_UNSUPPORTED: &[&str] = &["customerKeyEncryptionFile", "tagging"];
 pub(crate) const GCP_KEYS: &[&str] = &["serviceAccount", "storeEndpoint"];
 const GCP_UNSUPPORTED: &[&str] = &["kmsKeyName"];
 pub(crate) const AZURE_KEYS: &[&str] = &[
@@ -270,6 +271,24 @@ fn aws(
         client = client.with_allow_invalid_certificates(true);
     }
     builder = builder.with_client_options(client);
+
+    // Velero's plugin sends a checksum of each upload (CRC32 unless told otherwise); `""`
+    // turns it off, which S3-compatible servers without checksum support need. hawser sends
+    // none unless SHA256 is asked for: the one algorithm its S3 client computes.
+    match config.get("checksumAlgorithm").map(|v| v.trim()) {
+        None | Some("") => {}
+        Some(sha) if sha.eq_ignore_ascii_case("SHA256") => {
+            builder = builder.with_checksum_algorithm(object_store::aws::Checksum::SHA256);
+        }
+        Some(other) => {
+            return Err(ConfigError::Invalid {
+                field: "spec.config.checksumAlgorithm".to_owned(),
+                reason: format!(
+                    "`{other}` is not supported by hawser: use \"\" (no checksum) or SHA256"
+                ),
+            });
+        }
+    }
 
     match (
         non_empty(config, "kmsKeyId"),
@@ -507,6 +526,26 @@ fn filesystem(spec: &LocationSpec) -> Result<Arc<dyn ObjectStore>, ConfigError> 
 #[allow(clippy::unwrap_used)] // a panic is how a test reports failure
 mod tests {
     use super::*;
+
+    #[test]
+    fn checksum_algorithm_empty_or_sha256_is_accepted_others_refused() {
+        let spec = |value: &str| {
+            LocationSpec::new("aws", "b")
+                .with_config("region", "r")
+                .with_config("checksumAlgorithm", value)
+        };
+        let options = LocationOptions::default();
+        for ok in ["", "SHA256", "sha256"] {
+            assert!(build(Provider::Aws, &spec(ok), &options).is_ok(), "{ok:?}");
+        }
+        let Err(err) = build(Provider::Aws, &spec("CRC32"), &options) else {
+            panic!("CRC32 is refused");
+        };
+        assert_eq!(
+            err.to_string(),
+            "spec.config.checksumAlgorithm is invalid: `CRC32` is not supported by hawser: use \"\" (no checksum) or SHA256"
+        );
+    }
 
     #[test]
     fn provider_names() {
