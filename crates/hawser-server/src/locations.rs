@@ -122,6 +122,29 @@ impl Locations {
             })
     }
 
+    /// The location of a Backup that names none: the BSL with `spec.default: true` (the most
+    /// recently created when several are), else `flag` (`--default-backup-storage-location`),
+    /// Velero's order.
+    ///
+    /// # Errors
+    /// [`LocationError::Api`] when the API cannot answer.
+    pub async fn default_name(&self, flag: &str) -> Result<String, LocationError> {
+        let resource = ApiResource::erase::<BackupStorageLocation>(&());
+        let list =
+            Api::<DynamicObject>::namespaced_with(self.client.clone(), &self.namespace, &resource)
+                .list(&kube::api::ListParams::default())
+                .await
+                .map_err(|source| LocationError::Api {
+                    what: format!("BackupStorageLocations in {}", self.namespace),
+                    source,
+                })?;
+        let defaults = ranked_defaults(list.items.iter());
+        Ok(defaults
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| flag.to_owned()))
+    }
+
     /// The BSL named `name`, opened.
     ///
     /// # Errors
@@ -211,5 +234,53 @@ impl Locations {
             .and_then(|mut d| d.remove(&sel.key))
             .map(|b| b.0)
             .ok_or(LocationError::MissingSecret { what })
+    }
+}
+
+/// The names of the locations with `spec.default: true`, the one that is the default first:
+/// the most recently created (then the greatest name, so that the choice never depends on
+/// listing order). Velero keeps the newest and turns the others' flag off.
+pub(crate) fn ranked_defaults<'a>(
+    locations: impl Iterator<Item = &'a DynamicObject>,
+) -> Vec<String> {
+    let mut defaults: Vec<(Option<jiff::Timestamp>, String)> = locations
+        .filter(|l| {
+            l.data
+                .pointer("/spec/default")
+                .and_then(serde_json::Value::as_bool)
+                == Some(true)
+        })
+        .filter_map(|l| {
+            let created = l.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            l.metadata.name.clone().map(|n| (created, n))
+        })
+        .collect();
+    defaults.sort_by(|a, b| b.cmp(a));
+    defaults.into_iter().map(|(_, name)| name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bsl(name: &str, default: Option<bool>, created: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": name, "creationTimestamp": created},
+            "spec": {"default": default, "provider": "aws", "objectStorage": {"bucket": "b"}}
+        }))
+        .expect("a BSL object")
+    }
+
+    #[test]
+    fn the_newest_default_wins() {
+        let list = [
+            bsl("old", Some(true), "2026-01-01T00:00:00Z"),
+            bsl("plain", None, "2026-06-01T00:00:00Z"),
+            bsl("new", Some(true), "2026-03-01T00:00:00Z"),
+            bsl("off", Some(false), "2026-07-01T00:00:00Z"),
+        ];
+        assert_eq!(ranked_defaults(list.iter()), ["new", "old"]);
+        assert!(ranked_defaults(list[1..2].iter()).is_empty());
     }
 }

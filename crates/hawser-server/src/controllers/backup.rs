@@ -23,8 +23,13 @@
 use std::sync::Arc;
 
 use hawser_api::Backup;
+use hawser_api::labels::{
+    SOURCE_CLUSTER_K8S_GIT_VERSION, SOURCE_CLUSTER_K8S_MAJOR_VERSION,
+    SOURCE_CLUSTER_K8S_MINOR_VERSION, STORAGE_LOCATION,
+};
 use hawser_api::phase::BackupPhase;
 use hawser_core::archive::FORMAT_VERSION;
+use hawser_core::restore::clean::valid_label_value;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::DynamicObject;
@@ -89,10 +94,21 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         // location this backup went to whatever the defaults are by then.
         .spec_field("storageLocation", backup.spec.storage_location.clone())
         .spec_field("ttl", json!(backup.spec.ttl))
+        .label(
+            STORAGE_LOCATION,
+            valid_label_value(&backup.spec.storage_location.clone().unwrap_or_default()),
+        )
         .field("version", 1)
         .field("formatVersion", FORMAT_VERSION)
         .field("startTimestamp", json!(Time(started)))
         .field("expiration", json!(expiration));
+    let claim = match source_cluster(&ctx).await {
+        Some(info) => claim
+            .annotation(SOURCE_CLUSTER_K8S_GIT_VERSION, info.git_version)
+            .annotation(SOURCE_CLUSTER_K8S_MAJOR_VERSION, info.major)
+            .annotation(SOURCE_CLUSTER_K8S_MINOR_VERSION, info.minor),
+        None => claim,
+    };
     match ctx.engine.write(taken.first_write(claim)).await {
         Ok(_) => ctx.metrics.backup_attempt(&schedule),
         Err(e) => {
@@ -180,6 +196,18 @@ async fn commit(
     }
 }
 
+/// The API server's version, for Velero's source-cluster annotations (what a restore into
+/// another cluster compares against); `None`, logged, when it cannot be read.
+async fn source_cluster(ctx: &Context) -> Option<k8s_openapi::apimachinery::pkg::version::Info> {
+    match ctx.client.apiserver_version().await {
+        Ok(info) => Some(info),
+        Err(e) => {
+            tracing::info!(error = %e, "the API server's version could not be read; the backup goes without its source-cluster annotations");
+            None
+        }
+    }
+}
+
 fn finished(outcome: &BackupOutcome) -> BackupFinished {
     let duration = outcome.completed.duration_since(outcome.started);
     BackupFinished {
@@ -212,9 +240,17 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
         .storage_location
         .clone()
         .filter(|s| !s.is_empty());
-    let location_name = named
-        .clone()
-        .unwrap_or_else(|| ctx.settings.backup.default_location.clone());
+    let location_name = match &named {
+        Some(named) => named.clone(),
+        None => match ctx
+            .locations
+            .default_name(&ctx.settings.backup.default_location)
+            .await
+        {
+            Ok(name) => name,
+            Err(e) => return Checked::Retry(e.full_message()),
+        },
+    };
     backup.spec.storage_location = Some(location_name.clone());
     let bsl = match ctx.locations.get(&location_name).await {
         Ok(Some(bsl)) => bsl,
@@ -225,7 +261,7 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
                     ctx.namespace
                 ),
                 None => format!(
-                    "the backup names no storage location and the server's default, {location_name}, does not exist in namespace {}; create it or set spec.storageLocation",
+                    "the backup names no storage location, no BackupStorageLocation has spec.default: true, and the server's default (--default-backup-storage-location), {location_name}, does not exist in namespace {}; create it, mark a location default, or set spec.storageLocation",
                     ctx.namespace
                 ),
             });

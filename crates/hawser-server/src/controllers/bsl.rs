@@ -8,7 +8,8 @@
 //! Objects are read as untyped JSON so that one malformed location cannot stop the validation of
 //! the others: it is marked `Unavailable` with the parse error.
 //!
-//! Not built: making `default: true` unique across locations.
+//! Only one location is the default: when several have `spec.default: true`, the most
+//! recently created keeps it and the others' flag is set to false, as Velero does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 
 use crate::context::Context;
+use crate::locations::ranked_defaults;
 use crate::readiness::Watch;
 
 /// Longest time between two looks at the locations.
@@ -50,6 +52,9 @@ pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
         match api.list(&ListParams::default()).await {
             Ok(list) => {
                 health.up();
+                for older in ranked_defaults(list.items.iter()).iter().skip(1) {
+                    unset_default(&api, older).await;
+                }
                 for object in list.items {
                     reconcile(&ctx, &api, &mut seen, object).await;
                 }
@@ -122,6 +127,23 @@ async fn reconcile(
         }
         Err(e) => {
             tracing::warn!(location = %name, error = %e, "storing the location's status failed; trying again")
+        }
+    }
+}
+
+/// Turns `spec.default` off on `name`, a default location older than another.
+async fn unset_default(api: &Api<DynamicObject>, name: &str) {
+    let patch = json!({"spec": {"default": false}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => tracing::info!(
+            location = %name,
+            "a more recently created location is the default; spec.default of this one is now false"
+        ),
+        Err(e) => {
+            tracing::warn!(location = %name, error = %e, "turning spec.default off failed; trying again")
         }
     }
 }

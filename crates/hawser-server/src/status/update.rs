@@ -27,6 +27,8 @@ pub struct StatusUpdate {
     pub(crate) observed: Option<Observed>,
     pub(crate) uid: Option<String>,
     pub(crate) spec: Map<String, Value>,
+    pub(crate) labels: Map<String, Value>,
+    pub(crate) annotations: Map<String, Value>,
     pub(crate) restores_record: bool,
 }
 
@@ -50,6 +52,8 @@ impl StatusUpdate {
             observed: None,
             uid: None,
             spec: Map::new(),
+            labels: Map::new(),
+            annotations: Map::new(),
             restores_record: false,
         }
     }
@@ -120,6 +124,18 @@ impl StatusUpdate {
     /// that may change). Only written with [`claim`](Self::claim).
     pub fn spec_field(mut self, field: &str, value: impl Into<Value>) -> Self {
         self.spec.insert(field.to_owned(), value.into());
+        self
+    }
+
+    /// Also set the label `key` in the claim's write (see [`spec_field`](Self::spec_field)).
+    pub fn label(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.labels.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Also set the annotation `key` in the claim's write (see [`spec_field`](Self::spec_field)).
+    pub fn annotation(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.annotations.insert(key.to_owned(), value.into());
         self
     }
 

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use hawser_api::phase::Phase;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::api::StatusApi;
@@ -226,13 +226,19 @@ impl Writer {
             == Some(self.instance_id.as_str())
     }
 
-    fn annotations(&self) -> Value {
-        let mut a = Map::new();
-        a.insert(
+    /// The metadata a claim writes: the owner annotation naming this instance, and the
+    /// update's own labels and annotations.
+    fn claim_metadata(&self, u: &StatusUpdate, rv: &str) -> Value {
+        let mut annotations = u.annotations.clone();
+        annotations.insert(
             self.owner_annotation.to_owned(),
             Value::String(self.instance_id.clone()),
         );
-        Value::Object(a)
+        let mut metadata = json!({ "resourceVersion": rv, "annotations": annotations });
+        if !u.labels.is_empty() {
+            metadata["labels"] = Value::Object(u.labels.clone());
+        }
+        metadata
     }
 
     async fn patch(
@@ -248,7 +254,7 @@ impl Writer {
         let obj = if !sub {
             let mut body = json!({ "metadata": { "resourceVersion": rv }, "status": status });
             if u.claim {
-                body["metadata"]["annotations"] = self.annotations();
+                body["metadata"] = self.claim_metadata(u, rv);
                 if !u.spec.is_empty() {
                     body["spec"] = Value::Object(u.spec.clone());
                 }
@@ -259,7 +265,7 @@ impl Writer {
         } else {
             let mut rv = rv.to_owned();
             if u.claim && !st.claimed {
-                let mut body = json!({ "metadata": { "resourceVersion": rv, "annotations": self.annotations() } });
+                let mut body = json!({ "metadata": self.claim_metadata(u, &rv) });
                 if !u.spec.is_empty() {
                     body["spec"] = Value::Object(u.spec.clone());
                 }
