@@ -1,0 +1,130 @@
+//! `hawser server` as a process against kube-sim: what a Backup that leaves things to Velero's
+//! defaults gets (the default location, its label and annotations), and how spec fields hawser
+//! does not act on are reported instead of silently ignored.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+mod server_support;
+
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+use cli_support::{Cluster, NS};
+use serde_json::{Value, json};
+use server_support::{
+    BUCKET, FAST, Server, artifact, create_backup, phase, poll, seed, wait_final,
+};
+
+/// Inserts a filesystem location `name` rooted at `root`, marked `spec.default: true`.
+fn default_location(cluster: &Cluster, name: &str, root: &Path) {
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "provider": "filesystem",
+                "default": true,
+                "objectStorage": {"bucket": BUCKET},
+                "config": {"root": root.to_str().unwrap()}
+            }
+        }))
+        .unwrap();
+}
+
+fn gunzip(path: &Path) -> String {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
+
+#[tokio::test]
+async fn the_newest_default_location_takes_backups_that_name_none() {
+    let cluster = Cluster::start().await;
+    let (older_root, newer_root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    seed(&cluster, 2);
+    default_location(&cluster, "older", older_root.path());
+    // Creation timestamps have whole seconds.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    default_location(&cluster, "newer", newer_root.path());
+    let server = Server::start(&cluster, newer_root.path(), FAST).await;
+
+    // As Velero: the most recently created keeps `default`, the other is turned off.
+    poll(&server, "the older location's default turned off", || {
+        let older = cluster.get("velero.io/v1", "BackupStorageLocation", "older")?;
+        (older["spec"]["default"] == false).then_some(())
+    })
+    .await;
+    let newer = cluster
+        .get("velero.io/v1", "BackupStorageLocation", "newer")
+        .unwrap();
+    assert_eq!(newer["spec"]["default"], true);
+
+    create_backup(&cluster, "unnamed", json!({"includedNamespaces": ["shop"]}));
+    let done = wait_final(&cluster, &server, "Backup", "unnamed").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    assert_eq!(done["spec"]["storageLocation"], "newer");
+    let metadata = &done["metadata"];
+    assert_eq!(metadata["labels"]["velero.io/storage-location"], "newer");
+    let annotations = &metadata["annotations"];
+    for key in [
+        "velero.io/source-cluster-k8s-gitversion",
+        "velero.io/source-cluster-k8s-major-version",
+        "velero.io/source-cluster-k8s-minor-version",
+    ] {
+        assert!(
+            annotations[key].as_str().is_some_and(|v| !v.is_empty()),
+            "{key} missing: {metadata:#}"
+        );
+    }
+    assert!(artifact(newer_root.path(), "unnamed", "velero-backup.json").exists());
+    assert!(!artifact(older_root.path(), "unnamed", "velero-backup.json").exists());
+}
+
+#[tokio::test]
+async fn a_backup_with_hooks_completes_with_a_warning_naming_them() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    server_support::filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+
+    create_backup(
+        &cluster,
+        "hooked",
+        json!({
+            "includedNamespaces": ["shop"],
+            "hooks": {"resources": [{
+                "name": "freeze-db",
+                "pre": [{"exec": {"command": ["/bin/fsfreeze", "--freeze", "/data"]}}]
+            }]}
+        }),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "hooked").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    assert_eq!(done["status"]["warnings"], 1, "{done:#}");
+
+    let results: Value = serde_json::from_str(&gunzip(&artifact(
+        root.path(),
+        "hooked",
+        "hooked-results.gz",
+    )))
+    .unwrap();
+    let warning = results["warnings"]["velero"][0]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        warning.contains("spec.hooks") && warning.contains("freeze-db"),
+        "{results:#}"
+    );
+    let log = gunzip(&artifact(root.path(), "hooked", "hooked-logs.gz"));
+    assert!(
+        log.contains("level=warning") && log.contains("freeze-db"),
+        "{log}"
+    );
+}
