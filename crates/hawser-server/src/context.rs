@@ -4,6 +4,7 @@ use hawser_core::clock::Clock;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::controllers::backup_queue::BackupQueue;
 use crate::locations::Locations;
 use crate::metrics::VeleroMetrics;
 use crate::records::StorageRecords;
@@ -28,6 +29,8 @@ pub(crate) struct Context {
     /// Where finished work's outcome is recorded (what recovery reads).
     pub(crate) records: StorageRecords,
     pub(crate) shutdown: CancellationToken,
+    /// Velero's backup queue: positions and namespace reservations.
+    pub(crate) backup_queue: std::sync::Arc<BackupQueue>,
 }
 
 /// The storage location a Backup object (as JSON) names, or `default` when it names none.

@@ -143,6 +143,7 @@ where
         if !fresh {
             return;
         }
+        let kind = self.kind;
         let (permits, taken, handle, ctx) = (
             self.permits.clone(),
             self.taken.clone(),
@@ -155,6 +156,18 @@ where
             async move {
                 // Offered again once this task ends, however it ends.
                 let _offered = Offered { taken, name };
+                // A Backup is queued first (Velero's backup queue): it waits for the backups
+                // admitted before it that share a namespace with it.
+                let _reserved = match kind {
+                    Kind::Backup => {
+                        let json = serde_json::to_value(&object).unwrap_or_default();
+                        match ctx.backup_queue.admit(&ctx, &json).await {
+                            Some(reservation) => Some(reservation),
+                            None => return,
+                        }
+                    }
+                    Kind::Restore => None,
+                };
                 // Once shutdown has begun nothing new starts, not even an object taken before.
                 let permit = tokio::select! {
                     permit = permits.acquire_owned() => permit.ok(),

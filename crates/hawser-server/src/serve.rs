@@ -124,6 +124,7 @@ pub async fn serve(
         records: records.clone(),
         // The controllers stop taking work on it; running work gets the grace period.
         shutdown: shutdown.clone(),
+        backup_queue: Arc::default(),
     });
     tracing::info!(
         namespace = %namespace,

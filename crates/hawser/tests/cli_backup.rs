@@ -253,6 +253,7 @@ async fn get_and_describe_show_phase_counts_and_filters() {
         "CREATED",
         "EXPIRES",
         "STORAGE LOCATION",
+        "QUEUE POSITION",
         "SELECTOR",
     ] {
         assert!(lines[0].contains(column), "{}", lines[0]);

@@ -128,3 +128,64 @@ async fn a_backup_with_hooks_completes_with_a_warning_naming_them() {
         "{log}"
     );
 }
+
+fn timestamp(object: &Value, field: &str) -> jiff::Timestamp {
+    object["status"][field]
+        .as_str()
+        .unwrap_or_else(|| panic!("status.{field} missing: {object:#}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn backups_sharing_a_namespace_queue_and_others_run_beside_them() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    server_support::filesystem_location(&cluster, "default", root.path());
+    let mut args = FAST.to_vec();
+    args.extend(["--concurrent-backups", "2", "--log-level", "info"]);
+    let server = Server::start(&cluster, root.path(), &args).await;
+    // Every backup lists ConfigMaps for 3 s.
+    cluster.sim.faults().latency(
+        kube_sim::LatencyFault::new(Duration::from_secs(3))
+            .verbs(&["list"])
+            .resources(&["configmaps"]),
+    );
+
+    create_backup(&cluster, "shop-1", json!({"includedNamespaces": ["shop"]}));
+    server_support::wait_in_progress(&cluster, &server, "Backup", "shop-1").await;
+    create_backup(&cluster, "shop-2", json!({"includedNamespaces": ["sh*"]}));
+    let queued = server_support::wait_for(
+        &cluster,
+        Some(&server),
+        "Backup",
+        "shop-2",
+        Duration::from_secs(10),
+        |b| phase(b) == "Queued",
+    )
+    .await;
+    assert_eq!(queued["status"]["queuePosition"], 1, "{queued:#}");
+    create_backup(&cluster, "other", json!({"includedNamespaces": ["other"]}));
+
+    let first = wait_final(&cluster, &server, "Backup", "shop-1").await;
+    let second = wait_final(&cluster, &server, "Backup", "shop-2").await;
+    let other = wait_final(&cluster, &server, "Backup", "other").await;
+    for done in [&first, &second, &other] {
+        assert_eq!(phase(done), "Completed", "{done:#}\n{}", server.log_text());
+        assert_eq!(done["status"]["queuePosition"], 0, "{done:#}");
+    }
+    // The overlapping backup started only after the first had ended; the other one ran
+    // beside it (a second slot was free and it shares no namespace).
+    assert!(timestamp(&second, "startTimestamp") >= timestamp(&first, "completionTimestamp"));
+    assert!(
+        timestamp(&other, "startTimestamp") < timestamp(&first, "completionTimestamp"),
+        "{other:#}\n{first:#}\n{}",
+        server.log_text()
+    );
+    let log = server.log_text();
+    assert!(
+        log.contains("backup shop-1, admitted before it and not finished"),
+        "{log}"
+    );
+}

@@ -215,6 +215,8 @@ pub fn record(
 ) -> Result<serde_json::Value, serde_json::Error> {
     let mut backup = backup.clone();
     let mut status = backup.status.take().unwrap_or_default();
+    // Meaningful only while `Queued`: the object may have been read while it waited.
+    status.queue_position = None;
     status.version = Some(1);
     status.format_version = Some(FORMAT_VERSION.to_owned());
     status.phase = outcome.phase.clone();

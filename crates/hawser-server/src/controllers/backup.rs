@@ -37,6 +37,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::context::{Context, schedule_of};
+use crate::controllers::backup_queue;
 use crate::metrics::{BackupFinished, FinalOutcome};
 use crate::status::Kind;
 use crate::work::{Taken, record_status, report_final, store_record, test_panic_after_claim};
@@ -72,11 +73,13 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
             tracing::warn!(backup = %name, errors = ?messages, "backup failed validation");
             let update = taken
                 .update(BackupPhase::FailedValidation)
-                .field("validationErrors", messages);
+                .field("validationErrors", messages)
+                .field("queuePosition", 0);
             let update = taken.first_write(update);
             if report_final(ctx.engine.write(update).await, &key) {
                 ctx.metrics.backup_validation_failed(&schedule);
             }
+            backup_queue::renumber(&ctx).await;
             return;
         }
     };
@@ -100,6 +103,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         )
         .field("version", 1)
         .field("formatVersion", FORMAT_VERSION)
+        .field("queuePosition", 0)
         .field("startTimestamp", json!(Time(started)))
         .field("expiration", json!(expiration));
     let claim = match source_cluster(&ctx).await {
@@ -116,6 +120,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
             return;
         }
     }
+    backup_queue::renumber(&ctx).await;
     tracing::info!(backup = %name, location = %backup.spec.storage_location.clone().unwrap_or_default(), "backup started");
     test_panic_after_claim(&name);
 

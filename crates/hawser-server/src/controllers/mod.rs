@@ -1,6 +1,7 @@
 //! The controllers: one file per kind of object the server acts on.
 
 pub(crate) mod backup;
+pub(crate) mod backup_queue;
 pub(crate) mod bsl;
 pub(crate) mod deletion;
 pub(crate) mod gc;

@@ -13,7 +13,9 @@
 //!    passed. Runs missed while no server ran are not caught up: one backup is made, now, and
 //!    the next run counts from it (Velero's rule).
 //! 4. **Not while one runs**: no backup is created while a backup of this schedule is unset,
-//!    `New` or `InProgress` (Velero's check); the run happens once it has finished.
+//!    `New`, `Queued`, `ReadyToStart` or `InProgress` (Velero checks only unset, `New` and
+//!    `InProgress`, so a slow queue lets it pile up backups); the run happens once it has
+//!    finished.
 //! 5. **Create** `<schedule>-<UTC yyyyMMddHHmmss>` with the template as spec, the template's
 //!    labels (else the Schedule's) plus `velero.io/schedule-name`, the Schedule's annotations,
 //!    and a controller owner reference with `useOwnerReferencesInBackup`; then `lastBackup`.
@@ -194,10 +196,12 @@ async fn run_once(
             return;
         }
     };
-    if let Some(running) = ours
-        .iter()
-        .find(|b| matches!(text(b, "/status/phase"), "" | "New" | "InProgress"))
-    {
+    if let Some(running) = ours.iter().find(|b| {
+        matches!(
+            text(b, "/status/phase"),
+            "" | "New" | "Queued" | "ReadyToStart" | "InProgress"
+        )
+    }) {
         tracing::info!(
             schedule = name,
             backup = text(running, "/metadata/name"),

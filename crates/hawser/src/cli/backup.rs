@@ -1,7 +1,9 @@
 //! `hawser backup create|get|describe|delete`.
 
 use clap::{Args, Subcommand};
-use hawser_api::{Backup, DeleteBackupRequest, DeleteBackupRequestSpec, Schedule, labels};
+use hawser_api::{
+    Backup, BackupPhase, DeleteBackupRequest, DeleteBackupRequestSpec, Schedule, labels,
+};
 use hawser_core::backoff::Backoff;
 use hawser_core::restore::valid_label_value;
 use k8s_openapi::jiff::Timestamp;
@@ -330,8 +332,8 @@ async fn delete_backups(
     Ok(tally.status())
 }
 
-/// The `backup get` table (velero-compat §9 columns, without QUEUE POSITION). `now` is the time
-/// EXPIRES counts from.
+/// The `backup get` table (velero-compat §9 columns). `now` is the time EXPIRES counts from;
+/// QUEUE POSITION is shown for `Queued` backups only.
 pub fn backups_table(backups: &[Backup], now: Timestamp) -> String {
     let rows: Vec<Vec<String>> = backups
         .iter()
@@ -345,6 +347,11 @@ pub fn backups_table(backups: &[Backup], now: Timestamp) -> String {
                 when(b.metadata.creation_timestamp.as_ref()),
                 until(status.and_then(|s| s.expiration.as_ref()), now),
                 or_none(b.spec.storage_location.clone()),
+                status
+                    .filter(|s| s.phase == BackupPhase::Queued)
+                    .and_then(|s| s.queue_position)
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
                 selector_column(
                     b.spec.label_selector.as_ref(),
                     b.spec.or_label_selectors.as_deref(),
@@ -361,6 +368,7 @@ pub fn backups_table(backups: &[Backup], now: Timestamp) -> String {
             "CREATED",
             "EXPIRES",
             "STORAGE LOCATION",
+            "QUEUE POSITION",
             "SELECTOR",
         ],
         &rows,
