@@ -260,6 +260,7 @@ pub(crate) fn ranked_defaults<'a>(
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)] // a panic is how a test reports failure
 mod tests {
     use super::*;
 
