@@ -53,3 +53,8 @@ pub const RESTORE_EXTERNAL_RESOURCES_FINALIZER: &str =
 /// hawser's annotation on a Backup or Restore: the id of the server instance working on it,
 /// written in the same patch that sets `InProgress`.
 pub const HAWSER_OWNER: &str = "hawser.io/owner";
+
+/// hawser's annotation on a Backup that backup sync created from a location's
+/// `velero-backup.json`: the `metadata.uid` that record carries. The object created here has a
+/// uid of its own, so without this the server could not tell that the record is this object's.
+pub const HAWSER_RECORD_UID: &str = "hawser.io/record-uid";

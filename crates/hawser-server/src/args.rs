@@ -14,6 +14,9 @@ use crate::settings::{
 /// Velero's garbage-collection frequency, also what `--garbage-collection-frequency 0s` means.
 const DEFAULT_GC_FREQUENCY: Duration = Duration::from_secs(3600);
 
+/// Velero's backup sync period, also what `--backup-sync-period` of 0s or less means.
+const DEFAULT_BACKUP_SYNC_PERIOD: Duration = Duration::from_secs(60);
+
 /// Flags of `hawser server`. Every flag also reads the environment variable `HAWSER_<NAME>`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
@@ -129,6 +132,16 @@ pub struct ServerArgs {
         default_value = "1h"
     )]
     pub garbage_collection_frequency: GoDuration,
+
+    /// How often the backups of a storage location are synced into the cluster, for a location
+    /// whose spec.backupSyncPeriod is unset; 0s or less means Velero's default, 1m.
+    #[arg(
+        long,
+        env = "HAWSER_BACKUP_SYNC_PERIOD",
+        default_value = "1m",
+        allow_hyphen_values = true
+    )]
+    pub backup_sync_period: GoDuration,
 
     /// Skip the first due run of a Schedule whose spec.skipImmediately is unset (true and
     /// false as Velero's flag).
@@ -337,6 +350,7 @@ impl ServerArgs {
             leader_elect_renew_deadline,
             leader_elect_retry_period,
             garbage_collection_frequency,
+            backup_sync_period,
             schedule_skip_immediately,
             shutdown_grace_period,
         } = self.clone();
@@ -390,6 +404,10 @@ impl ServerArgs {
                     zero if zero.is_zero() => DEFAULT_GC_FREQUENCY,
                     frequency => frequency,
                 },
+                sync_period: backup_sync_period
+                    .to_std()
+                    .filter(|d| !d.is_zero())
+                    .unwrap_or(DEFAULT_BACKUP_SYNC_PERIOD),
                 schedule_skip_immediately,
             },
             restore: RestoreSettings {
@@ -464,6 +482,23 @@ mod tests {
             })
         );
         assert_eq!(s.shutdown.grace_period, Duration::from_secs(60));
+        assert_eq!(s.backup.sync_period, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_backup_sync_period_of_zero_or_less_is_veleros_minute() {
+        for value in ["0s", "-5s"] {
+            let s = parse(&["--backup-sync-period", value])
+                .unwrap()
+                .settings()
+                .unwrap();
+            assert_eq!(s.backup.sync_period, Duration::from_secs(60), "{value}");
+        }
+        let s = parse(&["--backup-sync-period=1s"])
+            .unwrap()
+            .settings()
+            .unwrap();
+        assert_eq!(s.backup.sync_period, Duration::from_secs(1));
     }
 
     #[test]

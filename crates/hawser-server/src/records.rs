@@ -19,11 +19,14 @@
 //!   location is read does not depend on flags: the claim wrote the resolved
 //!   `spec.storageLocation` into the Backup;
 //! - a record whose `metadata.uid` is not the object's (or that has none) belongs to another
-//!   object of the same name: not this object's record.
+//!   object of the same name: not this object's record. Except for a Backup that backup sync
+//!   created from the record (in another cluster the backup had another uid): the sync names
+//!   the record's uid in the annotation `hawser.io/record-uid`, and that uid counts too.
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use hawser_api::labels::HAWSER_RECORD_UID;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Api;
@@ -292,7 +295,21 @@ fn outcome_of(object: &Value, bytes: &[u8], kind: Kind, name: &str) -> Option<Re
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
-    if uid(object).is_none() || uid(object) != uid(&record) {
+    // A Backup that backup sync created from this record has a uid of its own; the sync wrote
+    // the record's uid into an annotation, so the record still counts as the object's own (a
+    // client removing such a backup's status gets it back from the record, as for any other).
+    let synced_from = (kind == Kind::Backup)
+        .then(|| {
+            object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(HAWSER_RECORD_UID))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .flatten();
+    let record_uid = uid(&record);
+    let ours = record_uid.is_some() && (record_uid == uid(object) || record_uid == synced_from);
+    if !ours {
         tracing::info!(%kind, name, "the stored record belongs to another object of this name");
         return None;
     }
@@ -325,6 +342,26 @@ mod tests {
         let record = json!({"metadata": {"uid": "old"}, "status": {"phase": "Completed"}});
         assert_eq!(
             outcome_of(&object, record.to_string().as_bytes(), Kind::Backup, "b"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_synced_backup_owns_the_record_it_was_created_from() {
+        let synced = json!({"metadata": {"uid": "here",
+            "annotations": {HAWSER_RECORD_UID: "there"}}});
+        let record = json!({"metadata": {"uid": "there"}, "status": {"phase": "Completed"}});
+        let bytes = record.to_string();
+        let out = outcome_of(&synced, bytes.as_bytes(), Kind::Backup, "b").unwrap();
+        assert_eq!(out.phase, "Completed");
+        // Only backups are synced; a Restore with such an annotation gains nothing.
+        assert_eq!(
+            outcome_of(&synced, bytes.as_bytes(), Kind::Restore, "r"),
+            None
+        );
+        let other = json!({"metadata": {"uid": "else"}, "status": {"phase": "Completed"}});
+        assert_eq!(
+            outcome_of(&synced, other.to_string().as_bytes(), Kind::Backup, "b"),
             None
         );
     }

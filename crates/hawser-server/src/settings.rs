@@ -55,6 +55,9 @@ pub(crate) struct BackupSettings {
     pub(crate) concurrency: usize,
     /// `--garbage-collection-frequency` (`0s` read as Velero's 1h).
     pub(crate) gc_frequency: Duration,
+    /// `--backup-sync-period` (`0s` or less read as Velero's 1m): the sync period of a location
+    /// whose `spec.backupSyncPeriod` is unset.
+    pub(crate) sync_period: Duration,
     /// `--schedule-skip-immediately`.
     pub(crate) schedule_skip_immediately: bool,
 }

@@ -43,34 +43,6 @@ fn backups_of(cluster: &Cluster, name: &str) -> Vec<Value> {
         .collect()
 }
 
-/// A DeleteBackupRequest for `backup`, as `hawser backup delete` makes it.
-fn request_deletion(cluster: &Cluster, request: &str, backup: &str) {
-    let uid = cluster.get("velero.io/v1", "Backup", backup).unwrap()["metadata"]["uid"].clone();
-    cluster
-        .sim
-        .store()
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "DeleteBackupRequest",
-            "metadata": {"name": request, "namespace": NS,
-                "labels": {"velero.io/backup-name": backup, "velero.io/backup-uid": uid}},
-            "spec": {"backupName": backup}
-        }))
-        .unwrap();
-}
-
-/// Waits (up to 20 s) until the velero.io object is gone.
-async fn until_gone(cluster: &Cluster, server: &Server, kind: &str, name: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster.get("velero.io/v1", kind, name).is_some() {
-        assert!(
-            Instant::now() < deadline,
-            "{kind} {name} is still there\n{}",
-            server.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A cluster with `shop` seeded, a filesystem location, and a server started with the test
 /// flags plus `extra`.
 async fn started(extra: &[&str]) -> (Cluster, tempfile::TempDir, Server) {

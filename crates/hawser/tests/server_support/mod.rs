@@ -231,6 +231,34 @@ pub fn create_backup(cluster: &Cluster, name: &str, spec: Value) {
         .unwrap();
 }
 
+/// A DeleteBackupRequest for `backup`, as `hawser backup delete` makes it.
+pub fn request_deletion(cluster: &Cluster, request: &str, backup: &str) {
+    let uid = cluster.get("velero.io/v1", "Backup", backup).unwrap()["metadata"]["uid"].clone();
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "DeleteBackupRequest",
+            "metadata": {"name": request, "namespace": NS,
+                "labels": {"velero.io/backup-name": backup, "velero.io/backup-uid": uid}},
+            "spec": {"backupName": backup}
+        }))
+        .unwrap();
+}
+
+/// Waits (up to 20 s) until the velero.io object is gone.
+pub async fn until_gone(cluster: &Cluster, server: &Server, kind: &str, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.get("velero.io/v1", kind, name).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "{kind} {name} is still there\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The phases the work ends in.
 pub const FINAL: [&str; 4] = ["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
 

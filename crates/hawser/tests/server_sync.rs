@@ -1,0 +1,230 @@
+//! Backup sync through `hawser server` processes: a second cluster pointed at the directory a
+//! first cluster backed up into sees its backups, restores and deletes them, and drops the ones
+//! that leave the location; records that cannot be used, backups with a pending deletion
+//! request and locations with sync turned off are left alone.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+mod server_support;
+#[path = "../../hawser-store/tests/common/mod.rs"]
+mod store_common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use cli_support::{Cluster, NS};
+use hawser_api::labels::{HAWSER_RECORD_UID, STORAGE_LOCATION};
+use serde_json::{Value, json};
+use server_support::*;
+use store_common::files_under as files;
+
+/// Flags of the servers here: the test flags and a sync every second.
+fn flags() -> Vec<&'static str> {
+    FAST.iter()
+        .chain(&["--backup-sync-period", "1s"])
+        .copied()
+        .collect()
+}
+
+fn write(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The `velero-backup.json` of `backup` in the location rooted at `root`, as JSON.
+fn stored(root: &Path, backup: &str) -> Value {
+    let bytes = std::fs::read(artifact(root, backup, "velero-backup.json")).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// Stores `record` (renamed `backup`) as the record of `backup` in the location at `root`.
+fn store_record(root: &Path, backup: &str, mut record: Value) {
+    record["metadata"]["name"] = json!(backup);
+    let bytes = serde_json::to_vec(&record).unwrap();
+    write(&artifact(root, backup, "velero-backup.json"), &bytes);
+}
+
+/// A minimal record as another server would have written it.
+fn hand_made(name: &str) -> Value {
+    json!({
+        "apiVersion": "velero.io/v1", "kind": "Backup",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("{name}-uid")},
+        "spec": {"includedNamespaces": ["shop"]},
+        "status": {"phase": "Completed", "startTimestamp": "2026-01-01T00:00:00Z",
+            "completionTimestamp": "2026-01-01T00:01:00Z", "expiration": "2099-01-01T00:00:00Z"}
+    })
+}
+
+/// Waits (up to 15 s) for the Backup `name` to be synced into `cluster`.
+async fn synced(cluster: &Cluster, server: &Server, name: &str) -> Value {
+    wait_for(
+        cluster,
+        Some(server),
+        "Backup",
+        name,
+        Duration::from_secs(15),
+        |_| true,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_second_cluster_sees_restores_and_deletes_the_backups_of_its_location() {
+    let root = tempfile::tempdir().unwrap();
+    let first = Cluster::start().await;
+    seed(&first, 2);
+    filesystem_location(&first, "default", root.path());
+    let first_server = Server::start(&first, root.path(), FAST).await;
+    for name in ["keep", "lose"] {
+        create_backup(&first, name, json!({"includedNamespaces": ["shop"]}));
+        let done = wait_final(&first, &first_server, "Backup", name).await;
+        assert_eq!(phase(&done), "Completed", "{}", first_server.log_text());
+    }
+    drop(first_server);
+
+    // Neighbours: a record that does not parse (its name sorts first), an unfinished backup
+    // that has not expired, and one that has.
+    write(
+        &artifact(root.path(), "broken", "velero-backup.json"),
+        b"{not json",
+    );
+    let mut unfinished = stored(root.path(), "keep");
+    unfinished["status"]["phase"] = json!("Finalizing");
+    unfinished["status"]["expiration"] = json!("2099-01-01T00:00:00Z");
+    store_record(root.path(), "unfinished", unfinished);
+    let mut expired = stored(root.path(), "keep");
+    expired["status"]["phase"] = json!("WaitingForPluginOperations");
+    expired["status"]["expiration"] = json!("2020-01-01T00:00:00Z");
+    store_record(root.path(), "expired", expired);
+
+    // The second cluster names the same directory otherwise: the synced backups name it.
+    let second = Cluster::start().await;
+    filesystem_location(&second, "dr", root.path());
+    let server = Server::start(&second, root.path(), &flags()).await;
+
+    let keep = synced(&second, &server, "keep").await;
+    let record = stored(root.path(), "keep");
+    assert_eq!(phase(&keep), "Completed", "{keep:#}");
+    assert_eq!(keep["metadata"]["labels"][STORAGE_LOCATION], "dr");
+    assert_eq!(keep["spec"]["storageLocation"], "dr");
+    assert_eq!(keep["spec"]["includedNamespaces"], json!(["shop"]));
+    assert_eq!(keep["status"]["expiration"], record["status"]["expiration"]);
+    assert_ne!(keep["metadata"]["uid"], record["metadata"]["uid"]);
+    assert_eq!(
+        keep["metadata"]["annotations"][HAWSER_RECORD_UID],
+        record["metadata"]["uid"]
+    );
+    let expired = synced(&second, &server, "expired").await;
+    assert_eq!(phase(&expired), "PartiallyFailed");
+    synced(&second, &server, "lose").await;
+    assert!(second.get("velero.io/v1", "Backup", "broken").is_none());
+    assert!(second.get("velero.io/v1", "Backup", "unfinished").is_none());
+    assert!(
+        server
+            .log_text()
+            .contains("velero-backup.json cannot be synced")
+    );
+    let location = second
+        .get("velero.io/v1", "BackupStorageLocation", "dr")
+        .unwrap();
+    assert!(
+        location["status"]["lastSyncedTime"].is_string(),
+        "{location:#}"
+    );
+    assert_eq!(phase(&location), "Available");
+
+    second
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Restore",
+            "metadata": {"name": "keep-here", "namespace": NS},
+            "spec": {"backupName": "keep"}
+        }))
+        .unwrap();
+    let restored = wait_final(&second, &server, "Restore", "keep-here").await;
+    assert_eq!(phase(&restored), "Completed", "{}", server.log_text());
+    assert!(
+        second
+            .sim
+            .store()
+            .get("v1", "ConfigMap", "shop", "cm-1")
+            .is_some()
+    );
+
+    // A backup whose files leave the location leaves the cluster; the others stay.
+    let bucket = root.path().join(BUCKET);
+    std::fs::remove_dir_all(bucket.join("backups/lose")).unwrap();
+    until_gone(&second, &server, "Backup", "lose").await;
+    assert!(second.get("velero.io/v1", "Backup", "keep").is_some());
+
+    // A synced backup is deleted by request like any other, and is not synced back.
+    request_deletion(&second, "keep-1", "keep");
+    until_gone(&second, &server, "Backup", "keep").await;
+    until_gone(&second, &server, "DeleteBackupRequest", "keep-1").await;
+    assert_eq!(files(&bucket.join("backups/keep")), Vec::<String>::new());
+    assert_eq!(
+        files(&bucket.join("restores/keep-here")),
+        Vec::<String>::new()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        second.get("velero.io/v1", "Backup", "keep").is_none(),
+        "{}",
+        server.log_text()
+    );
+    assert!(second.get("velero.io/v1", "Backup", "expired").is_some());
+}
+
+#[tokio::test]
+async fn a_pending_deletion_request_or_a_location_with_sync_off_keeps_a_backup_out() {
+    let root = tempfile::tempdir().unwrap();
+    let quiet_root = tempfile::tempdir().unwrap();
+    store_record(root.path(), "free", hand_made("free"));
+    store_record(root.path(), "pending", hand_made("pending"));
+    store_record(quiet_root.path(), "quiet", hand_made("quiet"));
+
+    let cluster = Cluster::start().await;
+    filesystem_location(&cluster, "dr", root.path());
+    let mut off = cluster
+        .get("velero.io/v1", "BackupStorageLocation", "dr")
+        .unwrap();
+    off["metadata"] = json!({"name": "off", "namespace": NS});
+    off["spec"]["config"]["root"] = json!(quiet_root.path().to_str().unwrap());
+    off["spec"]["backupSyncPeriod"] = json!("0s");
+    cluster.sim.store().insert(off).unwrap();
+    // A deletion of `pending` in progress that the server cannot finish while the fault lasts
+    // (its requests cannot be written).
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "DeleteBackupRequest",
+            "metadata": {"name": "pending-1", "namespace": NS},
+            "spec": {"backupName": "pending"},
+            "status": {"phase": "InProgress"}
+        }))
+        .unwrap();
+    let stuck = cluster.sim.faults().status(
+        kube_sim::StatusFault::new(503)
+            .verbs(&["patch", "update"])
+            .resources(&["deletebackuprequests"]),
+    );
+    let server = Server::start(&cluster, root.path(), &flags()).await;
+
+    synced(&cluster, &server, "free").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(cluster.get("velero.io/v1", "Backup", "pending").is_none());
+    assert!(cluster.get("velero.io/v1", "Backup", "quiet").is_none());
+    let off = cluster
+        .get("velero.io/v1", "BackupStorageLocation", "off")
+        .unwrap();
+    assert_eq!(phase(&off), "Available", "{off:#}");
+    assert!(off["status"].get("lastSyncedTime").is_none(), "{off:#}");
+
+    // Once the request is processed, nothing holds the backup back any more.
+    cluster.sim.faults().remove(stuck);
+    let pending = synced(&cluster, &server, "pending").await;
+    assert_eq!(phase(&pending), "Completed");
+}
