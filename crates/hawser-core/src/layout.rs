@@ -94,6 +94,19 @@ impl DownloadTargetKind {
         Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
+    /// True for the kinds whose target name is a Restore's (the file lives under `restores/`,
+    /// and the Restore names the backup whose location holds it).
+    pub fn is_restore_kind(self) -> bool {
+        matches!(
+            self,
+            Self::RestoreLog
+                | Self::RestoreResults
+                | Self::RestoreResourceList
+                | Self::RestoreItemOperations
+                | Self::RestoreVolumeInfo
+        )
+    }
+
     /// Whether the CLI gunzips the download (every kind except the tarball).
     pub fn is_gzipped_for_cli(self) -> bool {
         self != Self::BackupContents

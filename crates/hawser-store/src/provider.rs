@@ -32,6 +32,16 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// Every provider, in the order of the docs.
+    pub const ALL: [Self; 4] = [Self::Aws, Self::Gcp, Self::Azure, Self::Filesystem];
+
+    /// The object-store plugin name a Velero server would report for this provider
+    /// (`velero.io/aws`); [`parse`](Self::parse) accepts it as `spec.provider` too.
+    #[must_use]
+    pub fn plugin_name(self) -> String {
+        format!("velero.io/{}", self.name())
+    }
+
     /// Parses `spec.provider`. Velero's `velero.io/<name>` plugin names are accepted too.
     ///
     /// # Errors

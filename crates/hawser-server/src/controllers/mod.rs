@@ -3,6 +3,9 @@
 pub(crate) mod backup;
 pub(crate) mod bsl;
 pub(crate) mod deletion;
+pub(crate) mod download;
 pub(crate) mod gc;
+mod requests;
 pub(crate) mod restore;
 pub(crate) mod schedule;
+pub(crate) mod server_status;
