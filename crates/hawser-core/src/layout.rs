@@ -260,6 +260,28 @@ impl Layout {
         format!("{}revision", self.top_level_dir("metadata"))
     }
 
+    /// The side files of a backup that has no volume snapshots, pod volume backups, plugin
+    /// operations or volume information (hawser's backups), each with the JSON text Velero
+    /// writes into it then, before gzip: `null` for the lists Velero leaves unset, `[]` for
+    /// the ones it starts empty (Go's `json.Encoder` ends both with a newline).
+    pub fn empty_backup_side_files(&self, backup: &str) -> [(String, &'static str); 4] {
+        [
+            (self.backup_pod_volume_backups(backup), "null\n"),
+            (self.backup_volume_snapshots(backup), "null\n"),
+            (self.backup_item_operations(backup), "[]\n"),
+            (self.backup_volume_info(backup), "[]\n"),
+        ]
+    }
+
+    /// The side files of a restore without plugin operations or volumes, as
+    /// [`empty_backup_side_files`](Self::empty_backup_side_files): both lists start empty.
+    pub fn empty_restore_side_files(&self, restore: &str) -> [(String, &'static str); 2] {
+        [
+            (self.restore_item_operations(restore), "[]\n"),
+            (self.restore_volume_info(restore), "[]\n"),
+        ]
+    }
+
     /// The key a `DownloadRequest` for `kind` of backup or restore `name` points at.
     pub fn download_key(&self, kind: DownloadTargetKind, name: &str) -> String {
         use DownloadTargetKind as K;
