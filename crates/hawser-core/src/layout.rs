@@ -94,6 +94,19 @@ impl DownloadTargetKind {
         Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
+    /// True for the kinds whose target name is a Restore's (the file lives under `restores/`,
+    /// and the Restore names the backup whose location holds it).
+    pub fn is_restore_kind(self) -> bool {
+        matches!(
+            self,
+            Self::RestoreLog
+                | Self::RestoreResults
+                | Self::RestoreResourceList
+                | Self::RestoreItemOperations
+                | Self::RestoreVolumeInfo
+        )
+    }
+
     /// Whether the CLI gunzips the download (every kind except the tarball).
     pub fn is_gzipped_for_cli(self) -> bool {
         self != Self::BackupContents
@@ -245,6 +258,28 @@ impl Layout {
     /// `<root>metadata/revision`: the revision marker older servers wrote to signal a change.
     pub fn revision(&self) -> String {
         format!("{}revision", self.top_level_dir("metadata"))
+    }
+
+    /// The side files of a backup that has no volume snapshots, pod volume backups, plugin
+    /// operations or volume information (hawser's backups), each with the JSON text Velero
+    /// writes into it then, before gzip: `null` for the lists Velero leaves unset, `[]` for
+    /// the ones it starts empty (Go's `json.Encoder` ends both with a newline).
+    pub fn empty_backup_side_files(&self, backup: &str) -> [(String, &'static str); 4] {
+        [
+            (self.backup_pod_volume_backups(backup), "null\n"),
+            (self.backup_volume_snapshots(backup), "null\n"),
+            (self.backup_item_operations(backup), "[]\n"),
+            (self.backup_volume_info(backup), "[]\n"),
+        ]
+    }
+
+    /// The side files of a restore without plugin operations or volumes, as
+    /// [`empty_backup_side_files`](Self::empty_backup_side_files): both lists start empty.
+    pub fn empty_restore_side_files(&self, restore: &str) -> [(String, &'static str); 2] {
+        [
+            (self.restore_item_operations(restore), "[]\n"),
+            (self.restore_volume_info(restore), "[]\n"),
+        ]
     }
 
     /// The key a `DownloadRequest` for `kind` of backup or restore `name` points at.

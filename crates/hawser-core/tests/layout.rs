@@ -195,3 +195,44 @@ fn only_known_top_level_directories_are_allowed() {
             .is_err()
     );
 }
+
+#[test]
+fn empty_side_files_are_velero_s() {
+    let layout = Layout::new(Some("p"));
+    let backup: Vec<(String, &str)> = layout.empty_backup_side_files("b1").into();
+    assert_eq!(
+        backup,
+        [
+            (
+                "p/backups/b1/b1-podvolumebackups.json.gz".to_owned(),
+                "null\n"
+            ),
+            (
+                "p/backups/b1/b1-volumesnapshots.json.gz".to_owned(),
+                "null\n"
+            ),
+            ("p/backups/b1/b1-itemoperations.json.gz".to_owned(), "[]\n"),
+            ("p/backups/b1/b1-volumeinfo.json.gz".to_owned(), "[]\n"),
+        ]
+    );
+    let restore: Vec<(String, &str)> = layout.empty_restore_side_files("r1").into();
+    assert_eq!(
+        restore,
+        [
+            (
+                "p/restores/r1/restore-r1-itemoperations.json.gz".to_owned(),
+                "[]\n"
+            ),
+            ("p/restores/r1/r1-volumeinfo.json.gz".to_owned(), "[]\n"),
+        ]
+    );
+    // Each is what a download of its kind points at.
+    assert_eq!(
+        layout.download_key(DownloadTargetKind::BackupVolumeInfos, "b1"),
+        backup[3].0
+    );
+    assert_eq!(
+        layout.download_key(DownloadTargetKind::RestoreItemOperations, "r1"),
+        restore[0].0
+    );
+}

@@ -161,6 +161,9 @@ pub struct ServerArgs {
     /// below the Pod's terminationGracePeriodSeconds.
     #[arg(long, env = "HAWSER_SHUTDOWN_GRACE_PERIOD", default_value = "60s")]
     pub shutdown_grace_period: GoDuration,
+
+    #[command(flatten)]
+    pub downloads: crate::downloads::DownloadArgs,
 }
 
 /// A flag value `hawser server` cannot run with.
@@ -211,6 +214,16 @@ pub enum ArgsError {
         longer: &'static str,
         /// Its value.
         longer_value: GoDuration,
+    },
+    /// `--download-address` or `--download-url` cannot be used.
+    #[error("--{flag} {value:?} cannot be used: {reason}")]
+    Download {
+        /// The flag's long name.
+        flag: &'static str,
+        /// The value given.
+        value: String,
+        /// Why.
+        reason: String,
     },
     /// `--leader-elect-resource-name` is not a valid object name.
     #[error(
@@ -353,6 +366,7 @@ impl ServerArgs {
             backup_sync_period,
             schedule_skip_immediately,
             shutdown_grace_period,
+            downloads,
         } = self.clone();
         if !client_qps.is_finite() || client_qps < 0.0 {
             return Err(ArgsError::Number {
@@ -430,6 +444,7 @@ impl ServerArgs {
                 grace_period: non_negative("shutdown-grace-period", shutdown_grace_period)?,
             },
             metrics_address: parse_listen_address(&metrics_address)?,
+            downloads: downloads.settings()?,
         })
     }
 }

@@ -27,6 +27,7 @@ pub mod status;
 mod args;
 mod context;
 mod controllers;
+mod downloads;
 mod http;
 mod leader;
 mod locations;
@@ -39,6 +40,7 @@ mod settings;
 mod work;
 
 pub use args::{ArgsError, ServerArgs};
+pub use downloads::DownloadArgs;
 pub use locations::{LocationError, Locations};
 pub use records::StorageRecords;
 pub use serve::serve;

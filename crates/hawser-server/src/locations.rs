@@ -3,7 +3,9 @@
 
 use hawser_api::{BackupStorageLocation, BackupStorageLocationPhase, BackupStorageLocationSpec};
 use hawser_core::errors::chain_text;
-use hawser_store::{ConfigError, Location, LocationSpec};
+use std::sync::Arc;
+
+use hawser_store::{ConfigError, FileUrls, Location, LocationSpec};
 use k8s_openapi::api::core::v1::{Secret, SecretKeySelector};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject};
@@ -85,13 +87,27 @@ impl LocationError {
 pub struct Locations {
     client: kube::Client,
     namespace: String,
+    /// Who serves the files of `filesystem` locations (hawser server's download listener).
+    files: Option<Arc<FileUrls>>,
 }
 
 impl Locations {
     /// BSLs in `namespace`, read through `client`.
     #[must_use]
     pub fn new(client: kube::Client, namespace: String) -> Self {
-        Self { client, namespace }
+        Self {
+            client,
+            namespace,
+            files: None,
+        }
+    }
+
+    /// These locations with the files of `filesystem` ones served through `files`, so that
+    /// they have download URLs ([`Location::download_url`]).
+    #[must_use]
+    pub fn served_by(mut self, files: Arc<FileUrls>) -> Self {
+        self.files = Some(files);
+        self
     }
 
     /// The BSL named `name`; `Ok(None)` when it does not exist. It is read untyped and parsed
@@ -182,7 +198,11 @@ impl Locations {
             source,
         };
         let spec = LocationSpec::from_bsl(spec, credentials, ca_cert).map_err(config_error)?;
-        Location::new(&spec).map_err(config_error)
+        let location = Location::new(&spec).map_err(config_error)?;
+        Ok(match &self.files {
+            Some(files) => location.served_by(files.clone(), name),
+            None => location,
+        })
     }
 
     /// The BSL `name` opened, when it is `Available` (one never validated is validated now).

@@ -32,7 +32,7 @@ use crate::metrics::{StatusMetrics, VeleroMetrics};
 use crate::queue::Workers;
 use crate::readiness::Readiness;
 use crate::status::{self, Kind, StatusConfig, StatusEngine};
-use crate::{Locations, ServerArgs, StorageRecords, http, queue};
+use crate::{Locations, ServerArgs, StorageRecords, downloads, http, queue};
 
 /// Longest a single Kubernetes API response may stall before the request fails.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -82,6 +82,24 @@ pub async fn serve(
                 settings.metrics_address
             )
         })?;
+    let downloads_listener = http::bind(settings.downloads.address)
+        .await
+        .with_context(|| {
+            format!(
+                "listening on --download-address {}",
+                settings.downloads.address
+            )
+        })?;
+    let file_urls = Arc::new(hawser_store::FileUrls::new(
+        &match &settings.downloads.public_url {
+            Some(url) => url.clone(),
+            None => http::local_url(
+                downloads_listener
+                    .local_addr()
+                    .context("reading the address of --download-address")?,
+            ),
+        },
+    ));
     let clock = Clock::system();
     let mut registry = prometheus_client::registry::Registry::default();
     let engine = StatusEngine::new(
@@ -104,7 +122,9 @@ pub async fn serve(
     let restore_watch = readiness.watch("restores");
     let schedule_watch = readiness.watch("schedules");
     let deletion_watch = readiness.watch("deletebackuprequests");
-    let locations = Locations::new(client.clone(), namespace.clone());
+    let download_watch = readiness.watch("downloadrequests");
+    let status_watch = readiness.watch("serverstatusrequests");
+    let locations = Locations::new(client.clone(), namespace.clone()).served_by(file_urls.clone());
     let records = StorageRecords::new(
         client.clone(),
         locations.clone(),
@@ -131,6 +151,7 @@ pub async fn serve(
         instance = engine.instance_id(),
         metrics = %http::local_url(listener.local_addr().unwrap_or(ctx.settings.metrics_address)),
         leader_election = election.is_some(),
+        downloads = file_urls.base_url(),
         "hawser server starting"
     );
 
@@ -142,6 +163,14 @@ pub async fn serve(
         http::Endpoints {
             registry: Arc::new(registry),
             readiness: readiness.clone(),
+        },
+        endpoints_stop.clone(),
+    ));
+    tokio::spawn(downloads::serve(
+        downloads_listener,
+        downloads::FileServer {
+            urls: file_urls.clone(),
+            locations: ctx.locations.clone(),
         },
         endpoints_stop,
     ));
@@ -186,6 +215,8 @@ pub async fn serve(
     controllers.spawn(controllers::gc::run(ctx.clone()));
     controllers.spawn(controllers::sync::run(ctx.clone()));
     controllers.spawn(controllers::deletion::run(ctx.clone(), deletion_watch));
+    controllers.spawn(controllers::download::run(ctx.clone(), download_watch));
+    controllers.spawn(controllers::server_status::run(ctx.clone(), status_watch));
     controllers.spawn(queue::run(
         ctx.clone(),
         Kind::Backup,

@@ -20,6 +20,8 @@ pub(crate) struct Settings {
     pub(crate) shutdown: ShutdownSettings,
     /// `--metrics-address`: where `/metrics`, `/livez` and `/readyz` are served.
     pub(crate) metrics_address: SocketAddr,
+    /// `--download-address`, `--download-url`: the listener of `filesystem` downloads.
+    pub(crate) downloads: crate::downloads::DownloadSettings,
 }
 
 /// The Kubernetes client.

@@ -212,6 +212,13 @@ pub enum StoreError {
         /// The key.
         key: String,
     },
+    /// The location cannot give out download URLs: a `filesystem` location outside hawser
+    /// server, which is what serves its files.
+    #[error("a `{provider}` location has no download URLs here: hawser server serves them")]
+    NotSignable {
+        /// The provider.
+        provider: &'static str,
+    },
     /// A blocking bridge was created outside a tokio runtime.
     #[error("{operation} needs a tokio runtime context")]
     NoRuntime {
@@ -242,6 +249,7 @@ impl StoreError {
             Self::InvalidKey { .. } => "InvalidKey",
             Self::Storage { kind, .. } => kind.category(),
             Self::Abandoned { .. } => "Abandoned",
+            Self::NotSignable { .. } => "NotSignable",
             Self::NoRuntime { .. } => "NoRuntime",
         }
     }

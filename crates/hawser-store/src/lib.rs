@@ -25,6 +25,7 @@ mod error;
 pub mod faults;
 mod location;
 mod provider;
+mod signed;
 mod spec;
 mod stream;
 mod validate;
@@ -33,6 +34,7 @@ pub use blocking::{BlockingReader, BlockingWriter, CHANNEL_CAPACITY, CHUNK_SIZE}
 pub use error::{ConfigError, FailureKind, StoreError};
 pub use location::{ByteStream, Location, ObjectInfo};
 pub use provider::Provider;
+pub use signed::{FileUrls, SignedFile, UrlRefused};
 pub use spec::{AccessMode, LocationOptions, LocationSpec};
 pub use stream::ArtifactWriter;
 pub use validate::{ValidationError, validate};

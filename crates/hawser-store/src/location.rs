@@ -2,15 +2,18 @@
 //! prefix.
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use hawser_core::layout::Layout;
 use object_store::path::Path;
+use object_store::signer::{Method, Signer};
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::error::{ConfigError, StoreError};
 use crate::provider::{self, Provider};
+use crate::signed::FileUrls;
 use crate::spec::{AccessMode, LocationOptions, LocationSpec};
 use crate::stream::ArtifactWriter;
 
@@ -27,6 +30,10 @@ pub struct Location {
     bucket: String,
     read_only: bool,
     options: LocationOptions,
+    /// What signs download URLs (aws, gcp, azure).
+    signer: Option<Arc<dyn Signer>>,
+    /// Who serves this location's files, and the name they know it by (`filesystem`).
+    served_by: Option<(Arc<FileUrls>, String)>,
 }
 
 /// Keys are relative to the prefix: they are the keys of a layout without root.
@@ -65,15 +72,59 @@ impl Location {
     ) -> Result<Self, ConfigError> {
         let provider = Provider::parse(&spec.provider)?;
         let root = parse_prefix(spec.prefix.as_deref())?;
-        let store = provider::build(provider, spec, &options)?;
+        let clients = provider::build(provider, spec, &options)?;
         Ok(Self {
-            store,
+            store: clients.store,
             root,
             provider,
             bucket: spec.bucket.clone(),
             read_only: spec.access_mode == AccessMode::ReadOnly,
             options,
+            signer: clients.signer,
+            served_by: None,
         })
+    }
+
+    /// This location with its files served through `files` under the name `name` (the
+    /// BackupStorageLocation's): what [`download_url`](Self::download_url) of a `filesystem`
+    /// location needs. Other providers sign with their own credentials and ignore it.
+    #[must_use]
+    pub fn served_by(mut self, files: Arc<FileUrls>, name: &str) -> Self {
+        self.served_by = Some((files, name.to_owned()));
+        self
+    }
+
+    /// A URL that lets its holder GET `key` without credentials until `expires_in` has passed:
+    /// the store's pre-signed URL (aws, gcp, azure), or for `filesystem` a URL of hawser
+    /// server's download listener signed by [`FileUrls`].
+    ///
+    /// # Errors
+    /// [`StoreError::NotSignable`] for a `filesystem` location not [`served_by`](Self::served_by)
+    /// anything; [`StoreError::InvalidKey`]; [`StoreError::Storage`] when the store cannot sign
+    /// (e.g. GCS without a service-account key).
+    pub async fn download_url(
+        &self,
+        key: &str,
+        expires_in: Duration,
+    ) -> Result<String, StoreError> {
+        let path = self.path(key)?;
+        if let Some(signer) = &self.signer {
+            let url = signer
+                .signed_url(Method::GET, &path, expires_in)
+                .await
+                .map_err(|e| StoreError::storage("sign", key, e))?;
+            return Ok(url.to_string());
+        }
+        let Some((files, name)) = &self.served_by else {
+            return Err(StoreError::NotSignable {
+                provider: self.provider.name(),
+            });
+        };
+        let expires = SystemTime::now()
+            .checked_add(expires_in)
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(u64::MAX, |d| d.as_secs());
+        Ok(files.sign(name, key.trim_matches('/'), expires))
     }
 
     /// The provider.

@@ -11,6 +11,7 @@ use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::local::LocalFileSystem;
+use object_store::signer::Signer;
 use object_store::{BackoffConfig, Certificate, ClientOptions, ObjectStore, RetryConfig};
 
 use crate::credentials::{parse_aws_credentials, parse_env_file};
@@ -31,6 +32,16 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// Every provider, in the order of the docs.
+    pub const ALL: [Self; 4] = [Self::Aws, Self::Gcp, Self::Azure, Self::Filesystem];
+
+    /// The object-store plugin name a Velero server would report for this provider
+    /// (`velero.io/aws`); [`parse`](Self::parse) accepts it as `spec.provider` too.
+    #[must_use]
+    pub fn plugin_name(self) -> String {
+        format!("velero.io/{}", self.name())
+    }
+
     /// Parses `spec.provider`. Velero's `velero.io/<name>` plugin names are accepted too.
     ///
     /// # Errors
@@ -88,19 +99,38 @@ pub(crate) const AZURE_KEYS: &[&str] = &[
 const AZURE_UNSUPPORTED: &[&str] = &["encryptionScope"];
 pub(crate) const FILESYSTEM_KEYS: &[&str] = &["root"];
 
+/// A location's clients: the store, and what signs its download URLs (`None` for
+/// `filesystem`, whose files hawser server serves itself).
+pub(crate) struct Clients {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) signer: Option<Arc<dyn Signer>>,
+}
+
+/// The same client storing and signing.
+fn signing<S: ObjectStore + Signer>(store: S) -> Clients {
+    let store = Arc::new(store);
+    Clients {
+        store: store.clone(),
+        signer: Some(store),
+    }
+}
+
 /// Builds the object-store client of `spec`, rooted at the bucket (the prefix is applied by the
 /// caller).
 pub(crate) fn build(
     provider: Provider,
     spec: &LocationSpec,
     options: &LocationOptions,
-) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+) -> Result<Clients, ConfigError> {
     check_bucket(provider, &spec.bucket)?;
     match provider {
         Provider::Aws => aws(spec, options),
         Provider::Gcp => gcp(spec, options),
         Provider::Azure => azure(spec, options),
-        Provider::Filesystem => filesystem(spec),
+        Provider::Filesystem => filesystem(spec).map(|store| Clients {
+            store,
+            signer: None,
+        }),
     }
 }
 
@@ -199,10 +229,7 @@ fn retry(options: &LocationOptions) -> RetryConfig {
     }
 }
 
-fn aws(
-    spec: &LocationSpec,
-    options: &LocationOptions,
-) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+fn aws(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, ConfigError> {
     let provider = Provider::Aws;
     let config = &spec.config;
     check_keys(provider, config, AWS_KEYS, AWS_UNSUPPORTED)?;
@@ -250,20 +277,11 @@ fn aws(
 
     let mut client = client_options(spec, options)?;
     if let Some(url) = s3_url {
-        let endpoint = S3Endpoint::parse(url)?;
+        let endpoint = S3Endpoint::parse(url, "s3Url")?;
         if endpoint.scheme == "http" {
             client = client.with_allow_http(true);
         }
-        if path_style {
-            builder = builder
-                .with_endpoint(endpoint.base())
-                .with_virtual_hosted_style_request(false);
-        } else {
-            // Virtual-hosted style against a custom endpoint: the bucket becomes part of the host.
-            builder = builder
-                .with_endpoint(endpoint.with_bucket_host(&spec.bucket))
-                .with_virtual_hosted_style_request(true);
-        }
+        builder = endpoint.apply(builder, &spec.bucket, path_style);
     } else {
         builder = builder.with_virtual_hosted_style_request(!path_style);
     }
@@ -271,6 +289,11 @@ fn aws(
         client = client.with_allow_invalid_certificates(true);
     }
     builder = builder.with_client_options(client);
+    // `publicUrl`: download URLs are signed for this endpoint instead of `s3Url` (the address
+    // clients outside the cluster reach the same storage at), as Velero's AWS plugin does.
+    let public = non_empty(config, "publicUrl")
+        .map(|url| S3Endpoint::parse(url, "publicUrl"))
+        .transpose()?;
 
     // Velero's plugin sends a checksum of each upload (CRC32 unless told otherwise); `""`
     // turns it off, which S3-compatible servers without checksum support need. hawser sends
@@ -320,14 +343,28 @@ fn aws(
         (None, None) => {}
     }
 
-    let store = builder.build().map_err(|source| ConfigError::Client {
+    let client_error = |source| ConfigError::Client {
         provider: provider.name(),
         source,
-    })?;
-    Ok(Arc::new(store))
+    };
+    let public_signer = match public {
+        Some(endpoint) => {
+            let signer = endpoint
+                .apply(builder.clone(), &spec.bucket, path_style)
+                .build()
+                .map_err(client_error)?;
+            Some(Arc::new(signer) as Arc<dyn Signer>)
+        }
+        None => None,
+    };
+    let mut clients = signing(builder.build().map_err(client_error)?);
+    if public_signer.is_some() {
+        clients.signer = public_signer;
+    }
+    Ok(clients)
 }
 
-/// A parsed `s3Url`.
+/// A parsed `s3Url` (or `publicUrl`).
 struct S3Endpoint {
     scheme: String,
     host: String,
@@ -335,9 +372,9 @@ struct S3Endpoint {
 }
 
 impl S3Endpoint {
-    fn parse(url: &str) -> Result<Self, ConfigError> {
+    fn parse(url: &str, key: &str) -> Result<Self, ConfigError> {
         let invalid = |reason: &str| ConfigError::Invalid {
-            field: "spec.config.s3Url".to_owned(),
+            field: format!("spec.config.{key}"),
             reason: format!("`{url}` {reason}"),
         };
         let (scheme, rest) = url
@@ -363,6 +400,20 @@ impl S3Endpoint {
         })
     }
 
+    /// `builder` pointed at this endpoint, path style or with the bucket in the host.
+    fn apply(&self, builder: AmazonS3Builder, bucket: &str, path_style: bool) -> AmazonS3Builder {
+        if path_style {
+            builder
+                .with_endpoint(self.base())
+                .with_virtual_hosted_style_request(false)
+        } else {
+            // Virtual-hosted style against a custom endpoint: the bucket becomes part of the host.
+            builder
+                .with_endpoint(self.with_bucket_host(bucket))
+                .with_virtual_hosted_style_request(true)
+        }
+    }
+
     fn base(&self) -> String {
         format!("{}://{}{}", self.scheme, self.host, self.rest)
     }
@@ -372,10 +423,7 @@ impl S3Endpoint {
     }
 }
 
-fn gcp(
-    spec: &LocationSpec,
-    options: &LocationOptions,
-) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+fn gcp(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, ConfigError> {
     let provider = Provider::Gcp;
     let config = &spec.config;
     check_keys(provider, config, GCP_KEYS, GCP_UNSUPPORTED)?;
@@ -403,13 +451,10 @@ fn gcp(
         provider: provider.name(),
         source,
     })?;
-    Ok(Arc::new(store))
+    Ok(signing(store))
 }
 
-fn azure(
-    spec: &LocationSpec,
-    options: &LocationOptions,
-) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+fn azure(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, ConfigError> {
     let provider = Provider::Azure;
     let config = &spec.config;
     check_keys(provider, config, AZURE_KEYS, AZURE_UNSUPPORTED)?;
@@ -474,7 +519,7 @@ fn azure(
         provider: provider.name(),
         source,
     })?;
-    Ok(Arc::new(store))
+    Ok(signing(store))
 }
 
 fn filesystem(spec: &LocationSpec) -> Result<Arc<dyn ObjectStore>, ConfigError> {
@@ -560,13 +605,13 @@ mod tests {
 
     #[test]
     fn s3_endpoint_hosts() {
-        let e = S3Endpoint::parse("http://127.0.0.1:9000/").unwrap();
+        let e = S3Endpoint::parse("http://127.0.0.1:9000/", "s3Url").unwrap();
         assert_eq!(e.base(), "http://127.0.0.1:9000");
         assert_eq!(e.with_bucket_host("b"), "http://b.127.0.0.1:9000");
-        let e = S3Endpoint::parse("https://minio.example/s3").unwrap();
+        let e = S3Endpoint::parse("https://minio.example/s3", "s3Url").unwrap();
         assert_eq!(e.base(), "https://minio.example/s3");
-        assert!(S3Endpoint::parse("minio:9000").is_err());
-        assert!(S3Endpoint::parse("ftp://x").is_err());
+        assert!(S3Endpoint::parse("minio:9000", "s3Url").is_err());
+        assert!(S3Endpoint::parse("ftp://x", "s3Url").is_err());
     }
 
     #[test]

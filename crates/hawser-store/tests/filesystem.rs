@@ -332,3 +332,35 @@ fn provider_clients_build_from_velero_config() {
     let location = Location::new(&aws).unwrap();
     assert_eq!((location.bucket(), location.prefix()), ("bucket", "p"));
 }
+
+/// A `filesystem` location has no URLs of its own: outside hawser server it says so; served by
+/// a [`FileUrls`] it gives that signer's URL, which verifies to the location and key.
+#[tokio::test]
+async fn filesystem_download_urls_come_from_the_file_server() {
+    let root = tempfile::tempdir().unwrap();
+    let location = Location::new(&fs_spec(root.path())).unwrap();
+    let err = location
+        .download_url("backups/b1/b1-logs.gz", std::time::Duration::from_secs(600))
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "NotSignable");
+
+    let files = std::sync::Arc::new(hawser_store::FileUrls::new("http://127.0.0.1:1234"));
+    let location = location.served_by(files.clone(), "default");
+    let url = location
+        .download_url("backups/b1/b1-logs.gz", std::time::Duration::from_secs(600))
+        .await
+        .unwrap();
+    let path = url.strip_prefix("http://127.0.0.1:1234").unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let file = files.verify(path, now).unwrap();
+    assert_eq!(file.location, "default");
+    assert_eq!(file.key, "backups/b1/b1-logs.gz");
+    assert_eq!(
+        files.verify(path, now + 601),
+        Err(hawser_store::UrlRefused::Expired)
+    );
+}

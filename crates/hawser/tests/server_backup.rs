@@ -102,6 +102,10 @@ async fn a_backup_completes_in_velero_layout_with_the_record_matching_the_object
         "nightly-logs.gz",
         "nightly-resource-list.json.gz",
         "nightly-results.gz",
+        "nightly-podvolumebackups.json.gz",
+        "nightly-volumesnapshots.json.gz",
+        "nightly-itemoperations.json.gz",
+        "nightly-volumeinfo.json.gz",
     ] {
         assert!(
             artifact(root.path(), "nightly", file).exists(),

@@ -461,6 +461,21 @@ async fn run_named(
     )
     .await?;
     put_gz(location, &layout.backup_results(&name), &results).await?;
+    // What Velero writes for a backup without volumes or plugin operations, so that Velero's
+    // clients (`describe`, DownloadRequests) find every file they look for.
+    for (key, json) in layout.empty_backup_side_files(&name) {
+        let bytes =
+            hawser_core::archive::gzjson::gzip_bytes(json.as_bytes()).map_err(|source| {
+                BackupError::Encode {
+                    key: key.clone(),
+                    source,
+                }
+            })?;
+        location
+            .put(&key, Bytes::from(bytes))
+            .await
+            .map_err(|source| BackupError::storage(key, source))?;
+    }
     let phase = if results.errors.count() > 0 {
         BackupPhase::PartiallyFailed
     } else {

@@ -505,14 +505,21 @@ async fn run_named(
     ));
     let (results, restored, log) = report.take();
     let mut upload_errors = Vec::new();
-    let uploads: [(String, Result<Vec<u8>, _>); 3] = [
+    let mut uploads: Vec<(String, Result<Vec<u8>, _>)> = vec![
         (layout.restore_results(&name), to_gz_json(&results)),
         (layout.restore_resource_list(&name), to_gz_json(&restored)),
-        (
-            layout.restore_log(&name),
-            hawser_core::archive::gzjson::gzip_bytes(log.as_bytes()),
-        ),
     ];
+    // Velero's files of a restore without plugin operations or volumes.
+    uploads.extend(layout.empty_restore_side_files(&name).map(|(key, json)| {
+        (
+            key,
+            hawser_core::archive::gzjson::gzip_bytes(json.as_bytes()),
+        )
+    }));
+    uploads.push((
+        layout.restore_log(&name),
+        hawser_core::archive::gzjson::gzip_bytes(log.as_bytes()),
+    ));
     for (key, bytes) in uploads {
         if location.is_read_only() {
             // A read-only location keeps nothing of a restore; the outcome is on the Restore.

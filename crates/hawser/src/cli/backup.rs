@@ -39,6 +39,10 @@ pub enum BackupCommand {
     /// Delete backups: ask the server to delete each one with its data (a
     /// DeleteBackupRequest per backup).
     Delete(BackupDeleteArgs),
+    /// Print a finished backup's log.
+    Logs(super::files::LogsArgs),
+    /// Download a backup's archive (`<NAME>-data.tar.gz`).
+    Download(super::files::BackupDownloadArgs),
 }
 
 /// `backup create`.
@@ -101,6 +105,8 @@ pub async fn run(global: &GlobalArgs, args: BackupArgs) -> Result<ExitStatus, Cl
         BackupCommand::Get(get) => get_backups(global, get).await,
         BackupCommand::Describe(describe) => describe_backups(global, describe).await,
         BackupCommand::Delete(delete) => delete_backups(global, delete).await,
+        BackupCommand::Logs(logs) => super::files::backup_logs(global, logs).await,
+        BackupCommand::Download(download) => super::files::backup_download(global, download).await,
     }
 }
 

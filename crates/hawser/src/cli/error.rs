@@ -106,6 +106,24 @@ pub enum CliError {
         /// How long.
         after: std::time::Duration,
     },
+    /// Watching an object failed.
+    #[error("could not watch {object}")]
+    Watch {
+        /// The object, as `Kind namespace/name`.
+        object: String,
+        /// The watch error.
+        #[source]
+        source: anyhow::Error,
+    },
+    /// Downloading a file of a backup or restore failed.
+    #[error("could not download {what}")]
+    Download {
+        /// The file, e.g. `the BackupLog file of b1`.
+        what: String,
+        /// The HTTP, decompression or write error.
+        #[source]
+        source: anyhow::Error,
+    },
     /// `hawser server` could not start or stopped with an error.
     #[error("hawser server failed")]
     Server {

@@ -8,7 +8,9 @@ pub mod backup;
 pub mod bsl;
 pub mod demo;
 pub mod describe;
+pub mod download;
 pub mod error;
+pub mod files;
 pub mod flags;
 pub mod global;
 pub mod install;
@@ -20,6 +22,7 @@ pub mod select;
 pub mod selector;
 mod server;
 pub mod template;
+pub mod version;
 pub mod wait;
 
 use std::process::ExitCode;
@@ -59,6 +62,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Run an embedded cluster and a hawser server for trying kubectl and hawser by hand.
     Dev(demo::DevArgs),
+    /// Print the client's version and the server's.
+    Version(version::VersionArgs),
 }
 
 /// Parses the process arguments, runs the command and turns the outcome into an exit code.
@@ -100,5 +105,6 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Server(args) => server::run(&cli.global, *args).await,
         Command::Demo(args) => demo::run_demo(&cli.global, args).await,
         Command::Dev(args) => demo::run_dev(args).await,
+        Command::Version(args) => version::run(&cli.global, args).await,
     }
 }

@@ -35,6 +35,8 @@ pub enum RestoreCommand {
     Describe(RestoreDescribeArgs),
     /// Delete restores (the server removes their files from object storage first).
     Delete(RestoreDeleteArgs),
+    /// Print a finished restore's log.
+    Logs(super::files::LogsArgs),
 }
 
 /// `restore create`.
@@ -125,6 +127,7 @@ pub async fn run(global: &GlobalArgs, args: RestoreArgs) -> Result<ExitStatus, C
         RestoreCommand::Get(get) => get_restores(global, get).await,
         RestoreCommand::Describe(describe) => describe_restores(global, describe).await,
         RestoreCommand::Delete(delete) => delete_restores(global, delete).await,
+        RestoreCommand::Logs(logs) => super::files::restore_logs(global, logs).await,
     }
 }
 

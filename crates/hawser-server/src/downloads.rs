@@ -1,0 +1,186 @@
+//! The download listener: the files of `filesystem` storage locations, served to whoever holds
+//! a signed URL (velero-compat §1.6; `docs/storage.md`).
+//!
+//! A DownloadRequest for an S3, GCS or Azure location gets the store's own pre-signed URL; a
+//! local directory has nothing that could check one, so the server serves those files itself on
+//! `--download-address` (loopback by default) and signs their URLs with a key it draws at start
+//! ([`FileUrls`]). A request is answered:
+//! - `403` when the URL is not signed by this process, was changed, or has expired (checked in
+//!   constant time before anything is read);
+//! - `400` for a key that tries to leave the location (`..`, empty segments);
+//! - `404` when the location is gone, is no longer a `filesystem` one, or the file is missing;
+//! - `200` with the file streamed, chunk by chunk.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use hawser_store::{FileUrls, Provider, UrlRefused};
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::ArgsError;
+use crate::locations::{LocationError, Locations};
+
+/// The download listener's flags (hawser's own; Velero has no such listener).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DownloadArgs {
+    /// Address of the HTTP listener that serves the files of `filesystem` locations to
+    /// DownloadRequest URLs (`hawser backup logs`, `download`). Loopback by default; port 0
+    /// picks a free port.
+    #[arg(long, env = "HAWSER_DOWNLOAD_ADDRESS", default_value = "127.0.0.1:0")]
+    pub download_address: String,
+    /// Base URL clients reach the download listener at when it is exposed (e.g. through a
+    /// Service: `http://hawser-downloads.velero.svc:8086`); default: the listener's own address.
+    #[arg(long, env = "HAWSER_DOWNLOAD_URL")]
+    pub download_url: Option<String>,
+}
+
+/// The checked form of [`DownloadArgs`].
+#[derive(Debug, Clone)]
+pub(crate) struct DownloadSettings {
+    pub(crate) address: SocketAddr,
+    pub(crate) public_url: Option<String>,
+}
+
+impl DownloadArgs {
+    pub(crate) fn settings(&self) -> Result<DownloadSettings, ArgsError> {
+        let address = crate::args::parse_listen_address(&self.download_address).map_err(|e| {
+            ArgsError::Download {
+                flag: "download-address",
+                value: self.download_address.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        let public_url = match self.download_url.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+                Some(url.trim_end_matches('/').to_owned())
+            }
+            Some(url) => {
+                return Err(ArgsError::Download {
+                    flag: "download-url",
+                    value: url.to_owned(),
+                    reason: "it must start with http:// or https://".to_owned(),
+                });
+            }
+        };
+        Ok(DownloadSettings {
+            address,
+            public_url,
+        })
+    }
+}
+
+type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// What the listener answers from.
+#[derive(Clone)]
+pub(crate) struct FileServer {
+    pub(crate) urls: Arc<FileUrls>,
+    pub(crate) locations: Locations,
+}
+
+/// Answers on `listener` until `shutdown`.
+pub(crate) async fn serve(listener: TcpListener, server: FileServer, shutdown: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a download connection failed");
+                    continue;
+                }
+            },
+        };
+        let server = server.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let server = server.clone();
+                async move { Ok::<_, Infallible>(answer(&server, &req).await) }
+            });
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await
+            {
+                tracing::debug!(error = %e, "download connection ended with an error");
+            }
+        });
+    }
+}
+
+async fn answer(server: &FileServer, req: &Request<Incoming>) -> Response<Body> {
+    if req.method() != Method::GET {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n");
+    }
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or("/", http::uri::PathAndQuery::as_str);
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let file = match server.urls.verify(target, now) {
+        Ok(file) => file,
+        Err(refused) => {
+            tracing::info!(reason = refused.category(), "download refused");
+            let code = match refused {
+                UrlRefused::UnsafeKey => StatusCode::BAD_REQUEST,
+                UrlRefused::Malformed => StatusCode::NOT_FOUND,
+                UrlRefused::BadSignature | UrlRefused::Expired => StatusCode::FORBIDDEN,
+            };
+            return text(code, &format!("{refused}\n"));
+        }
+    };
+    let location = match server.locations.open_named(&file.location).await {
+        Ok(location) if location.provider() == Provider::Filesystem => location,
+        Ok(_) | Err(LocationError::NotFound { .. }) => {
+            return text(StatusCode::NOT_FOUND, "file not found\n");
+        }
+        Err(e) => {
+            tracing::warn!(location = %file.location, error = %e.full_message(), "a download's location cannot be opened");
+            return text(
+                StatusCode::BAD_GATEWAY,
+                "the storage location cannot be opened\n",
+            );
+        }
+    };
+    match location.get_stream(&file.key).await {
+        Ok(stream) => {
+            let frames = stream
+                .map_ok(Frame::data)
+                .map_err(|e| std::io::Error::other(e.full_message()));
+            let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/octet-stream"),
+            );
+            response
+        }
+        Err(e) if e.is_not_found() => text(StatusCode::NOT_FOUND, "file not found\n"),
+        Err(e) => {
+            tracing::warn!(key = %file.key, error = %e.full_message(), "reading a download failed");
+            text(StatusCode::BAD_GATEWAY, "the file cannot be read\n")
+        }
+    }
+}
+
+fn text(code: StatusCode, body: &str) -> Response<Body> {
+    let full = Full::new(Bytes::from(body.to_owned())).map_err(|never: Infallible| match never {});
+    let mut r = Response::new(BodyExt::boxed_unsync(full));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain"),
+    );
+    r
+}
