@@ -36,6 +36,7 @@ mod readiness;
 mod records;
 mod serve;
 mod settings;
+pub mod velero_flags;
 mod work;
 
 pub use args::{ArgsError, ServerArgs};

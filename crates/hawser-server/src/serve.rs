@@ -184,6 +184,7 @@ pub async fn serve(
     controllers.spawn(controllers::schedule::run(ctx.clone(), schedule_watch));
     controllers.spawn(controllers::gc::run(ctx.clone()));
     controllers.spawn(controllers::deletion::run(ctx.clone(), deletion_watch));
+    controllers.spawn(controllers::vsl::run(ctx.clone()));
     controllers.spawn(queue::run(
         ctx.clone(),
         Kind::Backup,

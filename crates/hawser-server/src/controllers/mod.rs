@@ -6,3 +6,4 @@ pub(crate) mod deletion;
 pub(crate) mod gc;
 pub(crate) mod restore;
 pub(crate) mod schedule;
+pub(crate) mod vsl;
