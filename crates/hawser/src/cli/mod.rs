@@ -12,6 +12,7 @@ pub mod error;
 pub mod flags;
 pub mod global;
 pub mod install;
+pub mod install_flags;
 pub mod manifests;
 pub mod output;
 pub mod restore;
