@@ -256,8 +256,8 @@ impl<T: FlagTable> Args for Accepted<T> {
 }
 
 /// The flags of `velero server` (Velero 1.14 to 1.18, and the root command's) that hawser
-/// accepts without acting on them. The flags it implements are in [`ServerArgs`]
-/// (crate::ServerArgs) and the global flags.
+/// accepts without acting on them. The flags it implements are in
+/// [`ServerArgs`](crate::ServerArgs) and the global flags.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerFlags;
 
@@ -441,6 +441,18 @@ mod tests {
             &["--no-such-flag"][..],
         ] {
             assert!(parse(args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn docs_list_every_accepted_flag() {
+        let docs = include_str!("../../../docs/server.md");
+        for flag in ServerFlags::FLAGS {
+            let written = format!("`--{}`", flag.name);
+            assert!(
+                docs.contains(&written),
+                "{written} missing from docs/server.md"
+            );
         }
     }
 
