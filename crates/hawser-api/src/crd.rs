@@ -5,8 +5,8 @@
 //!
 //! - `listKind` is set (`BackupList`, ...).
 //! - The status subresource kube-derive adds for every type with a status is removed. No Velero
-//!   CRD has one: `backups`, `restores`, `downloadrequests` and `serverstatusrequests` have no
-//!   `subresources` key, `backupstoragelocations`, `schedules` and `deletebackuprequests` an empty
+//!   CRD has one: `backups`, `restores`, `downloadrequests`, `serverstatusrequests` and
+//!   `volumesnapshotlocations` have no `subresources` key, the others an empty
 //!   `subresources: {}`. Status is therefore written with ordinary patches of the main resource,
 //!   and a create may carry a status.
 //! - `apiVersion`, `kind` and `metadata` are declared at the root.
@@ -29,8 +29,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use crate::{
-    Backup, BackupStorageLocation, DeleteBackupRequest, DownloadRequest, Restore, Schedule,
-    ServerStatusRequest,
+    Backup, BackupRepository, BackupStorageLocation, DataDownload, DataUpload, DeleteBackupRequest,
+    DownloadRequest, PodVolumeBackup, PodVolumeRestore, Restore, Schedule, ServerStatusRequest,
+    VolumeSnapshotLocation,
 };
 
 /// How a CRD's `subresources` key looks in Velero.
@@ -43,19 +44,25 @@ enum Subresources {
     Empty,
 }
 
-/// All seven CRDs, in a stable order (alphabetical by plural).
+/// Every CRD Velero installs (thirteen), in a stable order (alphabetical by plural).
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
+        velero_shape(BackupRepository::crd(), Subresources::Empty),
         velero_shape(Backup::crd(), Subresources::Absent),
         velero_shape(BackupStorageLocation::crd(), Subresources::Empty),
+        velero_shape(DataDownload::crd(), Subresources::Empty),
+        velero_shape(DataUpload::crd(), Subresources::Empty),
         velero_shape(DeleteBackupRequest::crd(), Subresources::Empty),
         velero_shape(DownloadRequest::crd(), Subresources::Absent),
+        velero_shape(PodVolumeBackup::crd(), Subresources::Empty),
+        velero_shape(PodVolumeRestore::crd(), Subresources::Empty),
         velero_shape(Restore::crd(), Subresources::Absent),
         velero_shape(Schedule::crd(), Subresources::Empty),
         spec_optional(velero_shape(
             ServerStatusRequest::crd(),
             Subresources::Absent,
         )),
+        velero_shape(VolumeSnapshotLocation::crd(), Subresources::Absent),
     ]
 }
 
@@ -90,7 +97,7 @@ fn velero_shape(
         {
             root.title = None;
             clean_schema(root);
-            add_type_meta(root);
+            add_type_meta(root, &format!("{}/{}", crd.spec.group, version.name));
         }
     }
     crd
@@ -98,7 +105,7 @@ fn velero_shape(
 
 /// Declares `apiVersion`, `kind` and `metadata` at the root, as Velero's CRDs do (the API server
 /// handles them either way; this keeps `kubectl explain` output alike).
-fn add_type_meta(root: &mut JSONSchemaProps) {
+fn add_type_meta(root: &mut JSONSchemaProps, api_version: &str) {
     let typed = |type_: &str, description: &str| JSONSchemaProps {
         type_: Some(type_.to_owned()),
         description: Some(description.to_owned()),
@@ -107,7 +114,10 @@ fn add_type_meta(root: &mut JSONSchemaProps) {
     let properties = root.properties.get_or_insert_default();
     properties.insert(
         "apiVersion".to_owned(),
-        typed("string", "The object's API version (`velero.io/v1`)."),
+        typed(
+            "string",
+            &format!("The object's API version (`{api_version}`)."),
+        ),
     );
     properties.insert("kind".to_owned(), typed("string", "The object's kind."));
     properties.insert(

@@ -6,6 +6,9 @@
 //!   [`DeleteBackupRequest`], [`DownloadRequest`], [`ServerStatusRequest`] (kube-derive
 //!   `CustomResource`s, namespaced). Field names are Velero's; unknown fields are ignored, and
 //!   enum-like strings never fail a read (see [`phase`]).
+//! - Objects hawser serves but does not process, so that Velero's clients can list them:
+//!   [`VolumeSnapshotLocation`], [`PodVolumeBackup`], [`PodVolumeRestore`],
+//!   [`BackupRepository`], and the `velero.io/v2alpha1` [`DataUpload`] and [`DataDownload`].
 //! - Phases and transitions: [`phase`]; the generic view for status writers: [`PhasedResource`].
 //! - Labels and annotations: [`labels`].
 //! - Time arithmetic with Go durations: [`time`].
@@ -16,10 +19,13 @@ mod backup;
 mod bsl;
 mod common;
 pub mod crd;
+mod datamover;
 mod filters;
 pub mod labels;
 pub mod phase;
 mod phased;
+mod podvolume;
+mod repository;
 mod requests;
 mod restore;
 mod schedule;
@@ -29,6 +35,7 @@ mod string_enum;
 pub mod testing;
 pub mod time;
 mod unsupported;
+mod vsl;
 
 pub use backup::{
     Backup, BackupHooks, BackupProgress, BackupResourceHook, BackupResourceHookSpec, BackupSpec,
@@ -39,6 +46,10 @@ pub use bsl::{
     BackupStorageLocationStatus, ObjectStorageLocation,
 };
 pub use common::{HookErrorMode, HookStatus, TemplateMetadata};
+pub use datamover::{
+    CsiSnapshotSpec, DATA_MOVER_API_VERSION, DataDownload, DataDownloadSpec, DataDownloadStatus,
+    DataUpload, DataUploadSpec, DataUploadStatus, NodeOs, TargetVolumeSpec,
+};
 pub use hawser_core::duration::GoDuration;
 pub use phase::{
     BackupPhase, BackupStorageLocationPhase, DeleteBackupRequestPhase, DownloadRequestPhase,
@@ -46,6 +57,15 @@ pub use phase::{
     ServerStatusRequestPhase,
 };
 pub use phased::{PhasedResource, phase_str};
+pub use podvolume::{
+    DataTransferPhase, DataTransferProgress, PodVolumeBackup, PodVolumeBackupSpec,
+    PodVolumeBackupStatus, PodVolumeRestore, PodVolumeRestoreSpec, PodVolumeRestoreStatus,
+    UploaderType,
+};
+pub use repository::{
+    BackupRepository, BackupRepositoryMaintenance, BackupRepositoryPhase, BackupRepositorySpec,
+    BackupRepositoryStatus, MaintenanceResult,
+};
 pub use requests::{
     DeleteBackupRequest, DeleteBackupRequestSpec, DeleteBackupRequestStatus, DownloadRequest,
     DownloadRequestSpec, DownloadRequestStatus, DownloadTarget, DownloadTargetKind, PluginInfo,
@@ -57,10 +77,15 @@ pub use restore::{
     UploaderConfigForRestore,
 };
 pub use schedule::{Schedule, ScheduleSpec, ScheduleStatus};
+pub use vsl::{
+    VolumeSnapshotLocation, VolumeSnapshotLocationPhase, VolumeSnapshotLocationSpec,
+    VolumeSnapshotLocationStatus,
+};
 
 /// The API group of every object here.
 pub const GROUP: &str = "velero.io";
-/// The API version of every object here.
+/// The API version of every object here but DataUpload and DataDownload.
 pub const VERSION: &str = "v1";
-/// `apiVersion` of every object here.
+/// `apiVersion` of every object here but DataUpload and DataDownload
+/// ([`DATA_MOVER_API_VERSION`]).
 pub const API_VERSION: &str = "velero.io/v1";

@@ -39,36 +39,37 @@ fn crd_json(plural: &str) -> Value {
 #[test]
 fn names_scope_and_group_are_velero_s() {
     let expected = [
-        ("backups", "Backup", "backup", None),
+        ("backuprepositories", "BackupRepository", None, "v1"),
+        ("backups", "Backup", None, "v1"),
         (
             "backupstoragelocations",
             "BackupStorageLocation",
-            "backupstoragelocation",
             Some("bsl"),
+            "v1",
         ),
-        (
-            "deletebackuprequests",
-            "DeleteBackupRequest",
-            "deletebackuprequest",
-            None,
-        ),
-        (
-            "downloadrequests",
-            "DownloadRequest",
-            "downloadrequest",
-            None,
-        ),
-        ("restores", "Restore", "restore", None),
-        ("schedules", "Schedule", "schedule", None),
+        ("datadownloads", "DataDownload", None, "v2alpha1"),
+        ("datauploads", "DataUpload", None, "v2alpha1"),
+        ("deletebackuprequests", "DeleteBackupRequest", None, "v1"),
+        ("downloadrequests", "DownloadRequest", None, "v1"),
+        ("podvolumebackups", "PodVolumeBackup", None, "v1"),
+        ("podvolumerestores", "PodVolumeRestore", None, "v1"),
+        ("restores", "Restore", None, "v1"),
+        ("schedules", "Schedule", None, "v1"),
         (
             "serverstatusrequests",
             "ServerStatusRequest",
-            "serverstatusrequest",
             Some("ssr"),
+            "v1",
+        ),
+        (
+            "volumesnapshotlocations",
+            "VolumeSnapshotLocation",
+            Some("vsl"),
+            "v1",
         ),
     ];
     assert_eq!(crds().len(), expected.len());
-    for (plural, kind, singular, short) in expected {
+    for (plural, kind, short, version) in expected {
         let crd = crd_json(plural);
         assert_eq!(crd["metadata"]["name"], format!("{plural}.velero.io"));
         let spec = &crd["spec"];
@@ -76,14 +77,22 @@ fn names_scope_and_group_are_velero_s() {
         assert_eq!(spec["scope"], "Namespaced");
         assert_eq!(spec["names"]["kind"], kind);
         assert_eq!(spec["names"]["listKind"], format!("{kind}List"));
-        assert_eq!(spec["names"]["singular"], singular);
+        assert_eq!(spec["names"]["singular"], kind.to_lowercase());
         let shorts = spec["names"].get("shortNames").cloned();
         assert_eq!(shorts, short.map(|s| serde_json::json!([s])), "{plural}");
         let versions = spec["versions"].as_array().unwrap();
         assert_eq!(versions.len(), 1);
-        assert_eq!(versions[0]["name"], "v1");
+        assert_eq!(versions[0]["name"], version);
         assert_eq!(versions[0]["served"], true);
         assert_eq!(versions[0]["storage"], true);
+        let api_version = &versions[0]["schema"]["openAPIV3Schema"]["properties"]["apiVersion"];
+        assert!(
+            api_version["description"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("velero.io/{version}")),
+            "{plural}"
+        );
     }
 }
 
@@ -94,14 +103,20 @@ fn no_crd_has_a_status_subresource() {
         "restores",
         "downloadrequests",
         "serverstatusrequests",
+        "volumesnapshotlocations",
     ] {
         let version = &crd_json(plural)["spec"]["versions"][0];
         assert!(version.get("subresources").is_none(), "{plural}: {version}");
     }
     for plural in [
+        "backuprepositories",
         "backupstoragelocations",
-        "schedules",
+        "datadownloads",
+        "datauploads",
         "deletebackuprequests",
+        "podvolumebackups",
+        "podvolumerestores",
+        "schedules",
     ] {
         let version = &crd_json(plural)["spec"]["versions"][0];
         assert_eq!(version["subresources"], serde_json::json!({}), "{plural}");
@@ -157,11 +172,55 @@ fn printer_columns_are_velero_s() {
             ("Status", "string", ".status.phase"),
         ])
     );
+    assert_eq!(
+        columns("backuprepositories"),
+        owned(&[
+            ("Age", "date", ".metadata.creationTimestamp"),
+            ("Repository Type", "string", ".spec.repositoryType"),
+        ])
+    );
+    let transfer = |extra: &[(&'static str, &'static str, &'static str)],
+                    tail: &[(&'static str, &'static str, &'static str)]| {
+        let mut cols = vec![
+            ("Status", "string", ".status.phase"),
+            ("Started", "date", ".status.startTimestamp"),
+            ("Bytes Done", "integer", ".status.progress.bytesDone"),
+            ("Total Bytes", "integer", ".status.progress.totalBytes"),
+        ];
+        cols.extend_from_slice(extra);
+        cols.extend_from_slice(&[
+            ("Storage Location", "string", ".spec.backupStorageLocation"),
+            ("Age", "date", ".metadata.creationTimestamp"),
+            ("Node", "string", ".status.node"),
+        ]);
+        cols.extend_from_slice(tail);
+        owned(&cols)
+    };
+    let incremental = [("Incremental Bytes", "integer", ".status.incrementalBytes")];
+    assert_eq!(
+        columns("podvolumebackups"),
+        transfer(
+            &incremental,
+            &[("Uploader", "string", ".spec.uploaderType")]
+        )
+    );
+    assert_eq!(
+        columns("podvolumerestores"),
+        transfer(&[], &[("Uploader Type", "string", ".spec.uploaderType")])
+    );
+    assert_eq!(columns("datauploads"), transfer(&incremental, &[]));
+    assert_eq!(columns("datadownloads"), transfer(&[], &[]));
+    // Incremental bytes only in `kubectl get -o wide`, as Velero.
+    let version = &crd_json("datauploads")["spec"]["versions"][0];
+    let wide = &version["additionalPrinterColumns"][4];
+    assert_eq!(wide["priority"], 10);
+    assert_eq!(wide["format"], "int64");
     for plural in [
         "backups",
         "restores",
         "downloadrequests",
         "serverstatusrequests",
+        "volumesnapshotlocations",
     ] {
         assert!(columns(plural).is_empty(), "{plural}");
     }
@@ -287,6 +346,105 @@ fn schemas_enforce_velero_s_enums_and_required_fields() {
     assert_eq!(
         required(&download["properties"]["spec"]["properties"]["target"]),
         sorted(&["kind", "name"])
+    );
+
+    let vsl = schema("volumesnapshotlocations");
+    assert_eq!(required(&vsl["properties"]["spec"]), sorted(&["provider"]));
+    assert_eq!(
+        vsl["properties"]["status"]["properties"]["phase"]["enum"],
+        serde_json::json!(["Available", "Unavailable"])
+    );
+    let transfer_phases = serde_json::json!([
+        "New",
+        "Accepted",
+        "Prepared",
+        "InProgress",
+        "Canceling",
+        "Canceled",
+        "Completed",
+        "Failed"
+    ]);
+    for plural in [
+        "podvolumebackups",
+        "podvolumerestores",
+        "datauploads",
+        "datadownloads",
+    ] {
+        assert_eq!(
+            schema(plural)["properties"]["status"]["properties"]["phase"]["enum"],
+            transfer_phases,
+            "{plural}"
+        );
+    }
+    let pvb = schema("podvolumebackups");
+    assert_eq!(
+        required(&pvb["properties"]["spec"]),
+        sorted(&[
+            "backupStorageLocation",
+            "node",
+            "pod",
+            "repoIdentifier",
+            "volume"
+        ])
+    );
+    assert_eq!(
+        pvb["properties"]["spec"]["properties"]["uploaderType"]["enum"],
+        serde_json::json!(["kopia", "restic", ""])
+    );
+    let pvr = schema("podvolumerestores");
+    assert_eq!(
+        required(&pvr["properties"]["spec"]),
+        sorted(&[
+            "backupStorageLocation",
+            "pod",
+            "repoIdentifier",
+            "snapshotID",
+            "sourceNamespace",
+            "volume"
+        ])
+    );
+    let repository = schema("backuprepositories");
+    assert_eq!(
+        required(&repository["properties"]["spec"]),
+        sorted(&[
+            "backupStorageLocation",
+            "maintenanceFrequency",
+            "volumeNamespace"
+        ])
+    );
+    assert_eq!(
+        repository["properties"]["status"]["properties"]["phase"]["enum"],
+        serde_json::json!(["New", "Ready", "NotReady"])
+    );
+    let upload = schema("datauploads");
+    assert_eq!(
+        required(&upload["properties"]["spec"]),
+        sorted(&[
+            "backupStorageLocation",
+            "operationTimeout",
+            "snapshotType",
+            "sourceNamespace",
+            "sourcePVC"
+        ])
+    );
+    assert_eq!(
+        required(&upload["properties"]["spec"]["properties"]["csiSnapshot"]),
+        sorted(&["storageClass", "volumeSnapshot"])
+    );
+    let data_download = schema("datadownloads");
+    assert_eq!(
+        required(&data_download["properties"]["spec"]),
+        sorted(&[
+            "backupStorageLocation",
+            "operationTimeout",
+            "snapshotID",
+            "sourceNamespace",
+            "targetVolume"
+        ])
+    );
+    assert_eq!(
+        required(&data_download["properties"]["spec"]["properties"]["targetVolume"]),
+        sorted(&["namespace", "pv", "pvc"])
     );
 
     let restore = schema("restores");

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use hawser_api::{
     Backup, BackupPhase, BackupStatus, BackupStorageLocation, BackupStorageLocationPhase,
+    DataUpload, DataUploadSpec,
 };
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Config};
@@ -80,7 +81,7 @@ async fn velero_objects_are_served_as_velero_serves_them() {
         &["apply", "-f", crds_path().to_str().unwrap()],
     )
     .await;
-    assert_eq!(applied.lines().count(), 7, "{applied}");
+    assert_eq!(applied.lines().count(), 13, "{applied}");
     kubectl(&sim, dir.path(), &["create", "namespace", "velero"]).await;
 
     let client = Client::try_from(Config::new(sim.api_url().parse().unwrap())).unwrap();
@@ -158,6 +159,59 @@ async fn velero_objects_are_served_as_velero_serves_them() {
     )
     .await;
     assert_eq!(none.trim(), "");
+
+    // The kinds Velero's node agent and snapshotters use are served too, the data movers' at
+    // velero.io/v2alpha1, so that tools listing them do not fail.
+    for resource in [
+        "vsl",
+        "podvolumebackups",
+        "podvolumerestores",
+        "backuprepositories",
+        "datauploads.velero.io",
+        "datadownloads.velero.io",
+    ] {
+        let none = kubectl(
+            &sim,
+            dir.path(),
+            &["get", resource, "-n", "velero", "-o", "name"],
+        )
+        .await;
+        assert_eq!(none.trim(), "", "{resource}");
+    }
+    let uploads: Api<DataUpload> = Api::namespaced(client.clone(), "velero");
+    let upload = DataUpload::new(
+        "b1-x7k2p",
+        DataUploadSpec {
+            snapshot_type: "CSI".into(),
+            source_pvc: "data".into(),
+            source_namespace: "shop".into(),
+            backup_storage_location: "default".into(),
+            operation_timeout: "10m0s".into(),
+            ..DataUploadSpec::default()
+        },
+    );
+    uploads
+        .create(&PostParams::default(), &upload)
+        .await
+        .unwrap();
+    let listed = uploads.list(&Default::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].spec.source_pvc, "data");
+    let table = kubectl(&sim, dir.path(), &["get", "datauploads", "-n", "velero"]).await;
+    assert_eq!(
+        header(&table),
+        [
+            "NAME",
+            "STATUS",
+            "STARTED",
+            "BYTES DONE",
+            "TOTAL BYTES",
+            "STORAGE LOCATION",
+            "AGE",
+            "NODE"
+        ],
+        "{table}"
+    );
 
     sim.shutdown().await;
 }

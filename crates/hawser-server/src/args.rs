@@ -10,6 +10,7 @@ use crate::settings::{
     BackupSettings, ClientSettings, LeaderElectionSettings, LocationSettings, RestoreSettings,
     Settings, ShutdownSettings, StatusSettings,
 };
+use crate::velero_flags::{Accepted, ServerFlags};
 
 /// Velero's garbage-collection frequency, also what `--garbage-collection-frequency 0s` means.
 const DEFAULT_GC_FREQUENCY: Duration = Duration::from_secs(3600);
@@ -164,6 +165,10 @@ pub struct ServerArgs {
 
     #[command(flatten)]
     pub downloads: crate::downloads::DownloadArgs,
+    /// The other flags of `velero server`: accepted so that a Velero Deployment's arguments
+    /// parse, without effect.
+    #[command(flatten)]
+    pub velero: Accepted<ServerFlags>,
 }
 
 /// A flag value `hawser server` cannot run with.
@@ -367,6 +372,8 @@ impl ServerArgs {
             schedule_skip_immediately,
             shutdown_grace_period,
             downloads,
+            // Logged by the command as accepted and not implemented; nothing to check.
+            velero: _,
         } = self.clone();
         if !client_qps.is_finite() || client_qps < 0.0 {
             return Err(ArgsError::Number {

@@ -13,7 +13,12 @@
 //! - the **storage-location controller** ([`controllers::bsl`]), validating every location;
 //! - **recovery** (the status engine's, reading the records in the storage locations through
 //!   [`records::StorageRecords`]) at start-up and every `--status-resync-period`;
+//! - the **VolumeSnapshotLocation reporter** ([`controllers::vsl`]): hawser has no volume
+//!   snapshotters, and says so once per location;
 //! - the HTTP endpoints ([`http`]) on `--metrics-address`, in followers too.
+//!
+//! [`ServerArgs`] also accepts every other flag of `velero server` ([`velero_flags`]), so a
+//! Velero Deployment's arguments parse; the command logs the ones given as not implemented.
 //!
 //! On shutdown the queues stop taking work, running backups and restores get
 //! `--shutdown-grace-period` to finish, then the Lease is released ([`serve`](fn@serve)).
@@ -37,6 +42,7 @@ mod readiness;
 mod records;
 mod serve;
 mod settings;
+pub mod velero_flags;
 mod work;
 
 pub use args::{ArgsError, ServerArgs};

@@ -217,6 +217,7 @@ pub async fn serve(
     controllers.spawn(controllers::deletion::run(ctx.clone(), deletion_watch));
     controllers.spawn(controllers::download::run(ctx.clone(), download_watch));
     controllers.spawn(controllers::server_status::run(ctx.clone(), status_watch));
+    controllers.spawn(controllers::vsl::run(ctx.clone()));
     controllers.spawn(queue::run(
         ctx.clone(),
         Kind::Backup,

@@ -9,15 +9,26 @@ use cli_support::Cluster;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// `Kind/name` of every object install makes with a location and a credentials file, in order.
-const EXPECTED: [&str; 15] = [
+/// Every CRD Velero installs, in install's order.
+const CRDS: [&str; 13] = [
+    "CustomResourceDefinition/backuprepositories.velero.io",
     "CustomResourceDefinition/backups.velero.io",
     "CustomResourceDefinition/backupstoragelocations.velero.io",
+    "CustomResourceDefinition/datadownloads.velero.io",
+    "CustomResourceDefinition/datauploads.velero.io",
     "CustomResourceDefinition/deletebackuprequests.velero.io",
     "CustomResourceDefinition/downloadrequests.velero.io",
+    "CustomResourceDefinition/podvolumebackups.velero.io",
+    "CustomResourceDefinition/podvolumerestores.velero.io",
     "CustomResourceDefinition/restores.velero.io",
     "CustomResourceDefinition/schedules.velero.io",
     "CustomResourceDefinition/serverstatusrequests.velero.io",
+    "CustomResourceDefinition/volumesnapshotlocations.velero.io",
+];
+
+/// `Kind/name` of every object install makes with a location and a credentials file, after the
+/// CRDs, in order.
+const EXPECTED: [&str; 8] = [
     "Namespace/velero",
     "ServiceAccount/velero",
     "ClusterRoleBinding/velero",
@@ -27,6 +38,18 @@ const EXPECTED: [&str; 15] = [
     "Deployment/velero",
     "BackupStorageLocation/default",
 ];
+
+/// Every object of a full install, in order.
+fn expected() -> Vec<&'static str> {
+    CRDS.iter().chain(&EXPECTED).copied().collect()
+}
+
+/// The object `Kind/name` of a list of objects.
+fn find<'a>(docs: &'a [Value], wanted: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| label(d) == wanted)
+        .unwrap_or_else(|| panic!("no {wanted}"))
+}
 
 fn label(object: &Value) -> String {
     format!(
@@ -79,8 +102,8 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
         .map(|doc| Value::deserialize(doc).unwrap())
         .collect();
     let labels: Vec<String> = docs.iter().map(label).collect();
-    assert_eq!(labels, EXPECTED);
-    let deployment = &docs[13];
+    assert_eq!(labels, expected());
+    let deployment = find(&docs, "Deployment/velero");
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], "registry.example/hawser:test");
     assert_eq!(
@@ -91,7 +114,7 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
         deployment["spec"]["template"]["spec"]["serviceAccountName"],
         "velero"
     );
-    let binding = &docs[9];
+    let binding = find(&docs, "ClusterRoleBinding/velero");
     assert_eq!(binding["roleRef"]["name"], "cluster-admin");
     assert_eq!(binding["subjects"][0]["namespace"], "velero");
     // One server at a time: the old Pod stops (and releases the Lease) before the new starts,
@@ -103,7 +126,7 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
         assert_eq!(container[probe]["httpGet"]["path"], path, "{probe}");
         assert_eq!(container[probe]["httpGet"]["port"], "metrics", "{probe}");
     }
-    let role = &docs[10];
+    let role = find(&docs, "Role/hawser-leader-election");
     assert_eq!(role["kind"], "Role");
     assert_eq!(role["metadata"]["namespace"], "velero");
     assert_eq!(
@@ -120,12 +143,12 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
             "{verb} missing from {role:#}"
         );
     }
-    let role_binding = &docs[11];
+    let role_binding = find(&docs, "RoleBinding/hawser-leader-election");
     assert_eq!(role_binding["roleRef"]["kind"], "Role");
     assert_eq!(role_binding["roleRef"]["name"], "hawser-leader-election");
     assert_eq!(role_binding["subjects"][0]["name"], "velero");
     assert_eq!(role_binding["subjects"][0]["namespace"], "velero");
-    let bsl = &docs[14]["spec"];
+    let bsl = &find(&docs, "BackupStorageLocation/default")["spec"];
     assert_eq!(bsl["objectStorage"]["prefix"], "cluster-a");
     assert_eq!(bsl["config"]["region"], "eu-west-1");
     assert_eq!(bsl["credential"]["key"], "cloud");
@@ -147,7 +170,7 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
         .iter()
         .map(label)
         .collect();
-    assert_eq!(labels.len(), 13, "{labels:?}");
+    assert_eq!(labels.len(), CRDS.len() + 6, "{labels:?}");
     assert!(labels.contains(&"Namespace/backups".to_owned()));
     assert!(labels.contains(&"ClusterRoleBinding/velero-backups".to_owned()));
     assert!(labels.contains(&"RoleBinding/hawser-leader-election".to_owned()));
@@ -166,7 +189,7 @@ async fn install_creates_everything_and_a_second_install_changes_nothing() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = cluster.hawser(&args).await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
-    for expected in EXPECTED {
+    for expected in expected() {
         assert!(
             run.stdout.contains(&format!("{expected}: created")),
             "{expected}: {}",
@@ -223,7 +246,7 @@ async fn install_creates_everything_and_a_second_install_changes_nothing() {
 
     let run = cluster.hawser(&args).await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
-    for expected in EXPECTED {
+    for expected in expected() {
         assert!(
             run.stdout.contains(&format!("{expected}: unchanged")),
             "{expected}: {}",
@@ -236,8 +259,14 @@ async fn install_creates_everything_and_a_second_install_changes_nothing() {
 async fn bad_install_flags_exit_2_before_touching_the_cluster() {
     let cluster = Cluster::empty().await;
     let before = cluster.sim.last_request_seq();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--provider", "aws"], "--bucket"),
+        (&["--wait", "true"], "true"),
+        (&["--pod-labels", "team"], "--pod-labels"),
+        (
+            &["--pod-volume-operation-timeout=4 hours"],
+            "--pod-volume-operation-timeout",
+        ),
         (&["--bucket", "b"], "--provider"),
         (&["--provider", "aws", "--bucket", "b/c"], "--prefix"),
         (&["--default-backup-ttl", "forever"], "--default-backup-ttl"),
@@ -260,4 +289,236 @@ async fn bad_install_flags_exit_2_before_touching_the_cluster() {
         run.stderr
     );
     assert_eq!(cluster.sim.last_request_seq(), before);
+}
+
+/// Runs `hawser install ARGS --dry-run -o json`; (the objects, stderr).
+async fn dry_run(cluster: &Cluster, args: &[&str]) -> (Vec<Value>, String) {
+    let mut all = vec!["install"];
+    all.extend_from_slice(args);
+    all.extend(["--dry-run", "-o", "json"]);
+    let run = cluster.hawser(&all).await;
+    assert_eq!(run.code, 0, "{all:?}: {}", run.stderr);
+    let list: Value = serde_json::from_str(&run.stdout).unwrap();
+    (list["items"].as_array().unwrap().clone(), run.stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn velero_install_flags_are_honoured_or_reported() {
+    let cluster = Cluster::empty().await;
+    let secret = secret_file(&cluster);
+    let ca = cluster.dir().join("ca.pem");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let (docs, stderr) = dry_run(
+        &cluster,
+        &[
+            "--provider",
+            "aws",
+            "--plugins",
+            "velero/velero-plugin-for-aws:v1.12.0",
+            "--bucket",
+            "backups",
+            "--secret-file",
+            &secret,
+            "--no-secret",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--backup-location-config",
+            "region=eu-west-1",
+            "--snapshot-location-config",
+            "region=eu-west-1",
+            "--use-volume-snapshots=false",
+            "--use-node-agent",
+            "--features=EnableCSI",
+            "--uploader-type=kopia",
+            "--pod-annotations",
+            "iam.amazonaws.com/role=backup,prometheus.io/port=9000",
+            "--pod-labels",
+            "team=storage,deploy=other",
+            "--velero-pod-cpu-request=1",
+            "--velero-pod-mem-limit=0",
+            "--service-account-name=backup-runner",
+            "--server-priority-class-name=critical",
+            "--schedule-skip-immediately",
+            "--garbage-collection-frequency=2h",
+            "--concurrent-backups=3",
+            "--wait=false",
+            "--apply",
+        ],
+    )
+    .await;
+
+    // Flags hawser has no use for: one warning each, none for the others.
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    let ignored = [
+        "--plugins=velero/velero-plugin-for-aws:v1.12.0",
+        "--features=EnableCSI",
+        "--use-node-agent=true",
+        "--use-volume-snapshots=false",
+        "--snapshot-location-config=region=eu-west-1",
+        "--uploader-type=kopia",
+    ];
+    assert_eq!(warnings.len(), ignored.len(), "{stderr}");
+    for flag in ignored {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains(flag) && w.contains("no effect")),
+            "{flag}: {stderr}"
+        );
+    }
+
+    let labels: Vec<String> = docs.iter().map(label).collect();
+    // An existing ServiceAccount: none created and none bound to cluster-admin; no Secret.
+    for absent in ["ServiceAccount/", "ClusterRoleBinding/", "Secret/"] {
+        assert!(
+            !labels.iter().any(|l| l.starts_with(absent)),
+            "{absent}: {labels:?}"
+        );
+    }
+    let role_binding = find(&docs, "RoleBinding/hawser-leader-election");
+    assert_eq!(role_binding["subjects"][0]["name"], "backup-runner");
+
+    let deployment = find(&docs, "Deployment/velero");
+    let template = &deployment["spec"]["template"];
+    let pod = &template["spec"];
+    assert_eq!(pod["serviceAccountName"], "backup-runner");
+    assert_eq!(pod["priorityClassName"], "critical");
+    assert_eq!(
+        template["metadata"]["annotations"],
+        serde_json::json!({
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": "9000",
+            "prometheus.io/path": "/metrics",
+            "iam.amazonaws.com/role": "backup",
+        })
+    );
+    // The Deployment selects on `deploy: velero`; a label given for it does not win.
+    assert_eq!(
+        template["metadata"]["labels"],
+        serde_json::json!({"component": "velero", "deploy": "velero", "team": "storage"})
+    );
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["resources"],
+        serde_json::json!({
+            "requests": {"cpu": "1", "memory": "128Mi"},
+            "limits": {"cpu": "1000m"},
+        })
+    );
+    assert_eq!(
+        container["args"],
+        serde_json::json!([
+            "server",
+            "--garbage-collection-frequency=2h0m0s",
+            "--concurrent-backups=3",
+            "--schedule-skip-immediately=true"
+        ])
+    );
+    assert!(container.get("volumeMounts").is_none(), "{container:#}");
+
+    let bsl = &find(&docs, "BackupStorageLocation/default")["spec"];
+    assert!(bsl.get("credential").is_none(), "{bsl:#}");
+    // base64 of the file.
+    assert_eq!(
+        bsl["objectStorage"]["caCert"],
+        "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
+    );
+
+    // Velero's defaults: the scrape annotations on port 8085, its requests and limits.
+    let (docs, stderr) = dry_run(&cluster, &[]).await;
+    assert_eq!(stderr, "");
+    let template = &find(&docs, "Deployment/velero")["spec"]["template"];
+    assert_eq!(
+        template["metadata"]["annotations"]["prometheus.io/port"],
+        "8085"
+    );
+    assert_eq!(
+        template["spec"]["containers"][0]["resources"],
+        serde_json::json!({
+            "requests": {"cpu": "500m", "memory": "128Mi"},
+            "limits": {"cpu": "1000m", "memory": "512Mi"},
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crds_only_and_no_default_backup_location() {
+    let cluster = Cluster::empty().await;
+    let (docs, _) = dry_run(&cluster, &["--crds-only"]).await;
+    let labels: Vec<String> = docs.iter().map(label).collect();
+    assert_eq!(labels, CRDS);
+
+    let (docs, _) = dry_run(
+        &cluster,
+        &[
+            "--provider",
+            "aws",
+            "--bucket",
+            "b",
+            "--no-default-backup-location",
+        ],
+    )
+    .await;
+    assert!(
+        !docs.iter().any(|d| d["kind"] == "BackupStorageLocation"),
+        "{docs:#?}"
+    );
+
+    let run = cluster.hawser(&["install", "--crds-only=true"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for crd in CRDS {
+        assert!(
+            run.stdout.contains(&format!("{crd}: created")),
+            "{}",
+            run.stdout
+        );
+    }
+    assert!(
+        cluster
+            .sim
+            .store()
+            .get("apps/v1", "Deployment", "velero", "velero")
+            .is_none()
+    );
+    assert!(
+        cluster
+            .sim
+            .store()
+            .get("v1", "Namespace", "", "velero")
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_returns_once_the_deployment_has_a_ready_pod() {
+    let cluster = Cluster::empty().await;
+    let child = cluster.spawn(&["install", "--wait"]);
+    let deployment = cluster
+        .until_exists("apps/v1", "Deployment", "velero")
+        .await;
+    // Deployments have a status subresource: written as the Deployment controller writes it.
+    let set_status = |status: Value| {
+        let mut object = deployment.clone();
+        object["status"] = status;
+        cluster.sim.store().set_status(&object).unwrap();
+    };
+    // Not ready yet: install keeps waiting.
+    set_status(serde_json::json!({"replicas": 1, "readyReplicas": 0}));
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let generation = deployment["metadata"]["generation"].clone();
+    set_status(serde_json::json!({
+        "replicas": 1, "readyReplicas": 1, "observedGeneration": generation
+    }));
+    let run = cli_support::finished(child).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("Waiting for the hawser Deployment to be ready."),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("hawser is installed"), "{}", run.stdout);
 }

@@ -11,3 +11,4 @@ pub(crate) mod restore;
 pub(crate) mod schedule;
 pub(crate) mod server_status;
 pub(crate) mod sync;
+pub(crate) mod vsl;

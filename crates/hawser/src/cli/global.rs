@@ -1,5 +1,6 @@
 //! Flags every command takes: namespace, cluster access and logging.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -27,7 +28,8 @@ pub struct GlobalArgs {
     /// Context of the kubeconfig to use instead of its current context.
     #[arg(long, global = true)]
     pub kubecontext: Option<String>,
-    /// Log level filter (`error`, `warn`, `info`, `debug`, `trace`, or a tracing directive).
+    /// Log level filter (`error`, `warn`, `info`, `debug`, `trace`, or a tracing directive);
+    /// Velero's `panic`, `fatal` (as `error`) and `warning` are understood too.
     #[arg(long, global = true, env = "HAWSER_LOG_LEVEL", default_value = "warn")]
     pub log_level: String,
     /// Log format on stderr.
@@ -45,11 +47,16 @@ pub enum LogFormat {
 }
 
 /// Installs the tracing subscriber for `--log-level` and `--log-format` (logs go to stderr).
+/// Velero's `--log-level` values and `--log-format text|json` mean the same here, so a Velero
+/// Deployment's logging flags are honoured.
 pub fn init_logging(args: &GlobalArgs) -> Result<(), CliError> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
+    let filter = tracing_subscriber::EnvFilter::try_new(level_directive(&args.log_level))
         .map_err(|err| CliError::usage("--log-level", err.to_string()))?;
+    // Colours only on a terminal: a container's log (what `kubectl logs` shows, what log
+    // collectors parse) gets plain text, as Velero's.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let result = match args.log_format {
         LogFormat::Text => builder.try_init(),
@@ -58,6 +65,17 @@ pub fn init_logging(args: &GlobalArgs) -> Result<(), CliError> {
     result.map_err(|err| CliError::Output {
         source: anyhow::anyhow!(err),
     })
+}
+
+/// Velero's (logrus') level names that are not tracing's, as the nearest tracing level; anything
+/// else is a tracing directive already. Without this, `warning` would parse as a target name and
+/// turn every level on for it.
+fn level_directive(level: &str) -> &str {
+    match level {
+        "panic" | "fatal" => "error",
+        "warning" => "warn",
+        other => other,
+    }
 }
 
 impl GlobalArgs {
@@ -92,5 +110,26 @@ impl GlobalArgs {
         kube::Client::try_from(config).map_err(|err| CliError::Config {
             source: anyhow::Error::new(err),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn velero_level_names_become_tracing_levels() {
+        for (velero, tracing) in [
+            ("panic", "error"),
+            ("fatal", "error"),
+            ("error", "error"),
+            ("warning", "warn"),
+            ("info", "info"),
+            ("debug", "debug"),
+            ("trace", "trace"),
+            ("hawser_server=debug", "hawser_server=debug"),
+        ] {
+            assert_eq!(level_directive(velero), tracing);
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The objects `hawser install` creates, built from its settings (pure: no API calls).
 //!
-//! In order: the `velero.io` CRDs, the Namespace, the ServiceAccount `velero`, a
-//! ClusterRoleBinding of it to `cluster-admin` (as Velero's install does), a Role and
+//! In order: the `velero.io` CRDs, the Namespace, the ServiceAccount `velero` and a
+//! ClusterRoleBinding of it to `cluster-admin` (as Velero's install does; neither when
+//! `--service-account-name` names an existing account), a Role and
 //! RoleBinding `hawser-leader-election` granting it the `coordination.k8s.io` Leases of the
 //! namespace (leader election; stated on its own so that the server's needs are visible and a
 //! narrower ClusterRole can replace `cluster-admin`), the Secret `cloud-credentials` (key
@@ -11,7 +12,8 @@
 //! The Deployment uses `strategy: Recreate`: the old server stops (finishing its work within
 //! `--shutdown-grace-period` and releasing the Lease) before the new one starts. A rolling
 //! update would never finish: the new Pod follows, so it is never ready, while the old one
-//! leads. It probes `/livez` (liveness) and `/readyz` (readiness) on the metrics port, and its
+//! leads. It carries Velero's Prometheus scrape annotations, probes `/livez` (liveness) and
+//! `/readyz` (readiness) on the metrics port, and its
 //! `terminationGracePeriodSeconds` ([`TERMINATION_GRACE_SECONDS`]) is above the server's
 //! default shutdown grace period (60 s), so the kubelet does not kill a server that is still
 //! finishing a backup.
@@ -72,6 +74,82 @@ pub struct InstallPlan {
     pub credentials: Option<Vec<u8>>,
     /// The BackupStorageLocation, if any.
     pub location: Option<LocationPlan>,
+    /// Only the CRDs.
+    pub crds_only: bool,
+    /// The server's Pod.
+    pub pod: PodPlan,
+}
+
+/// How the server's Pod runs.
+#[derive(Debug, Clone, Default)]
+pub struct PodPlan {
+    /// An existing ServiceAccount to run as; `None`: create and bind `velero`.
+    pub service_account: Option<String>,
+    /// Annotations of the created ServiceAccount.
+    pub service_account_annotations: BTreeMap<String, String>,
+    /// Annotations added to (and overriding) the Prometheus ones.
+    pub annotations: BTreeMap<String, String>,
+    /// Labels added to the Pod's; `deploy: velero` stays (the Deployment selects on it).
+    pub labels: BTreeMap<String, String>,
+    /// CPU and memory requests and limits.
+    pub resources: PodResources,
+    /// PriorityClass of the Pod.
+    pub priority_class_name: Option<String>,
+}
+
+/// Requests and limits of the server's container; `"0"` or empty leaves one out (unbounded), as
+/// Velero.
+#[derive(Debug, Clone)]
+pub struct PodResources {
+    /// CPU request.
+    pub cpu_request: String,
+    /// Memory request.
+    pub memory_request: String,
+    /// CPU limit.
+    pub cpu_limit: String,
+    /// Memory limit.
+    pub memory_limit: String,
+}
+
+/// Velero's defaults for its server Pod.
+impl Default for PodResources {
+    fn default() -> Self {
+        Self {
+            cpu_request: "500m".to_owned(),
+            memory_request: "128Mi".to_owned(),
+            cpu_limit: "1000m".to_owned(),
+            memory_limit: "512Mi".to_owned(),
+        }
+    }
+}
+
+impl PodResources {
+    fn requirements(&self) -> Option<ResourceRequirements> {
+        let pair = |cpu: &str, memory: &str| {
+            let map: BTreeMap<String, Quantity> = [("cpu", cpu), ("memory", memory)]
+                .into_iter()
+                .filter(|(_, value)| !value.is_empty() && *value != "0")
+                .map(|(name, value)| (name.to_owned(), Quantity(value.to_owned())))
+                .collect();
+            (!map.is_empty()).then_some(map)
+        };
+        let requests = pair(&self.cpu_request, &self.memory_request);
+        let limits = pair(&self.cpu_limit, &self.memory_limit);
+        (requests.is_some() || limits.is_some()).then(|| ResourceRequirements {
+            requests,
+            limits,
+            ..ResourceRequirements::default()
+        })
+    }
+}
+
+/// Velero's annotations of its server Pod: Prometheus scrapes `/metrics` on port 8085.
+fn prometheus_annotations() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("prometheus.io/scrape".to_owned(), "true".to_owned()),
+        ("prometheus.io/port".to_owned(), "8085".to_owned()),
+        ("prometheus.io/path".to_owned(), "/metrics".to_owned()),
+    ])
 }
 
 /// The BackupStorageLocation `default`.
@@ -85,6 +163,8 @@ pub struct LocationPlan {
     pub prefix: Option<String>,
     /// Provider settings.
     pub config: BTreeMap<String, String>,
+    /// PEM CA bundle of the object store (`--cacert`).
+    pub ca_cert: Option<Vec<u8>>,
 }
 
 /// One object to install, with what is needed to address it through the API.
@@ -138,16 +218,24 @@ pub fn manifests(plan: &InstallPlan) -> Result<Vec<Manifest>, CliError> {
     for crd in hawser_api::crd::crds() {
         out.push(Manifest::of(&crd)?);
     }
+    if plan.crds_only {
+        return Ok(out);
+    }
     out.push(Manifest::of(&Namespace {
         metadata: meta(ns, None),
         ..Namespace::default()
     })?);
-    out.push(Manifest::of(&ServiceAccount {
-        metadata: meta(NAME, Some(ns)),
-        ..ServiceAccount::default()
-    })?);
-    out.push(Manifest::of(&cluster_role_binding(ns))?);
-    let (role, binding) = leader_election_rbac(ns);
+    if plan.pod.service_account.is_none() {
+        let mut metadata = meta(NAME, Some(ns));
+        let annotations = &plan.pod.service_account_annotations;
+        metadata.annotations = (!annotations.is_empty()).then(|| annotations.clone());
+        out.push(Manifest::of(&ServiceAccount {
+            metadata,
+            ..ServiceAccount::default()
+        })?);
+        out.push(Manifest::of(&cluster_role_binding(ns))?);
+    }
+    let (role, binding) = leader_election_rbac(ns, service_account(plan));
     out.push(Manifest::of(&role)?);
     out.push(Manifest::of(&binding)?);
     if let Some(credentials) = &plan.credentials {
@@ -192,9 +280,14 @@ fn cluster_role_binding(namespace: &str) -> ClusterRoleBinding {
     }
 }
 
+/// The ServiceAccount the server runs as.
+fn service_account(plan: &InstallPlan) -> &str {
+    plan.pod.service_account.as_deref().unwrap_or(NAME)
+}
+
 /// What leader election and the instance Leases need: read, create, renew and (when an instance
 /// stops) delete the Leases of the namespace.
-fn leader_election_rbac(namespace: &str) -> (Role, RoleBinding) {
+fn leader_election_rbac(namespace: &str, account: &str) -> (Role, RoleBinding) {
     let role = Role {
         metadata: meta(LEADER_ELECTION_NAME, Some(namespace)),
         rules: Some(vec![PolicyRule {
@@ -215,7 +308,7 @@ fn leader_election_rbac(namespace: &str) -> (Role, RoleBinding) {
         },
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".to_owned(),
-            name: NAME.to_owned(),
+            name: account.to_owned(),
             namespace: Some(namespace.to_owned()),
             ..Subject::default()
         }]),
@@ -249,7 +342,10 @@ fn env(name: &str, value: &str) -> EnvVar {
 fn deployment(plan: &InstallPlan) -> Deployment {
     let ns = plan.namespace.as_str();
     let mut pod_labels = labels();
+    pod_labels.extend(plan.pod.labels.clone());
     pod_labels.insert("deploy".to_owned(), NAME.to_owned());
+    let mut annotations = prometheus_annotations();
+    annotations.extend(plan.pod.annotations.clone());
     // The image's entrypoint is the hawser binary; the arguments pick the subcommand.
     let mut args = vec!["server".to_owned()];
     args.extend(plan.server_args.iter().cloned());
@@ -290,12 +386,6 @@ fn deployment(plan: &InstallPlan) -> Deployment {
             ..VolumeMount::default()
         });
     }
-    let quantities = |cpu: &str, memory: &str| {
-        BTreeMap::from([
-            ("cpu".to_owned(), Quantity(cpu.to_owned())),
-            ("memory".to_owned(), Quantity(memory.to_owned())),
-        ])
-    };
     let container = Container {
         name: NAME.to_owned(),
         image: Some(plan.image.clone()),
@@ -310,11 +400,7 @@ fn deployment(plan: &InstallPlan) -> Deployment {
         // A follower is alive but not ready; a stopping server is alive until it exits.
         liveness_probe: Some(probe("/livez", 10)),
         readiness_probe: Some(probe("/readyz", 5)),
-        resources: Some(ResourceRequirements {
-            requests: Some(quantities("500m", "128Mi")),
-            limits: Some(quantities("1", "512Mi")),
-            ..ResourceRequirements::default()
-        }),
+        resources: plan.pod.resources.requirements(),
         volume_mounts: (!mounts.is_empty()).then_some(mounts),
         ..Container::default()
     };
@@ -333,10 +419,12 @@ fn deployment(plan: &InstallPlan) -> Deployment {
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(pod_labels),
+                    annotations: Some(annotations),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
-                    service_account_name: Some(NAME.to_owned()),
+                    service_account_name: Some(service_account(plan).to_owned()),
+                    priority_class_name: plan.pod.priority_class_name.clone(),
                     restart_policy: Some("Always".to_owned()),
                     termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
                     containers: vec![container],
@@ -362,6 +450,7 @@ fn backup_location(plan: &InstallPlan, location: &LocationPlan) -> BackupStorage
         object_storage: ObjectStorageLocation {
             bucket: location.bucket.clone(),
             prefix: location.prefix.clone().filter(|p| !p.is_empty()),
+            ca_cert: location.ca_cert.clone().map(ByteString),
             ..ObjectStorageLocation::default()
         },
         default: true,
@@ -390,10 +479,13 @@ mod tests {
                 bucket: "b".into(),
                 prefix: None,
                 config: BTreeMap::from([("region".into(), "eu-west-1".into())]),
+                ca_cert: None,
             }),
+            ..InstallPlan::default()
         };
         let all = manifests(&plan).unwrap();
-        let labels: Vec<String> = all.iter().skip(7).map(Manifest::label).collect();
+        let crds = hawser_api::crd::crds().len();
+        let labels: Vec<String> = all.iter().skip(crds).map(Manifest::label).collect();
         assert_eq!(
             labels,
             [
@@ -408,18 +500,18 @@ mod tests {
             ]
         );
         assert!(
-            all[..7]
+            all[..crds]
                 .iter()
                 .all(|m| m.resource.kind == "CustomResourceDefinition")
         );
-        let deployment = &all[13].object;
+        let deployment = &all[crds + 6].object;
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(
             container["args"],
             serde_json::json!(["server", "--default-backup-ttl=48h"])
         );
         assert_eq!(container["image"], "example/hawser:1");
-        let bsl = &all[14].object["spec"];
+        let bsl = &all[crds + 7].object["spec"];
         assert_eq!(bsl["credential"]["name"], "cloud-credentials");
         assert_eq!(bsl["default"], true);
 
@@ -429,9 +521,9 @@ mod tests {
             ..InstallPlan::default()
         };
         let all = manifests(&bare).unwrap();
-        assert_eq!(all.len(), 13);
-        assert_eq!(all[9].label(), "ClusterRoleBinding/velero");
-        assert!(all[12].object["spec"]["template"]["spec"]["volumes"].is_null());
+        assert_eq!(all.len(), crds + 6);
+        assert_eq!(all[crds + 2].label(), "ClusterRoleBinding/velero");
+        assert!(all[crds + 5].object["spec"]["template"]["spec"]["volumes"].is_null());
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod files;
 pub mod flags;
 pub mod global;
 pub mod install;
+pub mod install_flags;
 pub mod manifests;
 pub mod output;
 pub mod restore;
@@ -57,6 +58,8 @@ pub enum Command {
     /// Install the CRDs and the hawser server into the cluster (or print them).
     Install(Box<install::InstallArgs>),
     /// Run the server: the backup and storage-location controllers, recovery, and /metrics.
+    /// Velero's `server` flags are accepted; a repeated flag keeps its last value, as Velero.
+    #[command(args_override_self = true)]
     Server(Box<hawser_server::ServerArgs>),
     /// Back up and restore a sample application on an embedded cluster, through an API outage.
     Demo(demo::DemoArgs),

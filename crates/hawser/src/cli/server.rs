@@ -11,6 +11,7 @@ use hawser_server::ServerArgs;
 /// # Errors
 /// The config cannot be loaded, or the server cannot start or stops with an error.
 pub(crate) async fn run(global: &GlobalArgs, args: ServerArgs) -> Result<ExitStatus, CliError> {
+    args.velero.log_not_implemented();
     let config = global.kube_config().await?;
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();

@@ -4,7 +4,6 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -67,22 +66,41 @@ impl Server {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let metrics_addr = format!("127.0.0.1:{port}");
-        let log = log_dir.join(format!("server-{port}.log"));
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
-            .arg("server")
-            .args(["--metrics-address", &metrics_addr])
+        let metrics_addr = Self::free_address();
+        let mut all = vec!["server", "--metrics-address", &metrics_addr];
+        all.extend_from_slice(args);
+        Self::spawn_program(
+            cluster,
+            log_dir,
+            Path::new(env!("CARGO_BIN_EXE_hawser")),
+            &all,
+            env,
+            metrics_addr.clone(),
+        )
+    }
+
+    /// Starts `program ARGS` (the hawser binary under any name, with the whole argument list,
+    /// `--metrics-address` included) without waiting for it; stdout and stderr go to the log.
+    pub fn spawn_program(
+        cluster: &Cluster,
+        log_dir: &Path,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        metrics_addr: String,
+    ) -> Self {
+        let log = log_dir.join(format!(
+            "server-{}.log",
+            metrics_addr.rsplit(':').next().unwrap_or_default()
+        ));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = tokio::process::Command::new(program)
             .args(args)
             .env("KUBECONFIG", &cluster.kubeconfig)
             .env_remove("VELERO_NAMESPACE")
             .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
             .kill_on_drop(true)
             .spawn()
             .expect("hawser server starts");
@@ -91,6 +109,16 @@ impl Server {
             metrics_addr,
             log,
         }
+    }
+
+    /// A free local address for `--metrics-address`.
+    pub fn free_address() -> String {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        format!("127.0.0.1:{port}")
     }
 
     /// Waits until `/readyz` answers 200 (panics with the log after `timeout`).
