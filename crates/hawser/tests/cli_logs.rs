@@ -386,3 +386,68 @@ async fn s3_location_logs_through_a_presigned_url() {
     let archive = location.get("backups/s1/s1.tar.gz").await.unwrap();
     assert!(std::fs::read(&out).unwrap() == archive.to_vec());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_details_show_the_warnings_and_the_resource_lists() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    filesystem_location(&cluster, "default", root.path());
+    seed(&cluster, 2);
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(
+        &cluster,
+        "b1",
+        json!({
+            "includedNamespaces": ["shop"],
+            "hooks": {"resources": [{"name": "freeze"}]}
+        }),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "b1").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+
+    // Without --details: the warnings (there is one), not the resource list.
+    let run = cluster.hawser(&["backup", "describe", "b1"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("Warnings:\n  Velero:  spec.hooks:"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("Errors:\n  Velero:  <none>\n  Cluster:  <none>\n  Namespaces:  <none>"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("Resource List:"), "{}", run.stdout);
+
+    let run = cluster
+        .hawser(&["backup", "describe", "b1", "--details"])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("Resource List:\n  v1/ConfigMap:\n    - shop/cm-0\n    - shop/cm-1\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("  v1/Secret:\n    - shop/api-token\n"),
+        "{}",
+        run.stdout
+    );
+
+    create_restore(&cluster, "r1", "b1");
+    let done = wait_final(&cluster, &server, "Restore", "r1").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+    let run = cluster
+        .hawser(&["restore", "describe", "r1", "--details"])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("Resource List:\n"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("    - shop-copy/cm-0"),
+        "{}",
+        run.stdout
+    );
+}

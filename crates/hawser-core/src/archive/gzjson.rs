@@ -118,6 +118,13 @@ impl ResourceList {
             .unwrap_or_default()
     }
 
+    /// Every `apiVersion/Kind` with its entries, both sorted.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, impl Iterator<Item = &str>)> {
+        self.entries
+            .iter()
+            .map(|(key, set)| (key.as_str(), set.iter().map(String::as_str)))
+    }
+
     /// Number of items listed.
     pub fn len(&self) -> usize {
         self.entries.values().map(BTreeSet::len).sum()

@@ -5,6 +5,7 @@ use hawser_api::{
     Backup, BackupPhase, DeleteBackupRequest, DeleteBackupRequestSpec, Schedule, labels,
 };
 use hawser_core::backoff::Backoff;
+use hawser_core::layout::DownloadTargetKind;
 use hawser_core::restore::valid_label_value;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
@@ -87,6 +88,8 @@ pub struct BackupDescribeArgs {
     /// Names of the backups.
     #[arg(required = true)]
     pub names: Vec<String>,
+    #[command(flatten)]
+    pub files: super::files::DescribeFlags,
 }
 
 /// `backup delete`.
@@ -251,7 +254,24 @@ async fn describe_backups(
     args: BackupDescribeArgs,
 ) -> Result<ExitStatus, CliError> {
     let backups = fetch_backups(global, &args.names, None).await?;
-    let texts: Vec<String> = backups.iter().map(describe::backup).collect();
+    let client = global.client().await?;
+    let mut texts = Vec::new();
+    for backup in &backups {
+        let status = backup.status.clone().unwrap_or_default();
+        let files = super::files::describe_files(
+            &client,
+            &global.namespace,
+            &backup.name_any(),
+            (
+                DownloadTargetKind::BackupResults,
+                DownloadTargetKind::BackupResourceList,
+            ),
+            status.errors.unwrap_or(0) + status.warnings.unwrap_or(0),
+            &args.files,
+        )
+        .await;
+        texts.push(describe::backup(backup, &files));
+    }
     print!("{}", texts.join("\n"));
     Ok(ExitStatus::Success)
 }

@@ -1,10 +1,12 @@
 //! The human text of `backup describe`, `restore describe` and `schedule describe` (pure: object
-//! in, text out).
+//! and the files read for it in, text out), in the order of Velero's describe: what a Velero
+//! user looks for is where they expect it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use hawser_api::{Backup, BackupSpec, Restore, Schedule};
+use hawser_core::archive::gzjson::{ResourceList, ResultMessages, Results};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ObjectMeta;
 
@@ -43,6 +45,92 @@ impl Text {
             }
         }
     }
+}
+
+/// Files of a backup or restore read from its storage location for the description: each is
+/// `None` when not asked for, `Err` with why when it could not be read.
+#[derive(Debug, Default)]
+pub struct Files {
+    /// The results file (read when there are errors or warnings).
+    pub results: Option<Result<Results, String>>,
+    /// The resource list (read with `--details`).
+    pub resources: Option<Result<ResourceList, String>>,
+}
+
+impl Files {
+    /// The warnings and errors, per scope, after the counts.
+    fn describe_results(&self, text: &mut Text) {
+        match &self.results {
+            None => {}
+            Some(Err(why)) => {
+                let _ = writeln!(text.0, "<error getting the results: {why}>\n");
+            }
+            Some(Ok(results)) => {
+                messages(text, "Warnings", &results.warnings);
+                messages(text, "Errors", &results.errors);
+            }
+        }
+    }
+
+    /// `Resource List:` with every `apiVersion/Kind` and its items.
+    fn describe_resources(&self, text: &mut Text) {
+        match &self.resources {
+            None => {}
+            Some(Err(why)) => {
+                let _ = writeln!(
+                    text.0,
+                    "Resource List:  <error getting the resource list: {why}>\n"
+                );
+            }
+            Some(Ok(list)) if list.is_empty() => {
+                text.section(&[("Resource List", "<none>".to_owned())])
+            }
+            Some(Ok(list)) => {
+                let _ = writeln!(text.0, "Resource List:");
+                for (kind, items) in list.iter() {
+                    let _ = writeln!(text.0, "  {kind}:");
+                    for item in items {
+                        let _ = writeln!(text.0, "    - {item}");
+                    }
+                }
+                text.0.push('\n');
+            }
+        }
+    }
+}
+
+/// One kind of messages of a results file: `Velero`, `Cluster` and `Namespaces`, as Velero
+/// prints them.
+fn messages(text: &mut Text, title: &str, messages: &ResultMessages) {
+    let _ = writeln!(text.0, "{title}:");
+    let list = |text: &mut Text, indent: usize, label: &str, items: &[String]| {
+        let pad = " ".repeat(indent);
+        match items {
+            [] => {
+                let _ = writeln!(text.0, "{pad}{label}:  <none>");
+            }
+            [one] => {
+                let _ = writeln!(text.0, "{pad}{label}:  {one}");
+            }
+            many => {
+                let _ = writeln!(text.0, "{pad}{label}:");
+                for item in many {
+                    let _ = writeln!(text.0, "{pad}  {item}");
+                }
+            }
+        }
+    };
+    list(text, 2, "Velero", &messages.velero);
+    list(text, 2, "Cluster", &messages.cluster);
+    if messages.namespaces.is_empty() {
+        let _ = writeln!(text.0, "  Namespaces:  <none>");
+    } else {
+        let _ = writeln!(text.0, "  Namespaces:");
+        for (namespace, items) in &messages.namespaces {
+            list(text, 4, namespace, items);
+        }
+    }
+    text.0.push('\n');
 }
 
 fn map_text(map: Option<&BTreeMap<String, String>>) -> String {
@@ -162,8 +250,8 @@ fn spec_sections(text: &mut Text, spec: &BackupSpec) {
     ]);
 }
 
-/// The description of one backup.
-pub fn backup(backup: &Backup) -> String {
+/// The description of one backup, with the files read for it.
+pub fn backup(backup: &Backup, files: &Files) -> String {
     let mut text = Text(String::new());
     let spec = &backup.spec;
     let status = backup.status.clone().unwrap_or_default();
@@ -173,6 +261,7 @@ pub fn backup(backup: &Backup) -> String {
         ("Errors", count(status.errors)),
         ("Warnings", count(status.warnings)),
     ]);
+    files.describe_results(&mut text);
     if let Some(errors) = status
         .validation_errors
         .as_deref()
@@ -196,11 +285,12 @@ pub fn backup(backup: &Backup) -> String {
             ("Items backed up", count(progress.items_backed_up)),
         ]);
     }
+    files.describe_resources(&mut text);
     text.0
 }
 
-/// The description of one restore.
-pub fn restore(restore: &Restore) -> String {
+/// The description of one restore, with the files read for it.
+pub fn restore(restore: &Restore, files: &Files) -> String {
     let mut text = Text(String::new());
     let spec = &restore.spec;
     let status = restore.status.clone().unwrap_or_default();
@@ -210,6 +300,7 @@ pub fn restore(restore: &Restore) -> String {
         ("Errors", count(status.errors)),
         ("Warnings", count(status.warnings)),
     ]);
+    files.describe_results(&mut text);
     if let Some(errors) = status
         .validation_errors
         .as_deref()
@@ -292,6 +383,7 @@ pub fn restore(restore: &Restore) -> String {
             ("Items restored", count(progress.items_restored)),
         ]);
     }
+    files.describe_resources(&mut text);
     text.0
 }
 

@@ -207,3 +207,63 @@ pub async fn backup_download(
     );
     Ok(ExitStatus::Success)
 }
+
+/// How long `describe` waits for each file (Velero's describe waits 30 s per request).
+const DESCRIBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Flags of `backup describe` and `restore describe`: Velero's.
+#[derive(Args, Debug, Clone, Default)]
+pub struct DescribeFlags {
+    /// Also list every resource backed up or restored (read from the storage location).
+    #[arg(long)]
+    pub details: bool,
+    #[command(flatten)]
+    pub download: DownloadFlags,
+}
+
+/// The files `describe` shows for an object with `problems` errors and warnings, read through
+/// the download protocol: the results when there are any, the resource list with `--details`.
+/// A file that cannot be read is described by why, and the rest of the description stays.
+pub async fn describe_files(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    (results, resources): (DownloadTargetKind, DownloadTargetKind),
+    problems: i64,
+    flags: &DescribeFlags,
+) -> super::describe::Files {
+    super::describe::Files {
+        results: if problems > 0 {
+            Some(read_json(client, namespace, results, name, &flags.download).await)
+        } else {
+            None
+        },
+        resources: if flags.details {
+            Some(read_json(client, namespace, resources, name, &flags.download).await)
+        } else {
+            None
+        },
+    }
+}
+
+async fn read_json<T: DeserializeOwned>(
+    client: &kube::Client,
+    namespace: &str,
+    kind: DownloadTargetKind,
+    name: &str,
+    flags: &DownloadFlags,
+) -> Result<T, String> {
+    let mut bytes = Vec::new();
+    download(
+        client,
+        namespace,
+        kind,
+        name,
+        DESCRIBE_TIMEOUT,
+        flags,
+        &mut bytes,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("it is not valid JSON: {e}"))
+}

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use clap::{Args, Subcommand};
 use hawser_api::{Backup, Restore, RestoreSpec, RestoreStatusSpec};
+use hawser_core::layout::DownloadTargetKind;
 use k8s_openapi::jiff::Zoned;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -109,6 +110,8 @@ pub struct RestoreDescribeArgs {
     /// Names of the restores.
     #[arg(required = true)]
     pub names: Vec<String>,
+    #[command(flatten)]
+    pub files: super::files::DescribeFlags,
 }
 
 /// `restore delete`.
@@ -302,7 +305,24 @@ async fn describe_restores(
     args: RestoreDescribeArgs,
 ) -> Result<ExitStatus, CliError> {
     let restores = fetch_restores(global, &args.names, None).await?;
-    let texts: Vec<String> = restores.iter().map(describe::restore).collect();
+    let client = global.client().await?;
+    let mut texts = Vec::new();
+    for restore in &restores {
+        let status = restore.status.clone().unwrap_or_default();
+        let files = super::files::describe_files(
+            &client,
+            &global.namespace,
+            &restore.name_any(),
+            (
+                DownloadTargetKind::RestoreResults,
+                DownloadTargetKind::RestoreResourceList,
+            ),
+            status.errors.unwrap_or(0) + status.warnings.unwrap_or(0),
+            &args.files,
+        )
+        .await;
+        texts.push(describe::restore(restore, &files));
+    }
     print!("{}", texts.join("\n"));
     Ok(ExitStatus::Success)
 }
