@@ -23,8 +23,9 @@
 //!    its owner annotation, with `spec.storageLocation` and the label
 //!    `velero.io/storage-location` naming this location;
 //! 3. act: create those objects (one created meanwhile by someone else wins);
-//! 4. orphans: a Backup of this location (its label, as Velero; an unlabelled one made by a
-//!    hawser server, which writes no label, by its owner annotation and `spec.storageLocation`),
+//! 4. orphans: a Backup of this location (its label, as Velero; an unlabelled one made by an
+//!    earlier hawser server, whose claim wrote no label, by its owner annotation and
+//!    `spec.storageLocation`),
 //!    `Completed` or `PartiallyFailed`, whose name was not listed, is deleted — the object only: nothing in the location, no deletion
 //!    request. Velero deletes on one listing (its weakness 15); here each candidate gets a
 //!    second look at its own `velero-backup.json` first, and is kept when the record is there
@@ -380,8 +381,8 @@ fn orphans<'a>(backups: &'a [Value], location: &str, listed: &BTreeSet<String>) 
                 .is_some();
             match labelled {
                 Some(value) => value == label,
-                // hawser's backup controller writes no label: a backup it made carries the
-                // owner annotation and the resolved spec.storageLocation instead.
+                // The claims of earlier hawser servers wrote no label: a backup one made
+                // carries the owner annotation and the resolved spec.storageLocation instead.
                 None => made_here && text(b, "/spec/storageLocation") == location,
             }
         })
