@@ -9,20 +9,13 @@ impl BackupSpec {
     /// what was left undone; empty when every field set is implemented.
     #[must_use]
     pub fn unsupported_fields(&self) -> Vec<String> {
-        let mut warnings = Vec::new();
-        let hooks = hook_names(
-            self.hooks
-                .as_ref()
-                .and_then(|h| h.resources.as_deref())
-                .unwrap_or_default()
-                .iter()
-                .map(|h| h.name.as_str()),
-        );
-        if let Some(names) = hooks {
-            warnings.push(format!(
-                "spec.hooks: backup hooks are not run by hawser; the pods were backed up without running {names}"
-            ));
-        }
+        let hooks = self.hooks.as_ref().and_then(|h| h.resources.as_deref());
+        let mut warnings: Vec<String> = hooks_warning(
+            "backup hooks are not run by hawser; the pods were backed up",
+            hooks.unwrap_or_default().iter().map(|h| h.name.as_str()),
+        )
+        .into_iter()
+        .collect();
         if self.default_volumes_to_fs_backup == Some(true)
             || self.default_volumes_to_restic == Some(true)
         {
@@ -73,20 +66,13 @@ impl RestoreSpec {
     /// what was left undone; empty when every field set is implemented.
     #[must_use]
     pub fn unsupported_fields(&self) -> Vec<String> {
-        let mut warnings = Vec::new();
-        let hooks = hook_names(
-            self.hooks
-                .as_ref()
-                .and_then(|h| h.resources.as_deref())
-                .unwrap_or_default()
-                .iter()
-                .map(|h| h.name.as_str()),
-        );
-        if let Some(names) = hooks {
-            warnings.push(format!(
-                "spec.hooks: restore hooks are not run by hawser; the items were restored without running {names}"
-            ));
-        }
+        let hooks = self.hooks.as_ref().and_then(|h| h.resources.as_deref());
+        let mut warnings: Vec<String> = hooks_warning(
+            "restore hooks are not run by hawser; the items were restored",
+            hooks.unwrap_or_default().iter().map(|h| h.name.as_str()),
+        )
+        .into_iter()
+        .collect();
         if let Some(modifier) = &self.resource_modifier {
             warnings.push(format!(
                 "spec.resourceModifier: resource modifiers are not applied by hawser; the {} {} was not read and items were restored unmodified",
@@ -103,14 +89,15 @@ impl RestoreSpec {
     }
 }
 
-/// `hook specs a, b` for a non-empty list of names, `None` for an empty one.
-fn hook_names<'a>(names: impl Iterator<Item = &'a str>) -> Option<String> {
+/// `spec.hooks: <what> without running hook spec(s) <names>`, or `None` with no hook specs.
+fn hooks_warning<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Option<String> {
     let names: Vec<&str> = names.collect();
-    match names.as_slice() {
-        [] => None,
-        [one] => Some(format!("hook spec {one}")),
-        many => Some(format!("hook specs {}", many.join(", "))),
-    }
+    let named = match names.as_slice() {
+        [] => return None,
+        [one] => format!("hook spec {one}"),
+        many => format!("hook specs {}", many.join(", ")),
+    };
+    Some(format!("spec.hooks: {what} without running {named}"))
 }
 
 #[cfg(test)]

@@ -23,7 +23,6 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -91,31 +90,11 @@ pub(crate) struct FileServer {
 
 /// Answers on `listener` until `shutdown`.
 pub(crate) async fn serve(listener: TcpListener, server: FileServer, shutdown: CancellationToken) {
-    loop {
-        let stream = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accepting a download connection failed");
-                    continue;
-                }
-            },
-        };
+    crate::http::accept(listener, "download", shutdown, move |req| {
         let server = server.clone();
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let server = server.clone();
-                async move { Ok::<_, Infallible>(answer(&server, &req).await) }
-            });
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await
-            {
-                tracing::debug!(error = %e, "download connection ended with an error");
-            }
-        });
-    }
+        async move { answer(&server, &req).await }
+    })
+    .await;
 }
 
 async fn answer(server: &FileServer, req: &Request<Incoming>) -> Response<Body> {

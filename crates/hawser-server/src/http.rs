@@ -3,6 +3,7 @@
 //! and the server is not shutting down; see [`Readiness`]).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -37,28 +38,49 @@ pub(crate) async fn serve(
     endpoints: Endpoints,
     shutdown: CancellationToken,
 ) {
+    accept(listener, "metrics", shutdown, move |req| {
+        let endpoints = endpoints.clone();
+        async move { answer(&endpoints, &req) }
+    })
+    .await;
+}
+
+/// Accepts HTTP/1 connections on `listener` until `shutdown`, each served on a task of its
+/// own, every request answered by `answer`. `what` names the listener in the logs.
+pub(crate) async fn accept<A, F, B>(
+    listener: TcpListener,
+    what: &'static str,
+    shutdown: CancellationToken,
+    answer: A,
+) where
+    A: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     loop {
         let stream = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
-                    tracing::warn!(error = %e, "accepting a metrics connection failed");
+                    tracing::warn!(error = %e, "accepting a {what} connection failed");
                     continue;
                 }
             },
         };
-        let endpoints = endpoints.clone();
+        let answer = answer.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| {
-                let endpoints = endpoints.clone();
-                async move { Ok::<_, Infallible>(answer(&endpoints, &req)) }
+                let answered = answer(req);
+                async move { Ok::<_, Infallible>(answered.await) }
             });
             if let Err(e) = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc)
                 .await
             {
-                tracing::debug!(error = %e, "metrics connection ended with an error");
+                tracing::debug!(error = %e, "{what} connection ended with an error");
             }
         });
     }

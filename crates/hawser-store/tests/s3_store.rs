@@ -6,7 +6,9 @@ mod common;
 use std::io::Write;
 
 use bytes::Bytes;
-use common::{Proxy, S3Server, artifact, read_blocking, spec_for, test_options, write_blocking};
+use common::{
+    Proxy, S3Server, artifact, plain_get, read_blocking, spec_for, test_options, write_blocking,
+};
 use hawser_store::{ConfigError, FailureKind, Location, StoreError, ValidationError, validate};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,23 +331,4 @@ async fn presigned_url_is_readable_with_a_plain_get() {
         .unwrap();
     let (status, _) = plain_get(&missing);
     assert_eq!(status, 404);
-}
-
-/// `GET url` over a bare TCP connection: (status, body).
-fn plain_get(url: &str) -> (u16, Vec<u8>) {
-    use std::io::Read;
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_at(rest.find('/').unwrap());
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).unwrap();
-    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, answer[split + 4..].to_vec())
 }

@@ -40,25 +40,6 @@ fn create_restore(cluster: &Cluster, name: &str, backup: &str) {
         .unwrap();
 }
 
-/// `GET url` over a bare TCP connection: (status, body).
-fn plain_get(url: &str) -> (u16, Vec<u8>) {
-    use std::io::Write;
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_at(rest.find('/').unwrap());
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).unwrap();
-    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, answer[split + 4..].to_vec())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filesystem_logs_download_restore_logs_and_version() {
     let cluster = Cluster::start().await;
@@ -126,10 +107,10 @@ async fn filesystem_logs_download_restore_logs_and_version() {
         .find(|u| u.contains("b1-logs.gz"))
         .expect("the logs request has a URL")
         .to_owned();
-    let (status, body) = plain_get(&url);
+    let (status, body) = store_common::plain_get(&url);
     assert_eq!(status, 200);
     assert_eq!(gunzip(&body), stored_log);
-    let (status, _) = plain_get(&url.replace("b1-logs.gz", "b1.tar.gz"));
+    let (status, _) = store_common::plain_get(&url.replace("b1-logs.gz", "b1.tar.gz"));
     assert_eq!(status, 403, "a URL changed to another file is refused");
     for r in &requests {
         assert_eq!(r["status"]["phase"], "Processed");

@@ -286,6 +286,13 @@ async fn a_backup_committed_before_a_kill_is_completed_from_its_record_after_res
     seed(&cluster, 3);
     filesystem_location(&cluster, "default", root.path());
     let mut first = Server::start(&cluster, root.path(), FAST).await;
+    // The backup stays InProgress for a second at least, so that the wait below sees it there
+    // however loaded the machine is.
+    cluster.sim.faults().latency(
+        LatencyFault::new(Duration::from_secs(1))
+            .verbs(&["list"])
+            .resources(&["configmaps"]),
+    );
     create_backup(
         &cluster,
         "committed",

@@ -339,3 +339,22 @@ pub fn files_under(dir: &std::path::Path) -> Vec<String> {
     found.sort();
     found
 }
+
+/// `GET url` (plain `http://`) over a bare TCP connection, with no HTTP client in between:
+/// (status, body).
+pub fn plain_get(url: &str) -> (u16, Vec<u8>) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, answer[split + 4..].to_vec())
+}
