@@ -231,10 +231,9 @@ impl GlobSet {
 
     /// Adds one pattern.
     pub fn insert(&mut self, item: impl Into<String>) {
-        let item = item.into();
-        if !self.items.contains_key(&item) {
-            let glob = Glob::new(&item).ok();
-            self.items.insert(item, glob);
+        if let std::collections::btree_map::Entry::Vacant(entry) = self.items.entry(item.into()) {
+            let glob = Glob::new(entry.key()).ok();
+            entry.insert(glob);
         }
     }
 

@@ -45,7 +45,10 @@ use serde::{Deserialize, Serialize};
 
 pub use catalogue::{ApiResource, BACKUP_VERBS, Catalogue, CohabitingTracker, group_resource};
 pub use filter::{IncludesExcludes, NAMESPACES, ResourceFilter};
-pub use glob::{Glob, GlobError, GlobSet, has_wildcard};
+pub use glob::{
+    Glob, GlobError, GlobSet, MAX_NESTING, MAX_PATTERN_LEN, MAX_PATTERNS_PER_LIST, excerpt,
+    has_wildcard,
+};
 pub use labels::{CompiledSelector, LabelSelector, LabelSelectorRequirement, object_labels};
 pub use namespaces::{NamespaceScope, NamespaceTracker, namespaces_excluded_by_label};
 pub use ordered::{Ordered, order_for_type, sort_by_order};
@@ -203,6 +206,9 @@ impl Selection {
         let mut errs = validate(filters);
         if policy.is_some() && filters.uses_old_filters() {
             errs.push(POLICY_WITH_OLD_FILTERS_MESSAGE.to_string());
+        }
+        if let Some(policy) = policy {
+            errs.extend(validate::policy_patterns(policy));
         }
         if !errs.is_empty() {
             return Err(errs);
