@@ -27,6 +27,8 @@
 //!   the name from the includes, which turns "only volumesnapshots" into "everything else").
 //! * An invalid label selector is a validation error (Velero sends it to the API server and
 //!   fails each LIST).
+//! * A resource pattern that does not compile, or passes the limits of [`Glob`], is a
+//!   validation error naming it (Velero keeps it, and it makes its whole list match nothing).
 //! * Namespace patterns are matched as globs instead of being expanded against the live
 //!   namespace list first; membership is the same, except that a pattern matching no namespace
 //!   never turns the filter into "all namespaces" for the cluster-scoped-type decision.
