@@ -195,3 +195,110 @@ fn invalid_label_selectors_fail_validation() {
     assert_eq!(errs.len(), 1);
     assert!(errs[0].starts_with("invalid labelSelector:"), "{errs:?}");
 }
+
+#[test]
+fn an_uncompilable_pattern_fails_validation_in_every_list() {
+    let scoped: [(&str, Filters); 4] = [
+        (
+            "includedClusterScopedResources",
+            Filters::new().cluster_scoped(&["[x"], &[]),
+        ),
+        (
+            "excludedClusterScopedResources",
+            Filters::new().cluster_scoped(&[], &["[x"]),
+        ),
+        (
+            "includedNamespaceScopedResources",
+            Filters::new().namespace_scoped(&["[x"], &[]),
+        ),
+        (
+            "excludedNamespaceScopedResources",
+            Filters::new().namespace_scoped(&[], &["[x"]),
+        ),
+    ];
+    let old = [
+        ("includedResources", Filters::new().resources(&["[x"], &[])),
+        (
+            "excludedResources",
+            Filters::new().resources(&[], &["secrets", "[x"]),
+        ),
+    ];
+    for (field, filters) in scoped.into_iter().chain(old) {
+        let errs = filters.errors();
+        let index = if field == "excludedResources" { 1 } else { 0 };
+        assert_eq!(
+            errs,
+            [format!(
+                "Invalid included/excluded resource lists: {field}[{index}]: invalid glob pattern \"[x\": unclosed '['"
+            )],
+            "{field}"
+        );
+    }
+}
+
+#[test]
+fn a_brace_bomb_fails_validation_with_an_excerpt() {
+    let bomb = "{".repeat(100_000);
+    let errs = Filters::new().resources(&[], &[bomb.as_str()]).errors();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    let want = format!(
+        "Invalid included/excluded resource lists: excludedResources[0]: invalid glob pattern {:?}... (100000 bytes): longer than 1024 bytes",
+        "{".repeat(64)
+    );
+    assert_eq!(errs[0], want);
+    // Namespaces: Velero's own checks refuse braces; the echoed name is cut short too.
+    let errs = Filters::new().namespaces(&[bomb.as_str()]).errors();
+    assert!(errs.iter().all(|e| e.len() < 400), "{errs:?}");
+    let long = "a".repeat(100_000);
+    let errs = Filters::new().exclude_namespaces(&[long.as_str()]).errors();
+    assert!(
+        !errs.is_empty() && errs.iter().all(|e| e.len() < 400),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn lists_and_their_invalid_patterns_are_counted() {
+    let many: Vec<String> = (0..=MAX_PATTERNS_PER_LIST)
+        .map(|i| format!("t{i}"))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let errs = Filters::new().namespace_scoped(&[], &many).errors();
+    assert_eq!(
+        errs,
+        [
+            "Invalid included/excluded resource lists: excludedNamespaceScopedResources holds 1025 patterns, more than the 1024 allowed"
+        ]
+    );
+    let errs = Filters::new().exclude_namespaces(&many).errors();
+    assert_eq!(
+        errs,
+        [
+            "Invalid included/excluded namespace lists: excludedNamespaces holds 1025 patterns, more than the 1024 allowed"
+        ]
+    );
+    let bad: Vec<String> = (0..8).map(|i| format!("[{i}")).collect();
+    let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
+    let errs = Filters::new().resources(&bad, &[]).errors();
+    assert_eq!(errs.len(), 6, "{errs:?}");
+    assert_eq!(
+        errs[5],
+        "Invalid included/excluded resource lists: includedResources: 3 more invalid patterns"
+    );
+}
+
+#[test]
+fn an_uncompilable_policy_pattern_fails_validation() {
+    let policy = IncludeExcludePolicy {
+        excluded_namespace_scoped_resources: vec!["{a".into()],
+        ..IncludeExcludePolicy::default()
+    };
+    let errs =
+        Selection::with_policy(&BackupFilters::default(), &catalogue(), Some(&policy)).unwrap_err();
+    assert_eq!(
+        errs,
+        [
+            "Invalid resource policy: excludedNamespaceScopedResources[0]: invalid glob pattern \"{a\": unclosed '{'"
+        ]
+    );
+}

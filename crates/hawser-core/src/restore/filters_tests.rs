@@ -213,3 +213,28 @@ fn validation_messages() {
         ]
     );
 }
+
+#[test]
+fn uncompilable_patterns_fail_validation() {
+    let errs = |spec| crate::restore::validate(&filters(spec), &catalogue());
+    assert_eq!(
+        errs(json!({"excludedResources": ["secrets", "[x"]})),
+        [
+            "Invalid included/excluded resource lists: excludedResources[1]: invalid glob pattern \"[x\": unclosed '['"
+        ]
+    );
+    assert_eq!(
+        errs(json!({"restoreStatus": {"includedResources": ["{a,b"]}})),
+        [
+            "Invalid included/excluded resource lists: restoreStatus.includedResources[0]: invalid glob pattern \"{a,b\": unclosed '{'"
+        ]
+    );
+    let bomb = "{".repeat(100_000);
+    let errs = errs(json!({"includedResources": [bomb]}));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("includedResources[0]") && errs[0].contains("(100000 bytes)"));
+    assert!(errs[0].len() < 300, "{}", errs[0]);
+    // The selection refuses what validation refuses: no filter that matches nothing.
+    let spec = filters(json!({"excludedResources": ["secrets", "[x"]}));
+    assert!(RestoreSelection::new(&spec, &catalogue()).is_err());
+}

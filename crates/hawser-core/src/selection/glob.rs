@@ -1,38 +1,56 @@
 //! Glob patterns with the semantics Velero's filters use (the `gobwas/glob` library compiled
 //! without separators).
 //!
-//! Hand-written rather than taken from a crate because the semantics differ from shell and path
-//! globs in ways users notice: there is no path separator (`*` matches `.` and `/` too), `{a,b}`
-//! alternation is part of the syntax, a class is negated with `!`, and a pattern that does not
-//! compile makes the whole include/exclude list match nothing (Velero stops at the first such
-//! pattern, see [`GlobSet::matches`]).
+//! The parser is written here rather than taken from a crate because no glob crate has these
+//! semantics: there is no path separator (`*` matches `.` and `/` too), `{a,b}` alternation
+//! nests, a class is negated with `!`, `**` is just `*`, and a `}` or `,` outside braces is a
+//! literal (`globset`, for one, treats `**` as a path wildcard, refuses nested braces and
+//! reads separators). Matching is left to the `regex` crate: a parsed pattern becomes an
+//! anchored regular expression, which that crate matches in time linear in the text, so no
+//! pattern makes matching backtrack.
 //!
 //! Syntax: `*` any sequence (also `**`), `?` any one character, `[abc]`, `[a-z]`, `[!abc]` one
 //! character in (or not in) a class, `{alt1,alt2}` alternatives (nestable), `\x` a literal `x`.
+//!
+//! Patterns come from Backup and Restore specs, that is from anyone who may create one, so the
+//! parser has limits: [`MAX_PATTERN_LEN`] bytes per pattern and [`MAX_NESTING`] levels of
+//! braces. It keeps its open braces in a counter, never on the call stack.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use regex::{Regex, RegexBuilder};
+
+/// The longest pattern accepted, in bytes.
+pub const MAX_PATTERN_LEN: usize = 1024;
+/// The deepest nesting of `{...}` accepted.
+pub const MAX_NESTING: usize = 32;
+/// The most patterns one include or exclude list may hold.
+pub const MAX_PATTERNS_PER_LIST: usize = 1024;
+/// How many characters of a pattern an error message quotes.
+const EXCERPT_CHARS: usize = 64;
+/// The compiled size the regex engine may use for one pattern; far above what a pattern within
+/// [`MAX_PATTERN_LEN`] needs, so reaching it means the pattern is hostile.
+const COMPILED_SIZE_LIMIT: usize = 4 << 20;
 
 /// A compiled glob pattern.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Glob {
-    tokens: Vec<Token>,
+    source: String,
+    regex: Regex,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Token {
-    Literal(char),
-    AnyOne,
-    AnySequence,
-    Class {
-        negated: bool,
-        ranges: Vec<(char, char)>,
-    },
-    Alternatives(Vec<Vec<Token>>),
+impl PartialEq for Glob {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
 }
+
+impl Eq for Glob {}
 
 /// Why a pattern does not compile.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid glob pattern {pattern:?}: {reason}")]
+#[error("invalid glob pattern {}: {reason}", excerpt(pattern))]
 pub struct GlobError {
     /// The pattern as given.
     pub pattern: String,
@@ -47,26 +65,49 @@ impl GlobError {
     }
 }
 
+/// `text` quoted and escaped for a message, cut after a few dozen characters (with its length
+/// in bytes then), so that a hostile value never floods a status or a log line.
+pub fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        None => format!("{text:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &text[..cut], text.len()),
+    }
+}
+
 impl Glob {
     /// Compiles `pattern`.
+    ///
+    /// # Errors
+    /// [`GlobError`] when the pattern is malformed or exceeds [`MAX_PATTERN_LEN`] or
+    /// [`MAX_NESTING`].
     pub fn new(pattern: &str) -> Result<Self, GlobError> {
-        let chars: Vec<char> = pattern.chars().collect();
-        let mut pos = 0;
         let fail = |reason| GlobError {
             pattern: pattern.to_string(),
             reason,
         };
-        let tokens = parse_sequence(&chars, &mut pos, false).map_err(fail)?;
-        if pos != chars.len() {
-            return Err(fail("unexpected '}'"));
+        if pattern.len() > MAX_PATTERN_LEN {
+            return Err(fail("longer than 1024 bytes"));
         }
-        Ok(Self { tokens })
+        let expression = translate(pattern).map_err(fail)?;
+        let regex = RegexBuilder::new(&expression)
+            .size_limit(COMPILED_SIZE_LIMIT)
+            .nest_limit(u32::try_from(MAX_NESTING * 2 + 8).unwrap_or(u32::MAX))
+            .build()
+            .map_err(|_| fail("too complex to compile"))?;
+        Ok(Self {
+            source: pattern.to_string(),
+            regex,
+        })
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.source
     }
 
     /// Whether the whole of `text` matches the pattern.
     pub fn is_match(&self, text: &str) -> bool {
-        let chars: Vec<char> = text.chars().collect();
-        match_tokens(&self.tokens, &chars)
+        self.regex.is_match(text)
     }
 }
 
@@ -76,83 +117,77 @@ pub fn has_wildcard(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
-fn parse_sequence(
-    chars: &[char],
-    pos: &mut usize,
-    in_alt: bool,
-) -> Result<Vec<Token>, &'static str> {
-    let mut out = Vec::new();
-    while *pos < chars.len() {
-        let c = chars[*pos];
+/// Appends `c` to a regular expression as a literal, in a form that needs no escaping rules.
+fn push_literal(out: &mut String, c: char) {
+    // Writing to a String cannot fail.
+    let _ = write!(out, "\\x{{{:x}}}", u32::from(c));
+}
+
+/// Translates a glob into an anchored regular expression, in one pass over the characters;
+/// open braces are counted, not recursed into.
+fn translate(pattern: &str) -> Result<String, &'static str> {
+    let mut out = String::with_capacity(pattern.len() * 4 + 16);
+    out.push_str("(?s)\\A");
+    let mut chars = pattern.chars().peekable();
+    let mut depth = 0usize;
+    let mut last_was_star = false;
+    while let Some(c) = chars.next() {
+        let star = c == '*';
         match c {
-            '}' | ',' if in_alt => return Ok(out),
-            '*' => {
-                *pos += 1;
-                if out.last() != Some(&Token::AnySequence) {
-                    out.push(Token::AnySequence);
-                }
-            }
-            '?' => {
-                *pos += 1;
-                out.push(Token::AnyOne);
-            }
-            '\\' => {
-                let next = chars.get(*pos + 1).ok_or("trailing escape character")?;
-                out.push(Token::Literal(*next));
-                *pos += 2;
-            }
-            '[' => {
-                *pos += 1;
-                out.push(parse_class(chars, pos)?);
-            }
+            '*' if last_was_star => {}
+            '*' => out.push_str(".*"),
+            '?' => out.push('.'),
+            '\\' => push_literal(&mut out, chars.next().ok_or("trailing escape character")?),
+            '[' => translate_class(&mut chars, &mut out)?,
             '{' => {
-                *pos += 1;
-                let mut alternatives = Vec::new();
-                loop {
-                    alternatives.push(parse_sequence(chars, pos, true)?);
-                    match chars.get(*pos) {
-                        Some(',') => *pos += 1,
-                        Some('}') => {
-                            *pos += 1;
-                            break;
-                        }
-                        _ => return Err("unclosed '{'"),
-                    }
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err("'{...}' nested more than 32 deep");
                 }
-                out.push(Token::Alternatives(alternatives));
+                out.push_str("(?:");
             }
-            _ => {
-                *pos += 1;
-                out.push(Token::Literal(c));
+            ',' if depth > 0 => out.push('|'),
+            '}' if depth > 0 => {
+                depth -= 1;
+                out.push(')');
             }
+            _ => push_literal(&mut out, c),
         }
+        last_was_star = star;
     }
+    if depth > 0 {
+        return Err("unclosed '{'");
+    }
+    out.push_str("\\z");
     Ok(out)
 }
 
-fn parse_class(chars: &[char], pos: &mut usize) -> Result<Token, &'static str> {
-    let negated = chars.get(*pos) == Some(&'!');
-    if negated {
-        *pos += 1;
-    }
-    let mut ranges = Vec::new();
+/// Translates a class whose `[` was just read.
+fn translate_class(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    out: &mut String,
+) -> Result<(), &'static str> {
+    let negated = chars.next_if_eq(&'!').is_some();
+    let mut ranges: Vec<(char, char)> = Vec::new();
     loop {
-        let c = *chars.get(*pos).ok_or("unclosed '['")?;
-        *pos += 1;
+        let c = chars.next().ok_or("unclosed '['")?;
         match c {
             ']' => break,
             '\\' => {
-                let lit = *chars.get(*pos).ok_or("unclosed '['")?;
-                *pos += 1;
+                let lit = chars.next().ok_or("unclosed '['")?;
                 ranges.push((lit, lit));
             }
             _ => {
-                if chars.get(*pos) == Some(&'-') && chars.get(*pos + 1).is_some_and(|n| *n != ']') {
-                    let hi = chars[*pos + 1];
+                // A '-' followed by ']' is a literal '-', not a range.
+                let mut ahead = chars.clone();
+                if ahead.next() == Some('-')
+                    && let Some(hi) = ahead.next().filter(|n| *n != ']')
+                {
                     if hi < c {
                         return Err("invalid range in '[...]'");
                     }
-                    *pos += 2;
+                    chars.next();
+                    chars.next();
                     ranges.push((c, hi));
                 } else {
                     ranges.push((c, c));
@@ -163,50 +198,43 @@ fn parse_class(chars: &[char], pos: &mut usize) -> Result<Token, &'static str> {
     if ranges.is_empty() {
         return Err("empty '[]'");
     }
-    Ok(Token::Class { negated, ranges })
-}
-
-fn match_tokens(tokens: &[Token], text: &[char]) -> bool {
-    let Some((first, rest)) = tokens.split_first() else {
-        return text.is_empty();
-    };
-    match first {
-        Token::Literal(c) => text.first() == Some(c) && match_tokens(rest, &text[1..]),
-        Token::AnyOne => !text.is_empty() && match_tokens(rest, &text[1..]),
-        Token::Class { negated, ranges } => match text.first() {
-            Some(c) => {
-                let inside = ranges.iter().any(|(lo, hi)| lo <= c && c <= hi);
-                inside != *negated && match_tokens(rest, &text[1..])
-            }
-            None => false,
-        },
-        Token::AnySequence => (0..=text.len()).any(|skip| match_tokens(rest, &text[skip..])),
-        Token::Alternatives(alternatives) => alternatives.iter().any(|alt| {
-            let mut joined = alt.clone();
-            joined.extend_from_slice(rest);
-            match_tokens(&joined, text)
-        }),
+    out.push('[');
+    if negated {
+        out.push('^');
     }
+    for (lo, hi) in ranges {
+        push_literal(out, lo);
+        out.push('-');
+        push_literal(out, hi);
+    }
+    out.push(']');
+    Ok(())
 }
 
 /// A set of patterns as Velero's include or exclude lists hold them: deduplicated, sorted, and
-/// matched in order.
+/// matched in order. Each pattern is compiled once, when it is added.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GlobSet {
-    items: BTreeSet<String>,
+    // `None` for a pattern that does not compile.
+    items: BTreeMap<String, Option<Glob>>,
 }
 
 impl GlobSet {
     /// A set holding `items`.
     pub fn from_items<I: IntoIterator<Item = S>, S: Into<String>>(items: I) -> Self {
-        Self {
-            items: items.into_iter().map(Into::into).collect(),
+        let mut set = Self::default();
+        for item in items {
+            set.insert(item);
         }
+        set
     }
 
     /// Adds one pattern.
     pub fn insert(&mut self, item: impl Into<String>) {
-        self.items.insert(item.into());
+        if let std::collections::btree_map::Entry::Vacant(entry) = self.items.entry(item.into()) {
+            let glob = Glob::new(entry.key()).ok();
+            entry.insert(glob);
+        }
     }
 
     /// Number of distinct patterns.
@@ -221,22 +249,23 @@ impl GlobSet {
 
     /// Whether the set holds exactly this string (no pattern matching).
     pub fn has(&self, item: &str) -> bool {
-        self.items.contains(item)
+        self.items.contains_key(item)
     }
 
     /// The patterns, sorted.
     pub fn items(&self) -> impl Iterator<Item = &str> {
-        self.items.iter().map(String::as_str)
+        self.items.keys().map(String::as_str)
     }
 
     /// Whether any pattern matches `text`. Patterns are tried in sorted order; the first one that
-    /// does not compile ends the search with `false`, as in Velero.
+    /// does not compile ends the search with `false`, as in Velero. Validation refuses such
+    /// patterns (see `selection::validate`), so a validated filter never gets here with one.
     pub fn matches(&self, text: &str) -> bool {
-        for item in &self.items {
-            match Glob::new(item) {
-                Ok(glob) if glob.is_match(text) => return true,
-                Ok(_) => {}
-                Err(_) => return false,
+        for glob in self.items.values() {
+            match glob {
+                Some(glob) if glob.is_match(text) => return true,
+                Some(_) => {}
+                None => return false,
             }
         }
         false
@@ -291,5 +320,56 @@ mod tests {
         assert!(!set.matches("web"));
         let set = GlobSet::from_items(["web"]);
         assert!(set.matches("web"));
+    }
+
+    #[test]
+    fn a_brace_bomb_is_an_error_not_a_crash() {
+        let bomb = "{".repeat(100_000);
+        let err = Glob::new(&bomb).unwrap_err();
+        assert_eq!(err.reason, "longer than 1024 bytes");
+        let text = err.to_string();
+        assert!(text.len() < 200, "the message quotes an excerpt: {text}");
+        assert!(text.contains("(100000 bytes)"), "{text}");
+    }
+
+    #[test]
+    fn nesting_is_limited() {
+        let nested = |depth: usize| format!("{}x{}", "{a,".repeat(depth), "}".repeat(depth));
+        let glob = Glob::new(&nested(MAX_NESTING)).unwrap();
+        assert!(glob.is_match("a") && glob.is_match("x") && !glob.is_match("ax"));
+        let err = Glob::new(&nested(MAX_NESTING + 1)).unwrap_err();
+        assert_eq!(err.reason, "'{...}' nested more than 32 deep");
+        // Within the length limit, unbalanced braces are an error at any depth.
+        assert!(Glob::new(&"{".repeat(MAX_PATTERN_LEN)).is_err());
+    }
+
+    #[test]
+    fn matching_does_not_backtrack() {
+        // A backtracking matcher takes exponential time on this pair.
+        let pattern = format!("{}b", "*a".repeat(40));
+        let glob = Glob::new(&pattern).unwrap();
+        let text = "a".repeat(4000);
+        let started = std::time::Instant::now();
+        assert!(!glob.is_match(&text));
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        let alternatives = format!("{}{}", "{a,a}".repeat(100), "b");
+        let glob = Glob::new(&alternatives).unwrap();
+        assert!(!glob.is_match(&"a".repeat(100)));
+    }
+
+    #[test]
+    fn braces_and_commas_outside_alternatives_are_literals() {
+        assert!(Glob::new("a}b").unwrap().is_match("a}b"));
+        assert!(Glob::new("a,b").unwrap().is_match("a,b"));
+        assert!(Glob::new("{a,}x").unwrap().is_match("x"));
+        assert!(Glob::new("[a-]").unwrap().is_match("-"));
+        assert!(Glob::new("[!]x]").is_err());
+    }
+
+    #[test]
+    fn each_pattern_is_compiled_once() {
+        let set = GlobSet::from_items(["kube-*", "web"]);
+        assert!(set.items.values().all(Option::is_some));
+        assert!(set.matches("kube-system") && set.matches("web") && !set.matches("db"));
     }
 }

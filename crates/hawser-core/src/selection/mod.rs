@@ -27,6 +27,8 @@
 //!   the name from the includes, which turns "only volumesnapshots" into "everything else").
 //! * An invalid label selector is a validation error (Velero sends it to the API server and
 //!   fails each LIST).
+//! * A resource pattern that does not compile, or passes the limits of [`Glob`], is a
+//!   validation error naming it (Velero keeps it, and it makes its whole list match nothing).
 //! * Namespace patterns are matched as globs instead of being expanded against the live
 //!   namespace list first; membership is the same, except that a pattern matching no namespace
 //!   never turns the filter into "all namespaces" for the cluster-scoped-type decision.
@@ -45,7 +47,10 @@ use serde::{Deserialize, Serialize};
 
 pub use catalogue::{ApiResource, BACKUP_VERBS, Catalogue, CohabitingTracker, group_resource};
 pub use filter::{IncludesExcludes, NAMESPACES, ResourceFilter};
-pub use glob::{Glob, GlobError, GlobSet, has_wildcard};
+pub use glob::{
+    Glob, GlobError, GlobSet, MAX_NESTING, MAX_PATTERN_LEN, MAX_PATTERNS_PER_LIST, excerpt,
+    has_wildcard,
+};
 pub use labels::{CompiledSelector, LabelSelector, LabelSelectorRequirement, object_labels};
 pub use namespaces::{NamespaceScope, NamespaceTracker, namespaces_excluded_by_label};
 pub use ordered::{Ordered, order_for_type, sort_by_order};
@@ -203,6 +208,9 @@ impl Selection {
         let mut errs = validate(filters);
         if policy.is_some() && filters.uses_old_filters() {
             errs.push(POLICY_WITH_OLD_FILTERS_MESSAGE.to_string());
+        }
+        if let Some(policy) = policy {
+            errs.extend(validate::policy_patterns(policy));
         }
         if !errs.is_empty() {
             return Err(errs);

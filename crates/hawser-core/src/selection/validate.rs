@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use super::glob::Glob;
-use super::{BackupFilters, LabelSelector};
+use super::glob::{Glob, MAX_PATTERNS_PER_LIST, excerpt};
+use super::{BackupFilters, IncludeExcludePolicy, LabelSelector};
 
 /// The message for mixing old and new resource filters (verbatim, with its line breaks).
 pub const MIXED_FILTERS_MESSAGE: &str = "include-resources, exclude-resources and include-cluster-resources are old filter parameters.\n\
@@ -46,6 +46,33 @@ pub fn validate(filters: &BackupFilters) -> Vec<String> {
             ));
         }
     }
+    // Every list is compiled, whichever style is in use, so that no invalid pattern is ever
+    // kept; the engines use the same compiler.
+    let lists = [
+        ("includedResources", &filters.included_resources),
+        ("excludedResources", &filters.excluded_resources),
+        (
+            "includedClusterScopedResources",
+            &filters.included_cluster_scoped_resources,
+        ),
+        (
+            "excludedClusterScopedResources",
+            &filters.excluded_cluster_scoped_resources,
+        ),
+        (
+            "includedNamespaceScopedResources",
+            &filters.included_namespace_scoped_resources,
+        ),
+        (
+            "excludedNamespaceScopedResources",
+            &filters.excluded_namespace_scoped_resources,
+        ),
+    ];
+    for (field, items) in lists {
+        for e in patterns(field, items) {
+            errs.push(format!("Invalid included/excluded resource lists: {e}"));
+        }
+    }
     errs.extend(namespaces_and_selectors(
         &filters.included_namespaces,
         &filters.excluded_namespaces,
@@ -54,6 +81,70 @@ pub fn validate(filters: &BackupFilters) -> Vec<String> {
         BOTH_SELECTORS_MESSAGE,
     ));
     errs
+}
+
+/// The patterns of a resource policy's include/exclude lists, compiled as the spec's are.
+pub(crate) fn policy_patterns(policy: &IncludeExcludePolicy) -> Vec<String> {
+    let lists = [
+        (
+            "includedClusterScopedResources",
+            &policy.included_cluster_scoped_resources,
+        ),
+        (
+            "excludedClusterScopedResources",
+            &policy.excluded_cluster_scoped_resources,
+        ),
+        (
+            "includedNamespaceScopedResources",
+            &policy.included_namespace_scoped_resources,
+        ),
+        (
+            "excludedNamespaceScopedResources",
+            &policy.excluded_namespace_scoped_resources,
+        ),
+    ];
+    lists
+        .into_iter()
+        .flat_map(|(field, items)| patterns(field, items))
+        .map(|e| format!("Invalid resource policy: {e}"))
+        .collect()
+}
+
+/// How many invalid patterns of one list are named before the rest are only counted.
+const NAMED_INVALID_PATTERNS: usize = 5;
+
+/// Compiles every pattern of the list `field` with the compiler the filters use: the messages
+/// for a list longer than [`MAX_PATTERNS_PER_LIST`] and for each pattern that does not compile
+/// (quoted as an excerpt), empty when all compile. An invalid pattern is a validation error
+/// here, where Velero would keep it and let it make the whole list match nothing.
+pub(crate) fn patterns(field: &str, items: &[String]) -> Vec<String> {
+    if items.len() > MAX_PATTERNS_PER_LIST {
+        return vec![format!(
+            "{field} holds {} patterns, more than the {MAX_PATTERNS_PER_LIST} allowed",
+            items.len()
+        )];
+    }
+    let invalid: Vec<String> = items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| Glob::new(item).err().map(|e| format!("{field}[{i}]: {e}")))
+        .collect();
+    let more = invalid.len().saturating_sub(NAMED_INVALID_PATTERNS);
+    let mut errs: Vec<String> = invalid.into_iter().take(NAMED_INVALID_PATTERNS).collect();
+    if more > 0 {
+        errs.push(format!("{field}: {more} more invalid patterns"));
+    }
+    errs
+}
+
+/// An item echoed in one of Velero's messages: as written when it is short and printable, as
+/// an [`excerpt`] otherwise.
+pub(crate) fn echo(item: &str) -> String {
+    if item.len() <= 64 && !item.chars().any(char::is_control) {
+        item.to_string()
+    } else {
+        excerpt(item)
+    }
 }
 
 /// The namespace lists and the label selectors, which Velero checks the same way for backups and
@@ -110,7 +201,8 @@ pub(crate) fn includes_excludes(includes: &[String], excludes: &[String]) -> Vec
     for item in &exc {
         if inc.contains(item) {
             errs.push(format!(
-                "excludes list cannot contain an item in the includes list: {item}"
+                "excludes list cannot contain an item in the includes list: {}",
+                echo(item)
             ));
         }
     }
@@ -137,7 +229,8 @@ fn scoped(includes: &[String], excludes: &[String]) -> Vec<String> {
     for item in &exc {
         if inc.contains(item) {
             errs.push(format!(
-                "excludes list cannot contain an item in the includes list: {item}"
+                "excludes list cannot contain an item in the includes list: {}",
+                echo(item)
             ));
         }
     }
@@ -146,6 +239,17 @@ fn scoped(includes: &[String], excludes: &[String]) -> Vec<String> {
 
 /// `ValidateNamespaceIncludesExcludes`.
 pub(crate) fn namespaces(includes: &[String], excludes: &[String]) -> Vec<String> {
+    for (field, items) in [
+        ("includedNamespaces", includes),
+        ("excludedNamespaces", excludes),
+    ] {
+        if items.len() > MAX_PATTERNS_PER_LIST {
+            return vec![format!(
+                "{field} holds {} patterns, more than the {MAX_PATTERNS_PER_LIST} allowed",
+                items.len()
+            )];
+        }
+    }
     let mut errs = includes_excludes(includes, excludes);
     for ns in sorted(includes).into_iter().chain(sorted(excludes)) {
         errs.extend(namespace_name(ns));
@@ -174,7 +278,7 @@ fn namespace_name(ns: &str) -> Vec<String> {
         .collect();
     dns1123_label(&stand_in)
         .into_iter()
-        .map(|msg| format!("invalid namespace {ns:?}: {msg}"))
+        .map(|msg| format!("invalid namespace {}: {msg}", excerpt(ns)))
         .collect()
 }
 

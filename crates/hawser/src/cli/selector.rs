@@ -49,6 +49,8 @@ pub fn format_selector(selector: &LabelSelector) -> String {
     for requirement in selector.match_expressions.iter().flatten() {
         let values = requirement.values.clone().unwrap_or_default().join(",");
         parts.push(match requirement.operator.as_str() {
+            // `key!=` (no value) has no `notin (...)` form that parses back.
+            "NotIn" if values.is_empty() => format!("{}!=", requirement.key),
             "In" => format!("{} in ({values})", requirement.key),
             "NotIn" => format!("{} notin ({values})", requirement.key),
             "Exists" => requirement.key.clone(),

@@ -1,0 +1,108 @@
+//! `hawser server` as a process against kube-sim: Backups and Restores whose patterns are
+//! hostile or broken end `FailedValidation` naming the pattern, and the server, with the
+//! ordinary work running beside them, carries on.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+mod server_support;
+
+use cli_support::{Cluster, NS};
+use serde_json::{Value, json};
+use server_support::{FAST, Server, create_backup, filesystem_location, phase, seed, wait_final};
+
+fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Restore",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec
+        }))
+        .unwrap();
+}
+
+/// The object's `status.validationErrors`, joined.
+fn validation_errors(object: &Value) -> String {
+    object["status"]["validationErrors"]
+        .as_array()
+        .map(|errors| {
+            errors
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn hostile_patterns_fail_validation_and_the_server_carries_on() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 3);
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "base", json!({"includedNamespaces": ["shop"]}));
+    let base = wait_final(&cluster, &server, "Backup", "base").await;
+    assert_eq!(phase(&base), "Completed", "{}", server.log_text());
+
+    // A brace bomb: 100 000 nested '{'. Compiled by a recursive parser it overflows the stack
+    // of whichever thread compiles it, which aborts the whole process.
+    let bomb = "{".repeat(100_000);
+    create_backup(&cluster, "bomb", json!({"excludedResources": [bomb]}));
+    create_restore(
+        &cluster,
+        "bomb",
+        json!({"backupName": "base", "excludedResources": [bomb]}),
+    );
+    // A pattern that does not compile must not turn its list into one that matches nothing
+    // (which would back up and restore every Secret).
+    create_backup(
+        &cluster,
+        "broken",
+        json!({"includedNamespaces": ["shop"], "excludedResources": ["secrets", "[x"]}),
+    );
+    create_restore(
+        &cluster,
+        "broken",
+        json!({"backupName": "base", "excludedResources": ["secrets", "[x"]}),
+    );
+    create_backup(
+        &cluster,
+        "ordinary",
+        json!({"includedNamespaces": ["shop"]}),
+    );
+
+    for kind in ["Backup", "Restore"] {
+        let done = wait_final(&cluster, &server, kind, "bomb").await;
+        assert_eq!(phase(&done), "FailedValidation", "{kind}: {done:#}");
+        let errors = validation_errors(&done);
+        assert!(
+            errors.contains("excludedResources[0]: invalid glob pattern \"{{{{")
+                && errors.contains("(100000 bytes): longer than 1024 bytes"),
+            "{kind}: {errors}"
+        );
+        assert!(errors.len() < 1000, "{kind}: the message is cut short");
+
+        let done = wait_final(&cluster, &server, kind, "broken").await;
+        assert_eq!(phase(&done), "FailedValidation", "{kind}: {done:#}");
+        assert_eq!(
+            validation_errors(&done),
+            "Invalid included/excluded resource lists: excludedResources[1]: invalid glob pattern \"[x\": unclosed '['",
+            "{kind}"
+        );
+    }
+    let ordinary = wait_final(&cluster, &server, "Backup", "ordinary").await;
+    assert_eq!(phase(&ordinary), "Completed", "{}", server.log_text());
+    assert!(server.is_ready().await, "the server is still serving");
+    assert!(
+        cluster
+            .sim
+            .store()
+            .get("v1", "Secret", "shop", "db-password")
+            .is_some(),
+        "nothing was restored over the cluster"
+    );
+}
