@@ -56,6 +56,29 @@ impl Hostile {
         self
     }
 
+    /// An extension header (`L` GNU long name or `x` PAX) of `size` bytes of `byte`, streamed.
+    fn extension(mut self, kind: tar::EntryType, byte: u8, size: u64) -> Self {
+        let mut h = tar::Header::new_gnu();
+        let name = b"././@LongLink";
+        h.as_old_mut().name[..name.len()].copy_from_slice(name);
+        h.set_entry_type(kind);
+        h.set_mode(0o644);
+        h.set_size(size);
+        h.set_cksum();
+        self.tar
+            .append(&h, std::io::Read::take(std::io::repeat(byte), size))
+            .unwrap();
+        self
+    }
+
+    /// A PAX header with the given records.
+    fn pax(mut self, records: &[(&str, &[u8])]) -> Self {
+        self.tar
+            .append_pax_extensions(records.iter().map(|(k, v)| (*k, *v)))
+            .unwrap();
+        self
+    }
+
     fn tar_bytes(self) -> Vec<u8> {
         self.tar.into_inner().unwrap()
     }
@@ -366,4 +389,119 @@ fn a_pax_path_record_cannot_smuggle_a_traversal() {
         "{results:?}"
     );
     assert_eq!(results[1].as_ref().unwrap().location.name, "from-pax");
+}
+
+#[test]
+fn an_oversized_long_name_is_skipped_unread_and_its_entry_rejected() {
+    let limit = ReaderOptions::default().max_extension_bytes;
+    assert_eq!(limit, 64 << 10);
+    let archive = Hostile::new()
+        .extension(tar::EntryType::GNULongName, b'a', 8 << 20)
+        .file("resources/configmaps/namespaces/web/short.json", GOOD)
+        .file("resources/configmaps/namespaces/web/after.json", GOOD)
+        .gz();
+    let results = read_all(&archive, ReaderOptions::default());
+    assert_eq!(results.len(), 2, "{results:?}");
+    match &results[0] {
+        Err(ReadError::Entry(e)) => {
+            assert!(
+                matches!(e.kind, EntryErrorKind::ExtensionTooLarge { size, limit: l } if size == 8 << 20 && l == limit),
+                "{e:?}"
+            );
+            assert_eq!(e.path, "resources/configmaps/namespaces/web/short.json");
+            assert_eq!(e.category(), "ArchiveExtensionTooLarge");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(results[1].as_ref().unwrap().location.name, "after");
+}
+
+#[test]
+fn an_oversized_pax_header_is_skipped_unread_and_its_entry_rejected() {
+    let big = vec![b'x'; 100 << 10];
+    let archive = Hostile::new()
+        .pax(&[("comment", &big)])
+        .file("resources/configmaps/namespaces/web/short.json", GOOD)
+        .pax(&[("comment", b"small")])
+        .file("resources/configmaps/namespaces/web/after.json", GOOD)
+        .gz();
+    let results = read_all(&archive, ReaderOptions::default());
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        matches!(&results[0], Err(ReadError::Entry(e)) if matches!(e.kind, EntryErrorKind::ExtensionTooLarge { .. })),
+        "{results:?}"
+    );
+    assert_eq!(results[1].as_ref().unwrap().location.name, "after");
+}
+
+#[test]
+fn a_long_name_within_the_limit_names_the_entry() {
+    let name = "n".repeat(300);
+    let mut long = format!("resources/configmaps/namespaces/web/{name}.json").into_bytes();
+    long.push(0);
+    let mut h = tar::Header::new_gnu();
+    h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+    h.set_entry_type(tar::EntryType::GNULongName);
+    h.set_size(long.len() as u64);
+    h.set_cksum();
+    let mut hostile = Hostile::new();
+    hostile.tar.append(&h, long.as_slice()).unwrap();
+    let archive = hostile
+        .file("resources/configmaps/namespaces/web/short.json", GOOD)
+        .gz();
+    let results = read_all(&archive, ReaderOptions::default());
+    assert_eq!(results[0].as_ref().unwrap().location.name, name);
+}
+
+#[test]
+fn a_pax_size_that_disagrees_with_the_header_is_fatal() {
+    let archive = Hostile::new()
+        .pax(&[("size", b"4096")])
+        .file("resources/configmaps/namespaces/web/short.json", GOOD)
+        .gz();
+    let results = read_all(&archive, ReaderOptions::default());
+    assert!(
+        matches!(
+            &results[..],
+            [Err(ReadError::Fatal(ArchiveError::Corrupt(_)))]
+        ),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn an_extension_header_that_describes_nothing_is_fatal() {
+    let archive = Hostile::new()
+        .file("resources/configmaps/namespaces/web/ok.json", GOOD)
+        .extension(tar::EntryType::GNULongName, b'a', 100)
+        .gz();
+    let results = read_all(&archive, ReaderOptions::default());
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[1].as_ref().is_err_and(ReadError::is_fatal));
+}
+
+#[test]
+fn more_items_than_allowed_is_fatal() {
+    let mut hostile = Hostile::new();
+    for i in 0..4 {
+        hostile = hostile.file(
+            &format!("resources/configmaps/namespaces/web/c{i}.json"),
+            GOOD,
+        );
+    }
+    let options = ReaderOptions {
+        max_items: 3,
+        ..ReaderOptions::default()
+    };
+    let results = read_all(&hostile.gz(), options);
+    assert_eq!(results.len(), 4);
+    assert!(matches!(
+        results[3],
+        Err(ReadError::Fatal(ArchiveError::TooManyItems { limit: 3 }))
+    ));
+}
+
+#[test]
+fn the_default_entry_limit_is_the_api_servers_request_limit() {
+    assert_eq!(ReaderOptions::default().max_entry_bytes, 3 << 20);
 }

@@ -654,3 +654,308 @@ async fn a_status_removed_by_a_client_is_restored_from_the_record_without_runnin
     )
     .await;
 }
+
+/// Stores `archive` as the contents of backup `name` in the filesystem location under `root`
+/// and creates its Backup object as `Completed`.
+fn put_hand_backup(cluster: &Cluster, root: &Path, name: &str, archive: &[u8]) {
+    let dir = root.join(BUCKET).join("backups").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.tar.gz")), archive).unwrap();
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"storageLocation": "default"},
+            "status": {"phase": "Completed"}
+        }))
+        .unwrap();
+}
+
+fn errors_of(root: &Path, restore: &str) -> Vec<String> {
+    let path = root
+        .join(BUCKET)
+        .join("restores")
+        .join(restore)
+        .join(format!("restore-{restore}-results.gz"));
+    let results: Value = serde_json::from_reader(flate2::read::GzDecoder::new(
+        std::fs::File::open(path).unwrap(),
+    ))
+    .unwrap();
+    let mut all = Vec::new();
+    for scope in ["velero", "cluster"] {
+        for m in results["errors"][scope].as_array().into_iter().flatten() {
+            all.push(m.as_str().unwrap().to_owned());
+        }
+    }
+    for list in results["errors"]["namespaces"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
+        for m in list.as_array().into_iter().flatten() {
+            all.push(m.as_str().unwrap().to_owned());
+        }
+    }
+    all
+}
+
+fn web_namespace() -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}})
+}
+
+fn web_config_map(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "web"}})
+}
+
+#[tokio::test]
+async fn alias_directories_are_item_errors_and_nothing_under_them_is_created() {
+    let (cluster, root, server) = backed_up(1).await;
+    let token = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+            "metadata": {"name": name, "namespace": "web",
+                "annotations": {"kubernetes.io/service-account.name": "builder"}},
+            "data": {"token": "c3RvbGVu"}})
+    };
+    let entries: Vec<(&str, Value)> = vec![
+        (
+            "resources/node/cluster/n1.json",
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}),
+        ),
+        ("resources/secret/namespaces/web/tok.json", token("tok")),
+        ("resources/Secrets/namespaces/web/tok2.json", token("tok2")),
+        (
+            "resources/backup.velero.io/namespaces/velero/planted.json",
+            json!({"apiVersion": "velero.io/v1", "kind": "Backup",
+                "metadata": {"name": "planted", "namespace": NS}, "spec": {}}),
+        ),
+        (
+            "resources/restore.velero.io/namespaces/velero/evil.json",
+            json!({"apiVersion": "velero.io/v1", "kind": "Restore",
+                "metadata": {"name": "evil", "namespace": NS}, "spec": {"backupName": "base"}}),
+        ),
+    ];
+    let mut archive = restore_support::HandArchive::new()
+        .file("metadata/version", b"1.1.0\n")
+        .item("resources/namespaces/cluster/web.json", &web_namespace())
+        .item(
+            "resources/configmaps/namespaces/web/good.json",
+            &web_config_map("good"),
+        );
+    for (path, object) in &entries {
+        archive = archive.item(path, object);
+    }
+    put_hand_backup(&cluster, root.path(), "aliases", &archive.gzipped());
+
+    create_restore(
+        &cluster,
+        "aliases",
+        json!({"backupName": "aliases", "excludedResources": ["secrets"]}),
+    );
+    let done = wait_final(&cluster, &server, "Restore", "aliases").await;
+    assert_eq!(phase(&done), "PartiallyFailed", "{done:#}");
+    assert_eq!(done["status"]["errors"], entries.len(), "{done:#}");
+    let errors = errors_of(root.path(), "aliases");
+    for (path, _) in &entries {
+        assert!(
+            errors
+                .iter()
+                .any(|m| m.contains(path) && m.contains("not the canonical name")),
+            "{path}: {errors:#?}"
+        );
+    }
+    let store = cluster.sim.store();
+    assert!(store.get("v1", "ConfigMap", "web", "good").is_some());
+    assert!(store.get("v1", "Node", "", "n1").is_none());
+    for name in ["tok", "tok2"] {
+        assert!(store.get("v1", "Secret", "web", name).is_none(), "{name}");
+    }
+    assert!(store.get("velero.io/v1", "Backup", NS, "planted").is_none());
+    assert!(store.get("velero.io/v1", "Restore", NS, "evil").is_none());
+}
+
+#[tokio::test]
+async fn a_cluster_admin_binding_under_an_alias_is_refused_in_a_one_namespace_restore() {
+    let (cluster, root, server) = backed_up(1).await;
+    let binding = |name: &str| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "web"}]})
+    };
+    let entries = [
+        "resources/clusterrolebinding.rbac.authorization.k8s.io/cluster/own-1.json",
+        "resources/ClusterRoleBinding.rbac.authorization.k8s.io/namespaces/web/own-2.json",
+        "resources/clusterrolebinding.rbac.authorization.k8s.io/namespaces/web/own-3.json",
+    ];
+    let mut archive = restore_support::HandArchive::new()
+        .item("resources/namespaces/cluster/web.json", &web_namespace())
+        .item(
+            "resources/configmaps/namespaces/web/good.json",
+            &web_config_map("good"),
+        );
+    for (i, path) in entries.iter().enumerate() {
+        archive = archive.item(path, &binding(&format!("own-{}", i + 1)));
+    }
+    put_hand_backup(&cluster, root.path(), "escalate", &archive.gzipped());
+
+    create_restore(
+        &cluster,
+        "escalate",
+        json!({"backupName": "escalate", "includedNamespaces": ["web"]}),
+    );
+    let done = wait_final(&cluster, &server, "Restore", "escalate").await;
+    assert_eq!(phase(&done), "PartiallyFailed", "{done:#}");
+    let errors = errors_of(root.path(), "escalate");
+    assert_eq!(errors.len(), entries.len(), "{errors:#?}");
+    for path in entries {
+        assert!(
+            errors.iter().any(|m| m.contains(path)),
+            "{path}: {errors:#?}"
+        );
+    }
+    let store = cluster.sim.store();
+    for i in 1..=entries.len() {
+        assert!(
+            store
+                .get(
+                    "rbac.authorization.k8s.io/v1",
+                    "ClusterRoleBinding",
+                    "",
+                    &format!("own-{i}")
+                )
+                .is_none()
+        );
+    }
+    assert!(store.get("v1", "ConfigMap", "web", "good").is_some());
+}
+
+/// Peak resident memory of a process so far (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status")
+}
+
+/// How far a restore may raise the server's peak memory: the 64 MiB look-ahead budget of
+/// `RestoreOptions::default()` plus a fixed 32 MiB for the rest (decompression and tar
+/// buffers, the results and log of the restore, the allocator's slack).
+const RESTORE_MEMORY_BOUND_KIB: u64 = (64 << 10) + RESTORE_MARGIN_KIB;
+/// The fixed part of [`RESTORE_MEMORY_BOUND_KIB`].
+const RESTORE_MARGIN_KIB: u64 = 32 << 10;
+
+#[tokio::test]
+async fn a_64_mib_long_name_leaves_the_servers_peak_memory_within_the_budget() {
+    let (cluster, root, server) = backed_up(1).await;
+    let pid = server.pid().unwrap();
+    let size: u64 = 64 << 20;
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::default(),
+    ));
+    let namespace = web_namespace().to_string();
+    let mut h = tar::Header::new_gnu();
+    h.set_size(namespace.len() as u64);
+    h.set_mode(0o755);
+    tar.append_data(
+        &mut h,
+        "resources/namespaces/cluster/web.json",
+        namespace.as_bytes(),
+    )
+    .unwrap();
+    let mut long = tar::Header::new_gnu();
+    long.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+    long.set_entry_type(tar::EntryType::GNULongName);
+    long.set_size(size);
+    long.set_cksum();
+    tar.append(&long, std::io::Read::take(std::io::repeat(b'a'), size))
+        .unwrap();
+    for (path, object) in [
+        (
+            "resources/configmaps/namespaces/web/victim.json",
+            web_config_map("victim"),
+        ),
+        (
+            "resources/configmaps/namespaces/web/good.json",
+            web_config_map("good"),
+        ),
+    ] {
+        let data = object.to_string();
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o755);
+        tar.append_data(&mut h, path, data.as_bytes()).unwrap();
+    }
+    let archive = tar.into_inner().unwrap().finish().unwrap();
+    assert!(archive.len() < 1 << 20, "{} bytes", archive.len());
+    put_hand_backup(&cluster, root.path(), "longname", &archive);
+
+    let before = peak_rss_kib(pid);
+    create_restore(&cluster, "longname", json!({"backupName": "longname"}));
+    let done = wait_final(&cluster, &server, "Restore", "longname").await;
+    let after = peak_rss_kib(pid);
+    eprintln!("peak RSS before {before} KiB, after {after} KiB");
+    assert_eq!(phase(&done), "PartiallyFailed", "{done:#}");
+    let errors = errors_of(root.path(), "longname");
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].contains("victim.json")
+            && errors[0].contains("extension header of 67108864 bytes"),
+        "{errors:#?}"
+    );
+    let store = cluster.sim.store();
+    assert!(store.get("v1", "ConfigMap", "web", "good").is_some());
+    assert!(store.get("v1", "ConfigMap", "web", "victim").is_none());
+    assert!(
+        after - before <= RESTORE_MEMORY_BOUND_KIB,
+        "peak RSS grew by {} KiB",
+        after - before
+    );
+}
+
+#[tokio::test]
+async fn fifty_filtered_out_one_mib_namespaces_are_not_kept() {
+    let (cluster, root, server) = backed_up(1).await;
+    let pid = server.pid().unwrap();
+    let large = "x".repeat(1 << 20);
+    let mut archive = restore_support::HandArchive::new()
+        .item("resources/namespaces/cluster/web.json", &web_namespace())
+        .item(
+            "resources/configmaps/namespaces/web/good.json",
+            &web_config_map("good"),
+        );
+    for i in 0..50 {
+        archive = archive.item(
+            &format!("resources/namespaces/cluster/junk-{i}.json"),
+            &json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": format!("junk-{i}"), "annotations": {"filler": large}}}),
+        );
+    }
+    put_hand_backup(&cluster, root.path(), "junk", &archive.gzipped());
+
+    let before = peak_rss_kib(pid);
+    create_restore(
+        &cluster,
+        "junk",
+        json!({"backupName": "junk", "includedNamespaces": ["web"]}),
+    );
+    let done = wait_final(&cluster, &server, "Restore", "junk").await;
+    let after = peak_rss_kib(pid);
+    eprintln!("peak RSS before {before} KiB, after {after} KiB");
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+    let store = cluster.sim.store();
+    assert!(store.get("v1", "ConfigMap", "web", "good").is_some());
+    assert!(store.get("v1", "Namespace", "", "junk-0").is_none());
+    // Nothing of the junk is restorable, so nothing is kept: only the fixed margin applies
+    // (keeping the fifty objects took about 58 MiB).
+    assert!(
+        after - before <= RESTORE_MARGIN_KIB,
+        "peak RSS grew by {} KiB",
+        after - before
+    );
+}

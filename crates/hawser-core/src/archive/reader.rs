@@ -6,7 +6,15 @@
 //! [`ReaderOptions::max_entry_bytes`], and item contents must be one JSON object. Such problems
 //! are per-entry errors: the iterator reports them and goes on. A stream that is not gzip, a
 //! broken tar structure, or more than [`ReaderOptions::max_total_bytes`] of decompressed data
-//! (a gzip bomb) is fatal: the iterator reports it once and ends.
+//! (a gzip bomb), or more than [`ReaderOptions::max_items`] items is fatal: the iterator
+//! reports it once and ends.
+//!
+//! Tar extension headers (GNU long names and long links, PAX records) are read here rather than
+//! by the `tar` crate, which reads them whole into memory whatever their size: an extension
+//! header larger than [`ReaderOptions::max_extension_bytes`] is skipped unread (streamed past,
+//! as entry data is) and the entry it describes is rejected. Entries are framed by their header
+//! size; a PAX `size` record that disagrees with it would frame the stream differently from
+//! other readers, so it is fatal.
 
 use std::io::{self, Read};
 use std::sync::Arc;
@@ -19,8 +27,13 @@ use super::{ItemPath, PathError, RESOURCES_DIR, VERSION_PATH, VersionDir};
 /// Limits and choices of the reader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReaderOptions {
-    /// Largest accepted entry (bytes of contents).
+    /// Largest accepted entry (bytes of contents); default 3 MiB, the API server's limit on a
+    /// request body, so no larger object could be created anyway.
     pub max_entry_bytes: u64,
+    /// Largest accepted extension header (a GNU long name or a PAX header); default 64 KiB.
+    pub max_extension_bytes: u64,
+    /// Most items read from one archive; default 2,000,000.
+    pub max_items: u64,
     /// Largest accepted decompressed stream (tar headers included).
     pub max_total_bytes: u64,
     /// Also yield the `<version>-preferredversion` and other-version copies (skipped unread
@@ -31,7 +44,9 @@ pub struct ReaderOptions {
 impl Default for ReaderOptions {
     fn default() -> Self {
         Self {
-            max_entry_bytes: 16 << 20,
+            max_entry_bytes: 3 << 20,
+            max_extension_bytes: 64 << 10,
+            max_items: 2_000_000,
             max_total_bytes: 16 << 30,
             include_versioned_copies: false,
         }
@@ -87,11 +102,20 @@ pub enum EntryErrorKind {
     /// `metadata/version` is not a version string.
     #[error("metadata/version does not hold a format version")]
     BadVersion,
+    /// The GNU long name or PAX header describing the entry is larger than allowed; it was
+    /// skipped unread, so the entry's real path is unknown.
+    #[error("its extension header of {size} bytes exceeds the limit of {limit} bytes")]
+    ExtensionTooLarge {
+        /// Declared size of the extension header.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 /// A rejected entry; reading goes on with the next one.
 #[derive(Debug, thiserror::Error)]
-#[error("archive entry {path:?} rejected: {kind}")]
+#[error("archive entry {path:?} rejected")]
 pub struct EntryError {
     /// The entry path, lossily decoded.
     pub path: String,
@@ -113,6 +137,7 @@ impl EntryError {
             EntryErrorKind::UnexpectedPath(_) => "ArchiveUnexpectedEntry",
             EntryErrorKind::InvalidJson(_) | EntryErrorKind::NotAnObject => "ArchiveInvalidItem",
             EntryErrorKind::BadVersion => "ArchiveBadVersion",
+            EntryErrorKind::ExtensionTooLarge { .. } => "ArchiveExtensionTooLarge",
         }
     }
 }
@@ -129,6 +154,12 @@ pub enum ArchiveError {
         /// The limit.
         limit: u64,
     },
+    /// More items than allowed.
+    #[error("archive holds more than {limit} items")]
+    TooManyItems {
+        /// The limit.
+        limit: u64,
+    },
 }
 
 impl ArchiveError {
@@ -137,6 +168,7 @@ impl ArchiveError {
         match self {
             Self::Corrupt(_) => "ArchiveCorrupt",
             Self::TooLarge { .. } => "ArchiveTooLarge",
+            Self::TooManyItems { .. } => "ArchiveTooManyItems",
         }
     }
 }
@@ -221,13 +253,20 @@ impl<R: Read> ArchiveReader<R> {
 
     /// Iterates over the items, in archive order.
     pub fn items(&mut self) -> Result<Items<'_, R>, ArchiveError> {
-        let entries = self.archive.entries().map_err(ArchiveError::Corrupt)?;
+        // Raw: extension headers come to `Items`, which bounds them before reading.
+        let entries = self
+            .archive
+            .entries()
+            .map_err(ArchiveError::Corrupt)?
+            .raw(true);
         Ok(Items {
             entries,
             options: self.options,
             exceeded: self.exceeded.clone(),
             done: false,
             format_version: None,
+            pending: Extensions::default(),
+            items: 0,
         })
     }
 }
@@ -239,6 +278,91 @@ pub struct Items<'a, R: Read> {
     exceeded: Arc<AtomicBool>,
     done: bool,
     format_version: Option<String>,
+    pending: Extensions,
+    items: u64,
+}
+
+/// The extension headers read since the last entry; they describe the next one.
+#[derive(Default)]
+struct Extensions {
+    long_name: Option<Vec<u8>>,
+    pax: Option<Vec<u8>>,
+    /// An extension header that was too large to read: (declared size, limit).
+    refused: Option<(u64, u64)>,
+    any: bool,
+}
+
+impl Extensions {
+    /// Takes in one extension header entry (`L`, `K` or `x`): within the limit it is read,
+    /// otherwise it is left unread and the entry it describes will be rejected.
+    fn take_in<R: Read>(
+        &mut self,
+        mut entry: tar::Entry<'_, R>,
+        limit: u64,
+    ) -> Result<(), io::Error> {
+        self.any = true;
+        let kind = entry.header().entry_type();
+        let size = entry.header().entry_size()?;
+        if kind.is_gnu_longlink() {
+            // Link targets are never used: links are rejected.
+            return Ok(());
+        }
+        if size > limit {
+            self.refused = Some((size, limit));
+            return Ok(());
+        }
+        let slot = if kind.is_gnu_longname() {
+            &mut self.long_name
+        } else {
+            &mut self.pax
+        };
+        if slot.is_some() {
+            return Err(io::Error::other(
+                "two extension headers of one kind describe the same entry",
+            ));
+        }
+        let mut data = Vec::new();
+        (&mut entry).take(limit).read_to_end(&mut data)?;
+        if (data.len() as u64) < size {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "archive ends inside an extension header",
+            ));
+        }
+        *slot = Some(data);
+        Ok(())
+    }
+
+    /// The path these extensions give the entry (a GNU long name first, then a PAX `path`
+    /// record, as the `tar` crate reads them), and a PAX `size` that disagrees with
+    /// `header_size` as an error.
+    fn path(&self, header_size: u64) -> Result<Option<Vec<u8>>, io::Error> {
+        let mut pax_path = None;
+        if let Some(pax) = &self.pax {
+            for record in tar::PaxExtensions::new(pax) {
+                let record = record?;
+                match record.key_bytes() {
+                    b"path" => pax_path = Some(record.value_bytes().to_vec()),
+                    b"size" => {
+                        let size = std::str::from_utf8(record.value_bytes())
+                            .ok()
+                            .and_then(|v| v.parse::<u64>().ok());
+                        if size != Some(header_size) {
+                            return Err(io::Error::other(
+                                "a PAX size record disagrees with the entry's header",
+                            ));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let long_name = self.long_name.as_ref().map(|n| {
+            let end = n.iter().position(|b| *b == 0).unwrap_or(n.len());
+            n[..end].to_vec()
+        });
+        Ok(long_name.or(pax_path))
+    }
 }
 
 impl<R: Read> Items<'_, R> {
@@ -270,6 +394,10 @@ impl<R: Read> Iterator for Items<'_, R> {
     fn next(&mut self) -> Option<Self::Item> {
         while !self.done {
             let entry = match self.entries.next() {
+                None if self.pending.any => {
+                    let e = io::Error::other("extension headers at the end describe no entry");
+                    return Some(Err(self.fatal(e)));
+                }
                 None => {
                     self.done = true;
                     return None;
@@ -277,9 +405,35 @@ impl<R: Read> Iterator for Items<'_, R> {
                 Some(Err(e)) => return Some(Err(self.fatal(e))),
                 Some(Ok(entry)) => entry,
             };
-            match check_entry(entry, &self.options, &mut self.format_version) {
+            let header = entry.header();
+            let kind = header.entry_type();
+            let recognized = header.as_gnu().is_some() || header.as_ustar().is_some();
+            if recognized
+                && (kind.is_gnu_longname()
+                    || kind.is_gnu_longlink()
+                    || kind.is_pax_local_extensions())
+            {
+                if let Err(e) = self
+                    .pending
+                    .take_in(entry, self.options.max_extension_bytes)
+                {
+                    return Some(Err(self.fatal(e)));
+                }
+                continue;
+            }
+            let extensions = std::mem::take(&mut self.pending);
+            match check_entry(entry, &extensions, &self.options, &mut self.format_version) {
                 Ok(Step::Skip) => {}
-                Ok(Step::Item(item)) => return Some(Ok(item)),
+                Ok(Step::Item(item)) => {
+                    self.items += 1;
+                    if self.items > self.options.max_items {
+                        self.done = true;
+                        return Some(Err(ReadError::Fatal(ArchiveError::TooManyItems {
+                            limit: self.options.max_items,
+                        })));
+                    }
+                    return Some(Ok(item));
+                }
                 Err(Failure::Entry(e)) => return Some(Err(ReadError::Entry(e))),
                 Err(Failure::Io(e)) => return Some(Err(self.fatal(e))),
             }
@@ -295,10 +449,15 @@ enum Failure {
 
 fn check_entry<R: Read>(
     mut entry: tar::Entry<'_, R>,
+    extensions: &Extensions,
     options: &ReaderOptions,
     format_version: &mut Option<String>,
 ) -> Result<Step, Failure> {
-    let raw = entry.path_bytes().into_owned();
+    let header_size = entry.header().entry_size().map_err(Failure::Io)?;
+    let raw = match extensions.path(header_size).map_err(Failure::Io)? {
+        Some(path) => path,
+        None => entry.path_bytes().into_owned(),
+    };
     let lossy = String::from_utf8_lossy(&raw).into_owned();
     let reject = |kind| {
         Failure::Entry(EntryError {
@@ -306,6 +465,9 @@ fn check_entry<R: Read>(
             kind,
         })
     };
+    if let Some((size, limit)) = extensions.refused {
+        return Err(reject(EntryErrorKind::ExtensionTooLarge { size, limit }));
+    }
     let path = std::str::from_utf8(&raw).map_err(|_| reject(EntryErrorKind::NonUtf8Path))?;
     if path.starts_with('/') || path.split(['/', '\\']).any(|c| c == "..") {
         return Err(reject(EntryErrorKind::PathEscapes));

@@ -24,7 +24,8 @@ pub const NON_RESTORABLE: [&str; 9] = [
     "backuprepositories.velero.io",
 ];
 
-/// Types that bypass the type and namespace filters and the selectors.
+/// Types that bypass the type and namespace filters and the selectors (Velero's must-have
+/// list); cluster-scoped ones still follow `includeClusterResources`.
 pub const FILTER_BYPASS: [&str; 2] = [
     "datauploads.velero.io",
     "volumesnapshotcontents.snapshot.storage.k8s.io",
@@ -217,7 +218,14 @@ impl RestoreSelection {
         obj: &serde_json::Value,
     ) -> Result<(), FilterSkip> {
         if FILTER_BYPASS.contains(&group_resource) {
-            return Ok(());
+            // As in Velero, the must-have types skip the type and namespace filters and the
+            // selectors, but a cluster-scoped one still needs cluster resources included.
+            return match namespace {
+                None if !self.cluster_resources_included() => {
+                    Err(FilterSkip::ClusterResourcesExcluded)
+                }
+                _ => Ok(()),
+            };
         }
         if !self.type_included(group_resource) {
             return Err(FilterSkip::TypeExcluded);

@@ -91,6 +91,28 @@ fn bypass_types_ignore_every_filter() {
 }
 
 #[test]
+fn cluster_scoped_bypass_types_still_follow_include_cluster_resources() {
+    let vsc = "volumesnapshotcontents.snapshot.storage.k8s.io";
+    let one_namespace = selection(json!({"includedNamespaces": ["a"]}));
+    assert_eq!(
+        one_namespace.check_item(vsc, None, &item(json!({}))),
+        Err(FilterSkip::ClusterResourcesExcluded)
+    );
+    let excluded = selection(json!({"includeClusterResources": false}));
+    assert_eq!(
+        excluded.check_item(vsc, None, &item(json!({}))),
+        Err(FilterSkip::ClusterResourcesExcluded)
+    );
+    let included = selection(
+        json!({"includedNamespaces": ["a"], "includeClusterResources": true,
+        "excludedResources": [vsc]}),
+    );
+    assert_eq!(included.check_item(vsc, None, &item(json!({}))), Ok(()));
+    let everything = selection(json!({}));
+    assert_eq!(everything.check_item(vsc, None, &item(json!({}))), Ok(()));
+}
+
+#[test]
 fn namespace_filter_applies_to_the_source_namespace() {
     let s =
         selection(json!({"includedNamespaces": ["shop"], "namespaceMapping": {"shop": "shop2"}}));

@@ -8,6 +8,7 @@ pub mod existing;
 pub mod filters;
 pub mod order;
 pub mod priorities;
+pub mod types;
 pub mod validate;
 
 pub use clean::{
@@ -21,4 +22,5 @@ pub use filters::{
 };
 pub use order::{CRDS, Tier, is_crd, restore_order};
 pub use priorities::{Priorities, PrioritiesError, Resolved};
+pub use types::{ArchiveTypes, NonCanonicalType};
 pub use validate::{RESTORE_BOTH_SELECTORS_MESSAGE, validate};

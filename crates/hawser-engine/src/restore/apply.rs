@@ -8,7 +8,8 @@ use std::sync::{Mutex, PoisonError};
 use futures::{Stream, StreamExt};
 use hawser_core::archive::{ArchiveItem, ItemPath};
 use hawser_core::restore::{
-    CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, RestoreSelection, clean, decide,
+    CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, NonCanonicalType, RestoreSelection,
+    clean, decide,
 };
 use hawser_core::selection::{Catalogue, NAMESPACES};
 use kube::Client;
@@ -126,7 +127,23 @@ impl Restorer {
     where
         S: Stream<Item = ArchiveItem>,
     {
-        let collection = self.catalogue.resolve(gr).map(Collection::of);
+        let resolved = self.catalogue.resolve(gr);
+        if let Some(served) = resolved.filter(|r| r.group_resource() != gr) {
+            // A name the checking pass could not resolve that the refreshed discovery (after
+            // the restored CRDs) serves under another name: refused like any alias.
+            let refusal = NonCanonicalType::Alias {
+                dir: gr.to_owned(),
+                canonical: served.group_resource(),
+            };
+            let counted = items
+                .map(|item| self.refuse(gr, item, &refusal))
+                .count()
+                .await;
+            self.report
+                .info(&format!("Refused {counted} items of {gr}: {refusal}"));
+            return;
+        }
+        let collection = resolved.map(Collection::of);
         let collection = collection.as_ref();
         let counted = items
             .map(|item| self.restore_item(gr, collection, item))
@@ -135,6 +152,26 @@ impl Restorer {
             .await;
         self.report
             .info(&format!("Restored {counted} items of {gr}"));
+    }
+
+    fn refuse(&self, gr: &str, item: ArchiveItem, refusal: &NonCanonicalType) {
+        let target = Target {
+            gr,
+            namespace: item
+                .location
+                .namespace
+                .as_deref()
+                .map(|ns| self.selection.target_namespace(ns).to_owned()),
+            name: item.location.name.clone(),
+            api_version: str_at(&item.object, "/apiVersion")
+                .unwrap_or_default()
+                .to_owned(),
+            kind: str_at(&item.object, "/kind").unwrap_or_default().to_owned(),
+        };
+        self.fail(
+            &target,
+            format!("archive entry {:?} rejected: {refusal}", item.path),
+        );
     }
 
     async fn restore_item(&self, gr: &str, collection: Option<&Collection>, item: ArchiveItem) {

@@ -9,8 +9,10 @@
 //!    checks of the archive reader without creating anything. It yields the types present and
 //!    the number of items to restore per type (after filters and skip rules), the archived
 //!    Namespace objects, and the rejected entries (a path escaping the archive, a link, an
-//!    oversized entry, an item that is not a JSON object), each of which becomes an error of
-//!    the restore. An archive that is unreadable as a whole (not gzip, broken tar, a
+//!    oversized entry or extension header, an item that is not a JSON object, an item under a
+//!    directory that is not its type's canonical `resource.group` name, an item path found
+//!    twice), each of which becomes an error of the restore (the first
+//!    [`MAX_REJECTED`](scan::MAX_REJECTED) listed, the rest counted). An archive that is unreadable as a whole (not gzip, broken tar, a
 //!    decompression bomb) ends the run here with [`RestoreError::Archive`]: nothing has been
 //!    created;
 //! 4. the walk (pure order, I/O act): CRDs, then Velero's high priorities in order, then the
@@ -48,19 +50,20 @@ mod namespaces;
 mod results;
 mod scan;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, PoisonError};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::hash::RandomState;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 use hawser_api::phase::RestorePhase;
 use hawser_api::{Backup, Restore, RestoreProgress};
+use hawser_core::archive::ReaderOptions;
 use hawser_core::archive::gzjson::{Results, to_gz_json};
-use hawser_core::archive::{ItemPath, ReaderOptions};
 use hawser_core::layout::Layout;
 use hawser_core::poll::poll_until;
 use hawser_core::restore::{
-    ExistingPolicy, Priorities, RestoreFilters, RestoreSelection, Tier, restore_order,
+    ArchiveTypes, ExistingPolicy, Priorities, RestoreFilters, RestoreSelection, Tier, restore_order,
 };
 use hawser_core::selection::NAMESPACES;
 use hawser_store::Location;
@@ -78,7 +81,7 @@ pub use results::Progress;
 use apply::Restorer;
 use namespaces::Namespaces;
 use results::{Report, Scope};
-use scan::{Buffered, PassPlan, PassReport};
+use scan::{Buffered, Checks, PassPlan, PassReport};
 
 /// How a restore runs. `RestoreOptions::default()` is what the server uses.
 #[derive(Clone)]
@@ -88,7 +91,8 @@ pub struct RestoreOptions {
     /// Estimated bytes of archived items kept in memory for the types after the one being
     /// streamed; default 64 MiB.
     pub look_ahead_bytes: u64,
-    /// Limits of the archive reader (entry size, total decompressed size).
+    /// Limits of the archive reader (entry and extension-header size, items, total
+    /// decompressed size).
     pub reader: ReaderOptions,
     /// `--restore-resource-priorities`; default Velero's list.
     pub priorities: Priorities,
@@ -357,6 +361,9 @@ struct Passes<'a> {
     key: String,
     reader: ReaderOptions,
     count: u32,
+    checks: Arc<Checks>,
+    /// Paths the checking pass found more than once.
+    duplicates: Arc<HashSet<u64>>,
 }
 
 impl Passes<'_> {
@@ -385,13 +392,14 @@ impl Passes<'_> {
             stream: stream.map(|gr| (gr.to_owned(), sender)),
             look_ahead,
             budget,
+            duplicates: self.duplicates.clone(),
         };
-        let selection = restorer.selection.clone();
+        let checks = self.checks.clone();
         let options = self.reader;
         let span = tracing::Span::current();
         let task = tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
-            scan::run_pass(reader, options, &selection, plan)
+            scan::run_pass(reader, options, &checks, plan)
         });
         if let Some(gr) = stream {
             let items = futures::stream::poll_fn(|cx| receiver.poll_recv(cx));
@@ -427,6 +435,11 @@ async fn run_named(
     let selection = RestoreSelection::new(&filters, &catalogue)
         .map_err(|messages| RestoreError::Validation { messages })?;
     let layout = Layout::new(None);
+    let checks = Arc::new(Checks {
+        selection: selection.clone(),
+        types: ArchiveTypes::new(&catalogue),
+        hasher: RandomState::new(),
+    });
     let mut restorer = Restorer {
         client,
         catalogue,
@@ -448,12 +461,15 @@ async fn run_named(
         key: layout.backup_contents(&backup_name),
         reader: options.reader,
         count: 0,
+        checks,
+        duplicates: Arc::default(),
     };
 
-    let checked = passes
+    let mut checked = passes
         .pass(&restorer, true, None, BTreeSet::new(), 0)
         .await?;
     report_checking_pass(&restorer, &checked);
+    passes.duplicates = Arc::new(std::mem::take(&mut checked.duplicates));
     restorer.namespaces = Namespaces::new(checked.namespaces, options.terminating_timeout);
     restorer.reprovisioned_pvs = checked.reprovisioned_pvs;
     let to_restore: u64 = checked
@@ -554,22 +570,29 @@ async fn run_named(
 /// Rejected entries become errors (in the target namespace of the entry's path when it has
 /// one); skip-rule counts go to the log.
 fn report_checking_pass(restorer: &Restorer, checked: &PassReport) {
-    for e in &checked.entry_errors {
-        let namespace = ItemPath::parse(&e.path).ok().and_then(|p| p.namespace);
-        let scope = match namespace {
-            Some(ns) => Scope::Namespace(restorer.selection.target_namespace(&ns).to_owned()),
+    for e in &checked.rejected {
+        let scope = match &e.namespace {
+            Some(ns) => Scope::Namespace(restorer.selection.target_namespace(ns).to_owned()),
             None => Scope::Velero,
         };
-        restorer
-            .report
-            .error(scope, hawser_core::errors::chain_text(e));
+        restorer.report.error(scope, e.message.clone());
+    }
+    if checked.rejected_more > 0 {
+        restorer.report.error(
+            Scope::Velero,
+            format!(
+                "{} more archive entries were rejected (only the first {} are listed)",
+                checked.rejected_more,
+                scan::MAX_REJECTED
+            ),
+        );
     }
     for ((gr, why), n) in &checked.skipped {
         restorer
             .report
             .info(&format!("Skipped {n} items of {gr}: {why}"));
     }
-    if checked.counts.is_empty() && checked.entry_errors.is_empty() {
+    if checked.counts.is_empty() && checked.rejected.is_empty() {
         restorer.report.warn(
             Scope::Velero,
             "the backup has no items that this restore selects".to_owned(),

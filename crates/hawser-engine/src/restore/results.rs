@@ -18,6 +18,7 @@ pub struct Progress {
 }
 
 pub(crate) use hawser_core::archive::gzjson::Scope;
+use hawser_core::errors::{MAX_MESSAGE_BYTES, printable};
 
 /// How one item ended, as the restored-resource list writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +80,8 @@ impl Report {
     /// Appends one logfmt line to the restore's log (and to the process log).
     pub(crate) fn line(&self, level: &str, message: &str) {
         let now = self.clock.now();
+        // Messages carry archive paths and object fields: untrusted, of any length.
+        let message = printable(message, MAX_MESSAGE_BYTES);
         let escaped = message
             .replace('\\', "\\\\")
             .replace('"', "\\\"")
@@ -101,11 +104,13 @@ impl Report {
     }
 
     pub(crate) fn warn(&self, scope: Scope, message: String) {
+        let message = printable(&message, MAX_MESSAGE_BYTES);
         self.line("warning", &message);
         self.with(|s| s.warnings.push(&scope, message));
     }
 
     pub(crate) fn error(&self, scope: Scope, message: String) {
+        let message = printable(&message, MAX_MESSAGE_BYTES);
         self.line("error", &message);
         self.with(|s| s.errors.push(&scope, message));
     }
@@ -119,8 +124,13 @@ impl Report {
         name: &str,
         result: ItemResult,
     ) {
+        let name = printable(name, MAX_MESSAGE_BYTES);
+        let namespace = namespace.map(|ns| printable(ns, MAX_MESSAGE_BYTES));
         let entry = format!("{name}({})", result.suffix());
-        self.with(|s| s.restored.add(api_version, kind, namespace, &entry));
+        self.with(|s| {
+            s.restored
+                .add(api_version, kind, namespace.as_deref(), &entry);
+        });
         if let Some(p) = &self.progress {
             p.send_modify(|p| {
                 p.items_restored += 1;

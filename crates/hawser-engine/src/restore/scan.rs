@@ -1,21 +1,53 @@
 //! One pass over the archive, on a blocking thread: entries are read with the untrusted-input
-//! checks of [`ArchiveReader`], items that the restore does not restore (filters, skip rules)
-//! are dropped, the streamed type's items go to the async side through a bounded channel, and
-//! items of the look-ahead types are kept within a byte budget.
+//! checks of [`ArchiveReader`], items under a directory that is not a type's canonical name
+//! and items whose path occurs more than once are refused, items that the restore does not
+//! restore (filters, skip rules) are dropped, the streamed type's items go to the async side
+//! through a bounded channel, and items of the look-ahead types are kept within a byte budget.
+//!
+//! What the checking pass keeps is bounded too: the archived Namespace objects that pass the
+//! namespace filter, reduced to what a target namespace is built from, within
+//! [`NAMESPACE_BUDGET`]; the first [`MAX_REJECTED`] rejected entries (escaped and cut to
+//! [`MAX_MESSAGE_BYTES`]) and a count of the rest; one keyed 64-bit hash per item path (the
+//! reader caps the number of items) to find duplicates.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::hash::{BuildHasher, RandomState};
 use std::io::Read;
+use std::sync::Arc;
 
-use hawser_core::archive::{ArchiveError, ArchiveItem, ArchiveReader, EntryError, ReadError};
-use hawser_core::restore::{ItemSkip, RestoreSelection, skip_reason};
+use hawser_core::archive::{ArchiveError, ArchiveItem, ArchiveReader, ItemPath, ReadError};
+use hawser_core::errors::{MAX_MESSAGE_BYTES, chain_text, printable};
+use hawser_core::restore::{ArchiveTypes, ItemSkip, RestoreSelection, skip_reason};
 use hawser_core::selection::NAMESPACES;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+/// Rejected entries kept as messages; the rest are only counted.
+pub(crate) const MAX_REJECTED: usize = 1000;
+/// Estimated bytes of archived Namespace objects kept by the checking pass.
+pub(crate) const NAMESPACE_BUDGET: u64 = 8 << 20;
+
+/// What every pass checks items against; the same for all passes of a restore, so that they
+/// all refuse the same entries.
+pub(crate) struct Checks {
+    pub selection: RestoreSelection,
+    /// The canonical type names of the cluster as the restore started.
+    pub types: ArchiveTypes,
+    /// Keys the path hashes (random per restore, so paths cannot be chosen to collide).
+    pub hasher: RandomState,
+}
+
+impl Checks {
+    fn key(&self, path: &str) -> u64 {
+        self.hasher.hash_one(path)
+    }
+}
+
 /// What one pass does.
 pub(crate) struct PassPlan {
     /// The first pass: collect the per-type counts, the skipped items, the archived Namespace
-    /// objects and the rejected entries (later passes see the same archive and ignore them).
+    /// objects, the rejected entries and the duplicated paths (later passes see the same
+    /// archive and ignore them).
     pub first: bool,
     /// The type whose items are sent to `stream` as they are read.
     pub stream: Option<(String, mpsc::Sender<ArchiveItem>)>,
@@ -23,6 +55,8 @@ pub(crate) struct PassPlan {
     pub look_ahead: BTreeSet<String>,
     /// Bytes (estimated) the kept items may take.
     pub budget: u64,
+    /// Hashes of the item paths that occur more than once (from the checking pass).
+    pub duplicates: Arc<HashSet<u64>>,
 }
 
 /// Items of one type kept in memory, and their estimated size.
@@ -30,6 +64,13 @@ pub(crate) struct PassPlan {
 pub(crate) struct Buffered {
     pub bytes: u64,
     pub items: Vec<ArchiveItem>,
+}
+
+/// A rejected entry: the source namespace of its path (when it has one) and the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rejected {
+    pub namespace: Option<String>,
+    pub message: String,
 }
 
 /// What a pass found.
@@ -43,12 +84,46 @@ pub(crate) struct PassReport {
     pub skipped: BTreeMap<(String, &'static str), u64>,
     /// Names of the PersistentVolumes skipped for dynamic re-provisioning (first pass only).
     pub reprovisioned_pvs: BTreeSet<String>,
-    /// The archived Namespace objects by name (first pass only).
+    /// The archived Namespace objects by name, reduced to labels, annotations and spec (first
+    /// pass only).
     pub namespaces: BTreeMap<String, Value>,
-    /// Rejected entries (first pass only).
-    pub entry_errors: Vec<EntryError>,
+    /// The first [`MAX_REJECTED`] rejected entries (first pass only).
+    pub rejected: Vec<Rejected>,
+    /// Rejected entries beyond those.
+    pub rejected_more: u64,
+    /// Hashes of the duplicated item paths (first pass only).
+    pub duplicates: HashSet<u64>,
     /// Contents of `metadata/version`.
     pub format_version: Option<String>,
+}
+
+impl PassReport {
+    fn reject(&mut self, path: &str, message: &str) {
+        if self.rejected.len() >= MAX_REJECTED {
+            self.rejected_more += 1;
+            return;
+        }
+        self.rejected.push(Rejected {
+            namespace: ItemPath::parse(path).ok().and_then(|p| p.namespace),
+            message: printable(message, MAX_MESSAGE_BYTES),
+        });
+    }
+}
+
+/// The parts of an archived Namespace object a target namespace is built from.
+fn namespace_parts(object: &Value) -> Value {
+    let mut meta = serde_json::Map::new();
+    for key in ["labels", "annotations"] {
+        if let Some(v) = object.pointer(&format!("/metadata/{key}")) {
+            meta.insert(key.into(), v.clone());
+        }
+    }
+    let mut kept = serde_json::Map::new();
+    kept.insert("metadata".into(), Value::Object(meta));
+    if let Some(spec) = object.get("spec") {
+        kept.insert("spec".into(), spec.clone());
+    }
+    Value::Object(kept)
 }
 
 /// A rough size of a JSON value in memory, for the look-ahead budget.
@@ -88,31 +163,70 @@ fn dropped(selection: &RestoreSelection, item: &ArchiveItem) -> Option<Drop> {
 pub(crate) fn run_pass<R: Read>(
     reader: R,
     options: hawser_core::archive::ReaderOptions,
-    selection: &RestoreSelection,
+    checks: &Checks,
     plan: PassPlan,
 ) -> Result<PassReport, ArchiveError> {
+    let selection = &checks.selection;
     let mut archive = ArchiveReader::new(reader, options);
     let mut items = archive.items()?;
     let mut report = PassReport::default();
     let mut overflowed: BTreeSet<String> = BTreeSet::new();
     let mut used: u64 = 0;
     let mut stream = plan.stream;
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut namespaces: BTreeMap<String, (u64, Value)> = BTreeMap::new();
+    let mut namespace_bytes: u64 = 0;
     for next in items.by_ref() {
         let item = match next {
             Ok(item) => item,
             Err(ReadError::Fatal(e)) => return Err(e),
             Err(ReadError::Entry(e)) => {
                 if plan.first {
-                    report.entry_errors.push(e);
+                    report.reject(&e.path, &chain_text(&e));
                 }
                 continue;
             }
         };
         let gr = item.location.group_resource.clone();
-        if plan.first && gr == NAMESPACES && item.location.namespace.is_none() {
-            report
-                .namespaces
-                .insert(item.location.name.clone(), item.object.clone());
+        if let Err(e) = checks.types.check(&gr) {
+            if plan.first {
+                let message = format!("archive entry {:?} rejected: {e}", item.path);
+                report.reject(&item.path, &message);
+            }
+            continue;
+        }
+        let key = checks.key(&item.path);
+        if plan.first {
+            if !seen.insert(key) {
+                if report.duplicates.insert(key) {
+                    let message = format!(
+                        "archive entry {:?} rejected: the archive holds it more than once; none of its copies is restored",
+                        item.path
+                    );
+                    report.reject(&item.path, &message);
+                }
+                continue;
+            }
+        } else if plan.duplicates.contains(&key) {
+            continue;
+        }
+        if plan.first
+            && gr == NAMESPACES
+            && item.location.namespace.is_none()
+            && selection.namespace_included(&item.location.name)
+        {
+            let kept = namespace_parts(&item.object);
+            let size = estimated_size(&kept);
+            if namespace_bytes + size > NAMESPACE_BUDGET {
+                let message = format!(
+                    "archive entry {:?}: the archived Namespace objects exceed {NAMESPACE_BUDGET} bytes; namespace {} is restored without its archived labels, annotations and spec",
+                    item.path, item.location.name
+                );
+                report.reject(&item.path, &message);
+            } else {
+                namespace_bytes += size;
+                namespaces.insert(item.location.name.clone(), (key, kept));
+            }
         }
         match dropped(selection, &item) {
             Some(Drop::Filtered) => continue,
@@ -142,7 +256,7 @@ pub(crate) fn run_pass<R: Read>(
         if !plan.look_ahead.contains(&gr) || overflowed.contains(&gr) {
             continue;
         }
-        let size = estimated_size(&item.object);
+        let size = estimated_size(&item.object) + 2 * item.path.len() as u64;
         if used + size > plan.budget {
             // This type does not fit: a later pass restores it; free what it held.
             overflowed.insert(gr.clone());
@@ -157,6 +271,12 @@ pub(crate) fn run_pass<R: Read>(
         b.items.push(item);
     }
     report.format_version = items.format_version().map(str::to_owned);
+    // A duplicated Namespace object is used in none of its versions.
+    report.namespaces = namespaces
+        .into_iter()
+        .filter(|(_, (key, _))| !report.duplicates.contains(key))
+        .map(|(name, (_, object))| (name, object))
+        .collect();
     Ok(report)
 }
 
@@ -221,6 +341,14 @@ mod tests {
         RestoreSelection::new(&RestoreFilters::default(), &Catalogue::default()).unwrap()
     }
 
+    fn checks() -> Checks {
+        Checks {
+            selection: selection(),
+            types: ArchiveTypes::default(),
+            hasher: RandomState::new(),
+        }
+    }
+
     fn names(items: &[ArchiveItem]) -> Vec<&str> {
         items.iter().map(|i| i.location.name.as_str()).collect()
     }
@@ -232,11 +360,12 @@ mod tests {
             stream: None,
             look_ahead: BTreeSet::new(),
             budget: u64::MAX,
+            duplicates: Arc::default(),
         };
         let report = run_pass(
             Cursor::new(archive()),
             ReaderOptions::default(),
-            &selection(),
+            &checks(),
             plan,
         )
         .unwrap();
@@ -268,11 +397,12 @@ mod tests {
             stream: Some(("configmaps".to_owned(), sender)),
             look_ahead: ["secrets", "services"].map(str::to_owned).into(),
             budget: 4_000,
+            duplicates: Arc::default(),
         };
         let report = run_pass(
             Cursor::new(archive()),
             ReaderOptions::default(),
-            &selection(),
+            &checks(),
             plan,
         )
         .unwrap();
@@ -297,11 +427,12 @@ mod tests {
             // Room for about two of the three ConfigMaps.
             budget: 2 * estimated_size(&json!({"metadata": {"name": "a", "namespace": "shop"}}))
                 + 10,
+            duplicates: Arc::default(),
         };
         let report = run_pass(
             Cursor::new(archive()),
             ReaderOptions::default(),
-            &selection(),
+            &checks(),
             plan,
         )
         .unwrap();
@@ -317,14 +448,200 @@ mod tests {
             stream: None,
             look_ahead: BTreeSet::new(),
             budget: 0,
+            duplicates: Arc::default(),
         };
         let err = run_pass(
             Cursor::new(bytes),
             ReaderOptions::default(),
-            &selection(),
+            &checks(),
             plan,
         )
         .unwrap_err();
         assert_eq!(err.category(), "ArchiveCorrupt");
+    }
+
+    /// A tar.gz of `(path, json)` entries, written as given (duplicates and aliases included).
+    fn hand(entries: &[(&str, Value)]) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        for (path, obj) in entries {
+            let data = obj.to_string();
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o755);
+            tar.append_data(&mut h, path, data.as_bytes()).unwrap();
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &tar.into_inner().unwrap()).unwrap();
+        gz.finish().unwrap()
+    }
+
+    fn served() -> Catalogue {
+        let r = |group: &str, kind: &str, plural: &str, namespaced: bool| {
+            hawser_core::selection::ApiResource {
+                group: group.into(),
+                version: "v1".into(),
+                kind: kind.into(),
+                plural: plural.into(),
+                singular: String::new(),
+                short_names: vec![],
+                namespaced,
+                verbs: vec![],
+            }
+        };
+        Catalogue::new(vec![
+            r("", "Namespace", "namespaces", false),
+            r("", "Node", "nodes", false),
+            r("", "Secret", "secrets", true),
+            r("", "ConfigMap", "configmaps", true),
+            r("velero.io", "Restore", "restores", true),
+        ])
+    }
+
+    fn checks_for(spec: Value) -> Checks {
+        let filters: RestoreFilters = serde_json::from_value(spec).unwrap();
+        let catalogue = served();
+        Checks {
+            selection: RestoreSelection::new(&filters, &catalogue).unwrap(),
+            types: ArchiveTypes::new(&catalogue),
+            hasher: RandomState::new(),
+        }
+    }
+
+    fn first_pass(bytes: Vec<u8>, checks: &Checks) -> PassReport {
+        let plan = PassPlan {
+            first: true,
+            stream: None,
+            look_ahead: BTreeSet::new(),
+            budget: 0,
+            duplicates: Arc::default(),
+        };
+        run_pass(Cursor::new(bytes), ReaderOptions::default(), checks, plan).unwrap()
+    }
+
+    fn obj(name: &str) -> Value {
+        json!({"metadata": {"name": name}, "data": {"token": "c2VjcmV0"}})
+    }
+
+    #[test]
+    fn items_under_an_alias_directory_are_rejected_and_never_counted() {
+        let checks = checks_for(json!({"excludedResources": ["secrets"]}));
+        let bytes = hand(&[
+            ("resources/node/cluster/n1.json", obj("n1")),
+            ("resources/secret/namespaces/web/tok.json", obj("tok")),
+            ("resources/Secrets/namespaces/web/tok2.json", obj("tok2")),
+            (
+                "resources/restore.velero.io/namespaces/velero/r.json",
+                obj("r"),
+            ),
+            ("resources/configmaps/namespaces/web/good.json", obj("good")),
+        ]);
+        let report = first_pass(bytes, &checks);
+        let counts: Vec<&str> = report.counts.keys().map(String::as_str).collect();
+        assert_eq!(counts, ["configmaps"]);
+        let messages: Vec<&str> = report.rejected.iter().map(|r| r.message.as_str()).collect();
+        assert_eq!(messages.len(), 4, "{messages:?}");
+        assert!(messages[0].contains("resources/node/cluster/n1.json"));
+        assert!(messages[0].contains("the cluster serves it as nodes"));
+        assert!(messages[1].contains("serves it as secrets"));
+        assert_eq!(report.rejected[1].namespace.as_deref(), Some("web"));
+        assert!(messages[3].contains("serves it as restores.velero.io"));
+    }
+
+    #[test]
+    fn a_duplicated_path_is_rejected_once_and_dropped_by_every_pass_whatever_the_budget() {
+        let checks = checks_for(json!({}));
+        let bytes = hand(&[
+            ("resources/configmaps/namespaces/web/a.json", obj("a")),
+            ("resources/configmaps/namespaces/web/dup.json", obj("dup")),
+            ("resources/configmaps/namespaces/web/dup.json", obj("dup")),
+            ("resources/configmaps/namespaces/web/dup.json", obj("dup")),
+        ]);
+        let report = first_pass(bytes.clone(), &checks);
+        assert_eq!(report.rejected.len(), 1, "{:?}", report.rejected);
+        assert!(report.rejected[0].message.contains("more than once"));
+        let duplicates = Arc::new(report.duplicates);
+        for budget in [0, u64::MAX] {
+            let (sender, mut receiver) = mpsc::channel(16);
+            let plan = PassPlan {
+                first: false,
+                stream: Some(("configmaps".to_owned(), sender)),
+                look_ahead: BTreeSet::new(),
+                budget,
+                duplicates: duplicates.clone(),
+            };
+            run_pass(
+                Cursor::new(bytes.clone()),
+                ReaderOptions::default(),
+                &checks,
+                plan,
+            )
+            .unwrap();
+            let mut streamed = Vec::new();
+            while let Ok(item) = receiver.try_recv() {
+                streamed.push(item);
+            }
+            assert_eq!(names(&streamed), ["a"]);
+        }
+    }
+
+    #[test]
+    fn only_namespaces_that_pass_the_filter_are_kept_within_the_budget() {
+        let checks = checks_for(json!({"includedNamespaces": ["web", "big*"]}));
+        let large = "x".repeat(1 << 20);
+        let mut entries = vec![(
+            "resources/namespaces/cluster/web.json".to_owned(),
+            json!({"metadata": {"name": "web", "labels": {"team": "a"}, "uid": "u"}, "status": {}}),
+        )];
+        for i in 0..12 {
+            entries.push((
+                format!("resources/namespaces/cluster/other{i}.json"),
+                json!({"metadata": {"name": format!("other{i}"), "annotations": {"a": large}}}),
+            ));
+        }
+        for i in 0..10 {
+            entries.push((
+                format!("resources/namespaces/cluster/big{i}.json"),
+                json!({"metadata": {"name": format!("big{i}"), "annotations": {"a": large}}}),
+            ));
+        }
+        let entries: Vec<(&str, Value)> = entries
+            .iter()
+            .map(|(p, v)| (p.as_str(), v.clone()))
+            .collect();
+        let report = first_pass(hand(&entries), &checks);
+        assert_eq!(
+            report.namespaces["web"],
+            json!({"metadata": {"labels": {"team": "a"}}})
+        );
+        assert!(!report.namespaces.keys().any(|n| n.starts_with("other")));
+        let kept_big = report
+            .namespaces
+            .keys()
+            .filter(|n| n.starts_with("big"))
+            .count();
+        assert_eq!(kept_big, 7, "8 MiB hold seven of the 1 MiB objects");
+        assert_eq!(report.rejected.len(), 3);
+        assert!(report.rejected[0].message.contains("exceed 8388608 bytes"));
+    }
+
+    #[test]
+    fn rejected_entries_are_capped_escaped_and_cut() {
+        let checks = checks_for(json!({}));
+        let mut tar = tar::Builder::new(Vec::new());
+        for i in 0..(MAX_REJECTED + 5) {
+            let path = format!("notes/\x1b[31m{i}\r\n{}.json", "y".repeat(2000));
+            let mut h = tar::Header::new_gnu();
+            h.set_size(2);
+            tar.append_data(&mut h, path, &b"{}"[..]).unwrap();
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &tar.into_inner().unwrap()).unwrap();
+        let report = first_pass(gz.finish().unwrap(), &checks);
+        assert_eq!(report.rejected.len(), MAX_REJECTED);
+        assert_eq!(report.rejected_more, 5);
+        let first = &report.rejected[0].message;
+        assert!(first.len() <= MAX_MESSAGE_BYTES + 32, "{}", first.len());
+        assert!(!first.contains(['\r', '\n', '\u{1b}']), "{first}");
+        assert!(first.contains("\\u{1b}[31m0\\r\\n"), "{first}");
     }
 }

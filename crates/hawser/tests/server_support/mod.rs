@@ -111,6 +111,11 @@ impl Server {
         }
     }
 
+    /// The process id, while the process runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// A free local address for `--metrics-address`.
     pub fn free_address() -> String {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
