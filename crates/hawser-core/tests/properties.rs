@@ -252,6 +252,8 @@ proptest! {
 fn read_all(bytes: &[u8]) -> Result<(), TestCaseError> {
     let options = ReaderOptions {
         max_entry_bytes: 1 << 16,
+        max_extension_bytes: 1 << 12,
+        max_items: 10_000,
         max_total_bytes: 1 << 22,
         include_versioned_copies: true,
     };
