@@ -1,10 +1,12 @@
 //! The flags of `hawser server`, with Velero's names and defaults, and their checked form.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hawser_core::duration::GoDuration;
 use hawser_core::restore::Priorities;
+use hawser_store::LocationPolicy;
 
 use crate::settings::{
     BackupSettings, ClientSettings, LeaderElectionSettings, LocationSettings, RestoreSettings,
@@ -163,6 +165,32 @@ pub struct ServerArgs {
     #[arg(long, env = "HAWSER_SHUTDOWN_GRACE_PERIOD", default_value = "60s")]
     pub shutdown_grace_period: GoDuration,
 
+    /// A directory `filesystem` locations may be rooted in (repeatable; the environment
+    /// variable holds one): a BackupStorageLocation's spec.config.root must be one of them or
+    /// under one, after `..` and symbolic links are resolved. None given: no `filesystem`
+    /// location is usable.
+    #[arg(
+        long = "filesystem-root",
+        env = "HAWSER_FILESYSTEM_ROOT",
+        value_name = "DIR"
+    )]
+    pub filesystem_roots: Vec<PathBuf>,
+
+    /// Let a location that names no spec.credential use the server's own credentials (AWS
+    /// environment variables, web identity and instance metadata; GCP application default
+    /// credentials; Azure managed or workload identity), as Velero's plugins do. With
+    /// `=false` such a location is Unavailable.
+    #[arg(
+        long,
+        env = "HAWSER_ALLOW_AMBIENT_CREDENTIALS",
+        default_value_t = true,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub allow_ambient_credentials: bool,
+
     #[command(flatten)]
     pub downloads: crate::downloads::DownloadArgs,
     /// The other flags of `velero server`: accepted so that a Velero Deployment's arguments
@@ -229,6 +257,12 @@ pub enum ArgsError {
         value: String,
         /// Why.
         reason: String,
+    },
+    /// A `--filesystem-root` is not an absolute path.
+    #[error("--filesystem-root {value:?} must be an absolute path")]
+    FilesystemRoot {
+        /// The value given.
+        value: PathBuf,
     },
     /// `--leader-elect-resource-name` is not a valid object name.
     #[error(
@@ -371,6 +405,8 @@ impl ServerArgs {
             backup_sync_period,
             schedule_skip_immediately,
             shutdown_grace_period,
+            filesystem_roots,
+            allow_ambient_credentials,
             downloads,
             // Logged by the command as accepted and not implemented; nothing to check.
             velero: _,
@@ -398,6 +434,11 @@ impl ServerArgs {
         }
         if default_backup_storage_location.trim().is_empty() {
             return Err(ArgsError::EmptyLocation);
+        }
+        if let Some(value) = filesystem_roots.iter().find(|r| !r.is_absolute()) {
+            return Err(ArgsError::FilesystemRoot {
+                value: value.clone(),
+            });
         }
         let resource_timeout = positive("resource-timeout", resource_timeout)?;
         let validation_frequency =
@@ -439,6 +480,9 @@ impl ServerArgs {
             locations: LocationSettings {
                 validation_frequency: (!validation_frequency.is_zero())
                     .then_some(validation_frequency),
+                policy: LocationPolicy::default()
+                    .with_filesystem_roots(filesystem_roots)
+                    .with_ambient_credentials(allow_ambient_credentials),
             },
             leader_election: leader_election(
                 leader_elect,
@@ -505,6 +549,35 @@ mod tests {
         );
         assert_eq!(s.shutdown.grace_period, Duration::from_secs(60));
         assert_eq!(s.backup.sync_period, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn filesystem_roots_and_ambient_credentials() {
+        let s = parse(&[]).unwrap().settings().unwrap();
+        assert_eq!(s.locations.policy.filesystem_roots(), Some(&[][..]));
+        assert!(s.locations.policy.allows_ambient_credentials());
+        let s = parse(&[
+            "--filesystem-root",
+            "/srv/a",
+            "--filesystem-root=/srv/b",
+            "--allow-ambient-credentials=false",
+        ])
+        .unwrap()
+        .settings()
+        .unwrap();
+        assert_eq!(
+            s.locations.policy.filesystem_roots(),
+            Some(&[PathBuf::from("/srv/a"), PathBuf::from("/srv/b")][..])
+        );
+        assert!(!s.locations.policy.allows_ambient_credentials());
+        let err = parse(&["--filesystem-root", "backups"])
+            .unwrap()
+            .settings()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--filesystem-root \"backups\" must be an absolute path"
+        );
     }
 
     #[test]

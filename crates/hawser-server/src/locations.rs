@@ -5,7 +5,9 @@ use hawser_api::{BackupStorageLocation, BackupStorageLocationPhase, BackupStorag
 use hawser_core::errors::chain_text;
 use std::sync::Arc;
 
-use hawser_store::{ConfigError, FileUrls, Location, LocationSpec};
+use hawser_store::{
+    ConfigError, FileUrls, Location, LocationOptions, LocationPolicy, LocationSpec,
+};
 use k8s_openapi::api::core::v1::{Secret, SecretKeySelector};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject};
@@ -87,17 +89,20 @@ impl LocationError {
 pub struct Locations {
     client: kube::Client,
     namespace: String,
+    /// The filesystem roots and ambient credentials locations may use.
+    policy: Arc<LocationPolicy>,
     /// Who serves the files of `filesystem` locations (hawser server's download listener).
     files: Option<Arc<FileUrls>>,
 }
 
 impl Locations {
-    /// BSLs in `namespace`, read through `client`.
+    /// BSLs in `namespace`, read through `client`, opened within `policy`.
     #[must_use]
-    pub fn new(client: kube::Client, namespace: String) -> Self {
+    pub fn new(client: kube::Client, namespace: String, policy: LocationPolicy) -> Self {
         Self {
             client,
             namespace,
+            policy: Arc::new(policy),
             files: None,
         }
     }
@@ -198,7 +203,8 @@ impl Locations {
             source,
         };
         let spec = LocationSpec::from_bsl(spec, credentials, ca_cert).map_err(config_error)?;
-        let location = Location::new(&spec).map_err(config_error)?;
+        let location = Location::with_policy(&spec, LocationOptions::default(), &self.policy)
+            .map_err(config_error)?;
         Ok(match &self.files {
             Some(files) => location.served_by(files.clone(), name),
             None => location,

@@ -124,7 +124,12 @@ pub async fn serve(
     let deletion_watch = readiness.watch("deletebackuprequests");
     let download_watch = readiness.watch("downloadrequests");
     let status_watch = readiness.watch("serverstatusrequests");
-    let locations = Locations::new(client.clone(), namespace.clone()).served_by(file_urls.clone());
+    let locations = Locations::new(
+        client.clone(),
+        namespace.clone(),
+        settings.locations.policy.clone(),
+    )
+    .served_by(file_urls.clone());
     let records = StorageRecords::new(
         client.clone(),
         locations.clone(),
@@ -151,6 +156,8 @@ pub async fn serve(
         instance = engine.instance_id(),
         metrics = %http::local_url(listener.local_addr().unwrap_or(ctx.settings.metrics_address)),
         leader_election = election.is_some(),
+        filesystem_roots = ?ctx.settings.locations.policy.filesystem_roots(),
+        ambient_credentials = ctx.settings.locations.policy.allows_ambient_credentials(),
         downloads = file_urls.base_url(),
         "hawser server starting"
     );

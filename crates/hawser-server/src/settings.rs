@@ -78,6 +78,8 @@ pub(crate) struct RestoreSettings {
 pub(crate) struct LocationSettings {
     /// `--store-validation-frequency`; `None`: periodic validation disabled.
     pub(crate) validation_frequency: Option<Duration>,
+    /// `--filesystem-root`, `--allow-ambient-credentials`: what a location may use.
+    pub(crate) policy: hawser_store::LocationPolicy,
 }
 
 /// Leader election on a `coordination.k8s.io/v1` Lease in the server's namespace.

@@ -7,6 +7,10 @@
 //! to the bucket directory are on disk. A backup's archive is therefore durable before
 //! `velero-backup.json` is written, and the record before it counts as committed.
 //!
+//! The same step makes what is stored private to the server's user: each file 0600 and each
+//! directory between it and the bucket directory 0700 (`LocalFileSystem` creates them with the
+//! process's umask). The bucket directory, created 0700, keeps others out in the meantime.
+//!
 //! Written here because `object_store` offers no fsync option and no other crate wraps it so.
 
 use std::fmt;
@@ -48,7 +52,8 @@ impl Synced {
     }
 }
 
-/// fsyncs the file of `location` and the directories from its parent up to `root`.
+/// fsyncs the file of `location` and the directories from its parent up to `root`, after
+/// restricting them to the server's user.
 async fn sync(
     store: &LocalFileSystem,
     root: PathBuf,
@@ -57,9 +62,13 @@ async fn sync(
 ) -> object_store::Result<()> {
     let file = store.path_to_filesystem(location)?;
     let done = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        restrict(&file, 0o600)?;
         std::fs::File::open(&file)?.sync_all()?;
         let mut dir = file.parent();
         while let Some(d) = dir {
+            if d != root {
+                restrict(d, 0o700)?;
+            }
             std::fs::File::open(d)?.sync_all()?;
             if d == root {
                 break;
@@ -76,6 +85,22 @@ async fn sync(
         source: Box::new(source),
     })?;
     synced.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Sets the permission bits of `path` to `mode` unless they already are.
+#[cfg(unix)]
+fn restrict(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let current = std::fs::metadata(path)?.permissions();
+    if current.mode() & 0o7777 != mode {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn restrict(_path: &std::path::Path, _mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
@@ -185,7 +210,10 @@ mod tests {
     async fn every_upload_is_synced_before_it_answers() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        let store = Synced::new(LocalFileSystem::new_with_prefix(&root).unwrap(), root);
+        let store = Synced::new(
+            LocalFileSystem::new_with_prefix(&root).unwrap(),
+            root.clone(),
+        );
 
         let record = Path::from("backups/b1/velero-backup.json");
         store
@@ -204,6 +232,16 @@ mod tests {
 
         let stored = store.get(&archive).await.unwrap().bytes().await.unwrap();
         assert_eq!(&stored[..], b"0123456789abcdef");
+        let mode = |path: &std::path::Path| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+        };
+        for file in ["backups/b1/velero-backup.json", "backups/b1/b1.tar.gz"] {
+            assert_eq!(mode(&root.join(file)), 0o600, "{file}");
+        }
+        for dir in ["backups", "backups/b1"] {
+            assert_eq!(mode(&root.join(dir)), 0o700, "{dir}");
+        }
 
         // An aborted upload is not synced (nothing is stored).
         let mut upload = store

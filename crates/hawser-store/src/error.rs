@@ -49,6 +49,41 @@ pub enum ConfigError {
         #[source]
         source: CredentialsError,
     },
+    /// The server allows no `filesystem` location (it was given no `--filesystem-root`).
+    #[error(
+        "filesystem locations are disabled on this server: start it with --filesystem-root DIR, \
+         DIR being spec.config.root {root} or a directory above it"
+    )]
+    FilesystemDisabled {
+        /// `spec.config.root`, quoted, with what it resolves to when that differs.
+        root: String,
+    },
+    /// `spec.config.root` is outside every directory the server allows.
+    #[error(
+        "spec.config.root {root} is not under a directory this server allows for filesystem \
+         locations ({allowed}): use a root under one of them, or add --filesystem-root DIR to \
+         the server"
+    )]
+    RootNotAllowed {
+        /// `spec.config.root`, quoted, with what it resolves to when that differs.
+        root: String,
+        /// The allowed directories, comma-separated.
+        allowed: String,
+    },
+    /// The location would use credentials of the server's environment, which the server does
+    /// not allow.
+    #[error(
+        "provider `{provider}`: {what}, so credentials from the server's environment or instance \
+         metadata would be used, and this server does not allow that \
+         (--allow-ambient-credentials=false): set spec.credential to a Secret key holding the \
+         location's credentials"
+    )]
+    AmbientCredentials {
+        /// The provider.
+        provider: &'static str,
+        /// Why ambient credentials would be needed.
+        what: &'static str,
+    },
     /// The object-store client refused the settings.
     #[error("provider `{provider}`: the client could not be configured from spec.config")]
     Client {
@@ -69,6 +104,10 @@ impl ConfigError {
             Self::Missing { .. } => "MissingConfig",
             Self::Invalid { .. } | Self::UnknownKeys { .. } => "InvalidConfig",
             Self::Credentials { .. } => "InvalidCredentials",
+            Self::FilesystemDisabled { .. } | Self::RootNotAllowed { .. } => {
+                "FilesystemRootNotAllowed"
+            }
+            Self::AmbientCredentials { .. } => "AmbientCredentialsDisabled",
             Self::Client { .. } => "ClientConfig",
         }
     }
@@ -84,11 +123,49 @@ pub enum FailureKind {
     NoSuchBucket,
     /// The credentials were rejected or lack permission.
     AccessDenied,
+    /// No credentials could be obtained from the server's environment (instance metadata, a
+    /// token service) for a location that names no `spec.credential`.
+    NoCredentials,
     /// The server could not be reached (refused, reset, DNS, TLS, timeout).
     Unreachable,
     /// Any other error reported by the store.
     Other,
 }
+
+/// Requests for credentials rather than to the store: instance metadata services (AWS, GCP,
+/// Azure), token endpoints, the web-identity exchange.
+const CREDENTIAL_SOURCES: [&str; 7] = [
+    "169.254.169.254",
+    "169.254.170.2",
+    "metadata.google.internal",
+    "/latest/api/token",
+    "/metadata/identity/oauth2/token",
+    "AssumeRoleWithWebIdentity",
+    "oauth2.googleapis.com/token",
+];
+
+/// Answers that reject credentials, as S3, GCS and Azure word them.
+const DENIED: [&str; 6] = [
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "AuthorizationFailure",
+    "403 Forbidden",
+    "401 Unauthorized",
+];
+
+/// Transport failures, for errors that reach here without an `HttpError` in their chain.
+const UNREACHABLE: [&str; 9] = [
+    "error sending request",
+    "Connection refused",
+    "connection refused",
+    "dns error",
+    "error trying to connect",
+    "connection reset",
+    "Connection reset",
+    "timed out",
+    "certificate",
+];
 
 impl FailureKind {
     /// Stable short category.
@@ -98,16 +175,21 @@ impl FailureKind {
             Self::NotFound => "NotFound",
             Self::NoSuchBucket => "NoSuchBucket",
             Self::AccessDenied => "AccessDenied",
+            Self::NoCredentials => "NoCredentials",
             Self::Unreachable => "Unreachable",
             Self::Other => "StorageError",
         }
     }
 
-    /// Classifies an object-store error by its variant and, for errors the client only reports
-    /// as text (HTTP answers, transport errors), by well-known markers in its source chain.
+    /// Classifies an object-store error: a failed request for credentials first (it is not
+    /// the store answering), then the transport failure or HTTP status the client reports,
+    /// then well-known markers in the text of the source chain.
     #[must_use]
     pub fn of(error: &object_store::Error) -> Self {
         let text = chain_text(error);
+        if CREDENTIAL_SOURCES.iter().any(|m| text.contains(m)) {
+            return Self::NoCredentials;
+        }
         if text.contains("NoSuchBucket")
             || text.contains("ContainerNotFound")
             || text.contains("bucket does not exist")
@@ -122,25 +204,16 @@ impl FailureKind {
             }
             _ => {}
         }
-        const DENIED: [&str; 6] = [
-            "InvalidAccessKeyId",
-            "SignatureDoesNotMatch",
-            "AccessDenied",
-            "AuthorizationFailure",
-            "403 Forbidden",
-            "401 Unauthorized",
-        ];
-        const UNREACHABLE: [&str; 9] = [
-            "error sending request",
-            "Connection refused",
-            "connection refused",
-            "dns error",
-            "error trying to connect",
-            "connection reset",
-            "Connection reset",
-            "timed out",
-            "certificate",
-        ];
+        if let Some(kind) = transport_failure(error) {
+            use object_store::client::HttpErrorKind;
+            match kind {
+                HttpErrorKind::Connect
+                | HttpErrorKind::Timeout
+                | HttpErrorKind::Request
+                | HttpErrorKind::Interrupted => return Self::Unreachable,
+                _ => {}
+            }
+        }
         if DENIED.iter().any(|m| text.contains(m)) {
             Self::AccessDenied
         } else if UNREACHABLE.iter().any(|m| text.contains(m)) {
@@ -159,14 +232,35 @@ impl FailureKind {
                 "the bucket does not exist: create it or fix spec.objectStorage.bucket"
             }
             Self::AccessDenied => {
-                "the credentials were rejected: check the Secret named by spec.credential (and config.profile)"
+                "the credentials were rejected or lack permission on the bucket: check the Secret \
+                 named by spec.credential (and config.profile), or the server's own identity when \
+                 the location names none"
+            }
+            Self::NoCredentials => {
+                "no credentials: spec.credential is not set and none could be obtained from the \
+                 server's environment (instance metadata, workload identity): set \
+                 spec.credential to a Secret key"
             }
             Self::Unreachable => {
-                "the storage endpoint could not be reached: check spec.config (s3Url, region) and the network"
+                "the storage endpoint is unreachable (connection refused, DNS failure, TLS or \
+                 timeout): check spec.config (s3Url, region, storeEndpoint, storageAccountURI) \
+                 and the network"
             }
             Self::Other => "the storage service reported an error",
         }
     }
+}
+
+/// The kind of the HTTP client's error in the source chain of `error`, if there is one.
+fn transport_failure(error: &object_store::Error) -> Option<object_store::client::HttpErrorKind> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(http) = e.downcast_ref::<object_store::client::HttpError>() {
+            return Some(http.kind());
+        }
+        source = e.source();
+    }
+    None
 }
 
 pub(crate) use hawser_core::errors::chain_text;
@@ -270,5 +364,106 @@ impl StoreError {
     #[must_use]
     pub fn full_message(&self) -> String {
         chain_text(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::client::{HttpError, HttpErrorKind};
+
+    use super::*;
+
+    fn generic(text: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: text.into(),
+        }
+    }
+
+    fn http(kind: HttpErrorKind) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(HttpError::new(
+                kind,
+                std::io::Error::other("request failed"),
+            )),
+        }
+    }
+
+    #[test]
+    fn bad_credentials_missing_buckets_and_transport_failures_are_told_apart() {
+        let denied = object_store::Error::PermissionDenied {
+            path: "backups/".into(),
+            source: "403 Forbidden: <Code>SignatureDoesNotMatch</Code>".into(),
+        };
+        let unauthenticated = object_store::Error::Unauthenticated {
+            path: "backups/".into(),
+            source: "401".into(),
+        };
+        let cases = [
+            (denied, FailureKind::AccessDenied),
+            (unauthenticated, FailureKind::AccessDenied),
+            (
+                generic(
+                    "Server returned non-2xx status code: 400: <Code>InvalidAccessKeyId</Code>",
+                ),
+                FailureKind::AccessDenied,
+            ),
+            (
+                object_store::Error::NotFound {
+                    path: String::new(),
+                    source: "<Code>NoSuchBucket</Code>".into(),
+                },
+                FailureKind::NoSuchBucket,
+            ),
+            (
+                object_store::Error::NotFound {
+                    path: "backups/b1/velero-backup.json".into(),
+                    source: "404".into(),
+                },
+                FailureKind::NotFound,
+            ),
+            (http(HttpErrorKind::Connect), FailureKind::Unreachable),
+            (http(HttpErrorKind::Timeout), FailureKind::Unreachable),
+            (http(HttpErrorKind::Interrupted), FailureKind::Unreachable),
+            (generic("dns error: no such host"), FailureKind::Unreachable),
+            // A metadata service refusing the token request is not the store refusing the
+            // location's credentials, nor the store being unreachable.
+            (
+                generic(
+                    "Error performing PUT http://169.254.169.254/latest/api/token - \
+                     Server returned non-2xx status code: 403 Forbidden",
+                ),
+                FailureKind::NoCredentials,
+            ),
+            (
+                generic(
+                    "Error performing token request: GET http://169.254.169.254/computeMetadata/\
+                     v1/instance/service-accounts/default/token - error sending request",
+                ),
+                FailureKind::NoCredentials,
+            ),
+            (generic("500 Internal Server Error"), FailureKind::Other),
+        ];
+        for (error, kind) in cases {
+            assert_eq!(FailureKind::of(&error), kind, "{}", chain_text(&error));
+        }
+    }
+
+    #[test]
+    fn hints_name_the_failure() {
+        assert!(FailureKind::Unreachable.hint().contains("unreachable"));
+        assert!(!FailureKind::Unreachable.hint().contains("credential"));
+        assert!(FailureKind::AccessDenied.hint().contains("rejected"));
+        assert!(
+            FailureKind::NoSuchBucket
+                .hint()
+                .contains("bucket does not exist")
+        );
+        assert!(
+            FailureKind::NoCredentials
+                .hint()
+                .contains("spec.credential is not set")
+        );
     }
 }

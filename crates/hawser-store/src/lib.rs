@@ -24,6 +24,7 @@ mod error;
 #[cfg(feature = "testing")]
 pub mod faults;
 mod location;
+mod policy;
 mod provider;
 mod signed;
 mod spec;
@@ -33,6 +34,7 @@ mod validate;
 pub use blocking::{BlockingReader, BlockingWriter, CHANNEL_CAPACITY, CHUNK_SIZE};
 pub use error::{ConfigError, FailureKind, StoreError};
 pub use location::{ByteStream, Location, ObjectInfo};
+pub use policy::LocationPolicy;
 pub use provider::Provider;
 pub use signed::{FileUrls, SignedFile, UrlRefused};
 pub use spec::{AccessMode, LocationOptions, LocationSpec};

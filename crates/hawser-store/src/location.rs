@@ -12,6 +12,7 @@ use object_store::signer::{Method, Signer};
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::error::{ConfigError, StoreError};
+use crate::policy::LocationPolicy;
 use crate::provider::{self, Provider};
 use crate::signed::FileUrls;
 use crate::spec::{AccessMode, LocationOptions, LocationSpec};
@@ -70,9 +71,23 @@ impl Location {
         spec: &LocationSpec,
         options: LocationOptions,
     ) -> Result<Self, ConfigError> {
+        Self::with_policy(spec, options, &LocationPolicy::default())
+    }
+
+    /// Opens the location described by `spec` within what `policy` allows: a `filesystem` root
+    /// among its directories, ambient credentials only when it allows them.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the BSL field that is missing or invalid, or what the policy
+    /// refuses.
+    pub fn with_policy(
+        spec: &LocationSpec,
+        options: LocationOptions,
+        policy: &LocationPolicy,
+    ) -> Result<Self, ConfigError> {
         let provider = Provider::parse(&spec.provider)?;
         let root = parse_prefix(spec.prefix.as_deref())?;
-        let clients = provider::build(provider, spec, &options)?;
+        let clients = provider::build(provider, spec, &options, policy)?;
         Ok(Self {
             store: clients.store,
             root,

@@ -16,6 +16,7 @@ use object_store::{BackoffConfig, Certificate, ClientOptions, ObjectStore, Retry
 
 use crate::credentials::{parse_aws_credentials, parse_env_file};
 use crate::error::ConfigError;
+use crate::policy::LocationPolicy;
 use crate::spec::{LocationOptions, LocationSpec};
 
 /// The providers this crate implements.
@@ -115,19 +116,23 @@ fn signing<S: ObjectStore + Signer>(store: S) -> Clients {
     }
 }
 
+/// Why a location without `spec.credential` needs the server's ambient credentials.
+const NO_CREDENTIAL: &str = "spec.credential is not set";
+
 /// Builds the object-store client of `spec`, rooted at the bucket (the prefix is applied by the
-/// caller).
+/// caller), within what `policy` allows.
 pub(crate) fn build(
     provider: Provider,
     spec: &LocationSpec,
     options: &LocationOptions,
+    policy: &LocationPolicy,
 ) -> Result<Clients, ConfigError> {
     check_bucket(provider, &spec.bucket)?;
     match provider {
-        Provider::Aws => aws(spec, options),
-        Provider::Gcp => gcp(spec, options),
-        Provider::Azure => azure(spec, options),
-        Provider::Filesystem => filesystem(spec).map(|store| Clients {
+        Provider::Aws => aws(spec, options, policy),
+        Provider::Gcp => gcp(spec, options, policy),
+        Provider::Azure => azure(spec, options, policy),
+        Provider::Filesystem => filesystem(spec, policy).map(|store| Clients {
             store,
             signer: None,
         }),
@@ -229,7 +234,11 @@ fn retry(options: &LocationOptions) -> RetryConfig {
     }
 }
 
-fn aws(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, ConfigError> {
+fn aws(
+    spec: &LocationSpec,
+    options: &LocationOptions,
+    policy: &LocationPolicy,
+) -> Result<Clients, ConfigError> {
     let provider = Provider::Aws;
     let config = &spec.config;
     check_keys(provider, config, AWS_KEYS, AWS_UNSUPPORTED)?;
@@ -249,10 +258,11 @@ fn aws(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, Config
     };
 
     // Without a credentials Secret the usual AWS environment applies (env vars, web identity,
-    // instance metadata), as with Velero's plugin.
+    // instance metadata), as with Velero's plugin, when the server allows it.
     let mut builder = if spec.credentials.is_some() {
         AmazonS3Builder::new()
     } else {
+        policy.check_ambient(provider, NO_CREDENTIAL)?;
         AmazonS3Builder::from_env()
     };
     builder = builder
@@ -423,13 +433,18 @@ impl S3Endpoint {
     }
 }
 
-fn gcp(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, ConfigError> {
+fn gcp(
+    spec: &LocationSpec,
+    options: &LocationOptions,
+    policy: &LocationPolicy,
+) -> Result<Clients, ConfigError> {
     let provider = Provider::Gcp;
     let config = &spec.config;
     check_keys(provider, config, GCP_KEYS, GCP_UNSUPPORTED)?;
     let mut builder = if spec.credentials.is_some() {
         GoogleCloudStorageBuilder::new()
     } else {
+        policy.check_ambient(provider, NO_CREDENTIAL)?;
         // Application default credentials (workload identity, GOOGLE_APPLICATION_CREDENTIALS).
         GoogleCloudStorageBuilder::from_env()
     };
@@ -454,7 +469,11 @@ fn gcp(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, Config
     Ok(signing(store))
 }
 
-fn azure(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, ConfigError> {
+fn azure(
+    spec: &LocationSpec,
+    options: &LocationOptions,
+    policy: &LocationPolicy,
+) -> Result<Clients, ConfigError> {
     let provider = Provider::Azure;
     let config = &spec.config;
     check_keys(provider, config, AZURE_KEYS, AZURE_UNSUPPORTED)?;
@@ -465,6 +484,8 @@ fn azure(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, Conf
     let mut builder = if spec.credentials.is_some() {
         MicrosoftAzureBuilder::new()
     } else {
+        // Managed identity, workload identity or the AZURE_* variables of the server.
+        policy.check_ambient(provider, NO_CREDENTIAL)?;
         MicrosoftAzureBuilder::from_env()
     };
     builder = builder
@@ -492,7 +513,16 @@ fn azure(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, Conf
                 (Some(tenant), Some(client), Some(secret)) => {
                     builder = builder.with_client_secret_authorization(client, secret, tenant);
                 }
-                (_, Some(client), None) => builder = builder.with_client_id(client),
+                // A client ID alone selects a managed or workload identity: the token comes
+                // from the server's environment.
+                (_, Some(client), None) => {
+                    policy.check_ambient(
+                        provider,
+                        "the credentials file names only AZURE_CLIENT_ID (a managed or workload \
+                         identity)",
+                    )?;
+                    builder = builder.with_client_id(client);
+                }
                 _ => {
                     return Err(ConfigError::Invalid {
                         field: "spec.credential".to_owned(),
@@ -522,7 +552,10 @@ fn azure(spec: &LocationSpec, options: &LocationOptions) -> Result<Clients, Conf
     Ok(signing(store))
 }
 
-fn filesystem(spec: &LocationSpec) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+fn filesystem(
+    spec: &LocationSpec,
+    policy: &LocationPolicy,
+) -> Result<Arc<dyn ObjectStore>, ConfigError> {
     let provider = Provider::Filesystem;
     check_keys(provider, &spec.config, FILESYSTEM_KEYS, &[])?;
     let root = non_empty(&spec.config, "root").ok_or(ConfigError::Missing {
@@ -540,20 +573,24 @@ fn filesystem(spec: &LocationSpec) -> Result<Arc<dyn ObjectStore>, ConfigError> 
             root.display()
         )));
     }
+    let root = policy.check_root(&root)?;
     if !root.is_dir() {
         return Err(invalid(format!(
             "`{}` is not an existing directory",
             root.display()
         )));
     }
-    // The bucket is a directory under the root, created on first use like `mkdir -p`.
+    // The bucket is a directory under the root, created on first use, readable by the server's
+    // user only (what is below it is too: see `durable`).
     let bucket_dir = root.join(&spec.bucket);
-    std::fs::create_dir_all(&bucket_dir).map_err(|e| {
+    create_private_dir(&bucket_dir).map_err(|e| {
         invalid(format!(
             "cannot create bucket directory `{}`: {e}",
             bucket_dir.display()
         ))
     })?;
+    // An existing bucket directory may be a link out of the allowed directories.
+    let bucket_dir = policy.check_root(&bucket_dir)?;
     let store = LocalFileSystem::new_with_prefix(&bucket_dir)
         .map_err(|source| ConfigError::Client {
             provider: provider.name(),
@@ -561,10 +598,18 @@ fn filesystem(spec: &LocationSpec) -> Result<Arc<dyn ObjectStore>, ConfigError> 
         })?
         // Deleting a backup removes its then-empty directory too.
         .with_automatic_cleanup(true);
-    // Uploads answer once they are on disk (fsync); the canonical path is the one the store
-    // resolves objects under.
-    let synced_root = std::fs::canonicalize(&bucket_dir).unwrap_or(bucket_dir);
-    Ok(Arc::new(crate::durable::Synced::new(store, synced_root)))
+    // Uploads answer once they are on disk (fsync); `bucket_dir` is canonical, the path the
+    // store resolves objects under.
+    Ok(Arc::new(crate::durable::Synced::new(store, bucket_dir)))
+}
+
+/// Creates `dir` (its parent exists) with mode 0700; an existing directory is left as it is.
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }
 
 #[cfg(test)]
@@ -581,9 +626,23 @@ mod tests {
         };
         let options = LocationOptions::default();
         for ok in ["", "SHA256", "sha256"] {
-            assert!(build(Provider::Aws, &spec(ok), &options).is_ok(), "{ok:?}");
+            assert!(
+                build(
+                    Provider::Aws,
+                    &spec(ok),
+                    &options,
+                    &LocationPolicy::default()
+                )
+                .is_ok(),
+                "{ok:?}"
+            );
         }
-        let Err(err) = build(Provider::Aws, &spec("CRC32"), &options) else {
+        let Err(err) = build(
+            Provider::Aws,
+            &spec("CRC32"),
+            &options,
+            &LocationPolicy::default(),
+        ) else {
             panic!("CRC32 is refused");
         };
         assert_eq!(

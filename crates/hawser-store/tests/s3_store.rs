@@ -152,6 +152,39 @@ async fn missing_bucket_is_a_clear_error() {
     assert_eq!(err.category(), "NoSuchBucket", "{}", err.full_message());
 }
 
+/// An unknown host and a server that never answers are unreachable too, never a credentials
+/// problem.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_failures_and_timeouts_are_unreachable() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let options = hawser_store::LocationOptions {
+        request_timeout: std::time::Duration::from_secs(1),
+        max_retries: 0,
+        ..test_options()
+    };
+    for url in [
+        "http://no-such-host.invalid:9000".to_owned(),
+        format!("http://127.0.0.1:{port}"),
+    ] {
+        let location = Location::with_options(&spec_for(&url, "b"), options.clone()).unwrap();
+        let err = validate(&location).await.unwrap_err();
+        assert_eq!(
+            err.failure_kind(),
+            Some(FailureKind::Unreachable),
+            "{url}: {}",
+            err.reason()
+        );
+        assert!(err.reason().contains("unreachable"), "{}", err.reason());
+        assert!(
+            !err.reason().contains("spec.credential"),
+            "{}",
+            err.reason()
+        );
+    }
+    drop(silent);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_endpoint_is_a_clear_error() {
     // A port nobody listens on: bind one, then close it.
@@ -174,7 +207,7 @@ async fn unreachable_endpoint_is_a_clear_error() {
     );
     assert!(
         err.reason()
-            .contains("could not be reached: check spec.config (s3Url"),
+            .contains("the storage endpoint is unreachable (connection refused, DNS failure"),
         "{}",
         err.reason()
     );

@@ -4,8 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli_support;
+mod server_support;
 
-use cli_support::Cluster;
+use cli_support::{Cluster, NS};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -116,6 +117,7 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
     );
     let binding = find(&docs, "ClusterRoleBinding/velero");
     assert_eq!(binding["roleRef"]["name"], "cluster-admin");
+    assert_restricted(deployment);
     assert_eq!(binding["subjects"][0]["namespace"], "velero");
     // One server at a time: the old Pod stops (and releases the Lease) before the new starts,
     // with time to finish its work; probes on the metrics port; the Leases it elects on.
@@ -521,4 +523,185 @@ async fn wait_returns_once_the_deployment_has_a_ready_pod() {
         run.stdout
     );
     assert!(run.stdout.contains("hawser is installed"), "{}", run.stdout);
+}
+
+/// The Pod runs as a non-root user with a read-only root filesystem, no privilege escalation,
+/// no capabilities and the runtime's seccomp profile.
+fn assert_restricted(deployment: &Value) {
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let container = &pod["containers"][0]["securityContext"];
+    assert_eq!(
+        container,
+        &serde_json::json!({
+            "runAsNonRoot": true,
+            "runAsUser": 65532,
+            "runAsGroup": 65532,
+            "readOnlyRootFilesystem": true,
+            "allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"}
+        })
+    );
+}
+
+/// Whether one RBAC rule grants `verb` on `group`/`resource` (`resource/subresource`).
+fn grants(rule: &Value, verb: &str, group: &str, resource: &str) -> bool {
+    let has = |field: &str, wanted: &str| {
+        rule[field]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|i| i == "*" || i == wanted))
+    };
+    has("verbs", verb) && has("apiGroups", group) && has("resources", resource)
+}
+
+fn rules(object: &Value) -> Vec<Value> {
+    object["rules"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_minimal_replaces_cluster_admin_and_keeps_secrets_in_the_namespace() {
+    let cluster = Cluster::empty().await;
+    let run = cluster
+        .hawser(&["install", "--rbac", "minimal", "--dry-run", "-o", "yaml"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&run.stdout)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .collect();
+    let labels: Vec<String> = docs.iter().map(label).collect();
+    let after_crds: Vec<&str> = labels[CRDS.len()..].iter().map(String::as_str).collect();
+    assert_eq!(
+        after_crds,
+        [
+            "Namespace/velero",
+            "ServiceAccount/velero",
+            "ClusterRole/velero",
+            "ClusterRoleBinding/velero",
+            "Role/hawser-server",
+            "RoleBinding/hawser-server",
+            "Role/hawser-leader-election",
+            "RoleBinding/hawser-leader-election",
+            "Deployment/velero",
+        ]
+    );
+    assert_restricted(find(&docs, "Deployment/velero"));
+    let binding = find(&docs, "ClusterRoleBinding/velero");
+    assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
+    assert_eq!(binding["roleRef"]["name"], "velero");
+    assert_eq!(binding["subjects"][0]["name"], "velero");
+    let cluster_rules = rules(find(&docs, "ClusterRole/velero"));
+    for verb in [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ] {
+        assert!(
+            !cluster_rules.iter().any(|r| grants(r, verb, "", "secrets")),
+            "{verb} secrets cluster-wide"
+        );
+    }
+    assert!(
+        !cluster_rules
+            .iter()
+            .any(|r| grants(r, "delete", "apps", "deployments")),
+        "restores create and update, they do not delete"
+    );
+    for (verb, group, resource) in [
+        ("list", "", "configmaps"),
+        ("watch", "apps", "deployments"),
+        ("create", "", "namespaces"),
+        ("patch", "apps", "deployments"),
+        ("get", "apiextensions.k8s.io", "customresourcedefinitions"),
+    ] {
+        assert!(
+            cluster_rules
+                .iter()
+                .any(|r| grants(r, verb, group, resource)),
+            "{verb} {group}/{resource}"
+        );
+    }
+    let role = find(&docs, "Role/hawser-server");
+    assert_eq!(role["metadata"]["namespace"], "velero");
+    assert!(rules(role).iter().any(|r| grants(r, "get", "", "secrets")));
+    assert!(
+        !rules(role)
+            .iter()
+            .any(|r| grants(r, "create", "", "secrets"))
+    );
+}
+
+/// The minimal rules allow every request the server makes while it backs up, restores and
+/// deletes, except the Secrets outside its namespace, which that mode does not grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_minimal_grants_what_the_server_calls() {
+    use server_support::{
+        FAST, Server, create_backup, filesystem_location, phase, request_deletion, seed,
+        until_gone, wait_final,
+    };
+    let cluster = Cluster::start().await;
+    let (docs, _) = dry_run(&cluster, &["--rbac", "minimal"]).await;
+    let cluster_rules = rules(find(&docs, "ClusterRole/velero"));
+    let namespace_rules: Vec<Value> = ["Role/hawser-server", "Role/hawser-leader-election"]
+        .iter()
+        .flat_map(|role| rules(find(&docs, role)))
+        .collect();
+
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    cluster.sim.clear_requests();
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(
+        &cluster,
+        "b1",
+        serde_json::json!({"includedNamespaces": ["shop"]}),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "b1").await;
+    assert_eq!(phase(&done), "Completed", "{}", server.log_text());
+    cluster
+        .sim
+        .store()
+        .insert(serde_json::json!({
+            "apiVersion": "velero.io/v1", "kind": "Restore",
+            "metadata": {"name": "r1", "namespace": NS},
+            "spec": {"backupName": "b1", "namespaceMapping": {"shop": "shop-copy"}}
+        }))
+        .unwrap();
+    let restored = wait_final(&cluster, &server, "Restore", "r1").await;
+    assert_eq!(phase(&restored), "Completed", "{restored:#}");
+    request_deletion(&cluster, "d1", "b1");
+    until_gone(&cluster, &server, "Backup", "b1").await;
+
+    let requests = cluster.sim.requests();
+    let mut denied: Vec<String> = requests
+        .iter()
+        .filter(|r| !r.resource.is_empty())
+        .filter(|r| {
+            let resource = if r.subresource.is_empty() {
+                r.resource.clone()
+            } else {
+                format!("{}/{}", r.resource, r.subresource)
+            };
+            let granted = |rules: &[Value]| {
+                rules
+                    .iter()
+                    .any(|rule| grants(rule, &r.verb, &r.group, &resource))
+            };
+            !(granted(&cluster_rules) || (r.namespace == NS && granted(&namespace_rules)))
+        })
+        .map(|r| format!("{} {}/{} in {:?}", r.verb, r.group, r.resource, r.namespace))
+        .collect();
+    denied.sort();
+    denied.dedup();
+    assert!(requests.len() > 50, "the server's requests were logged");
+    assert!(
+        denied
+            .iter()
+            .all(|d| d.contains(" /secrets in ") && !d.ends_with(&format!("{NS:?}"))),
+        "requests the minimal rules do not grant: {denied:#?}"
+    );
 }

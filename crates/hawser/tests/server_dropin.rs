@@ -38,14 +38,11 @@ async fn start_as_velero(cluster: &Cluster, dir: &Path, args: &[&str]) -> Server
     let metrics_flag = format!("--metrics-address={metrics_addr}");
     let mut all = args.to_vec();
     all.push(&metrics_flag);
-    let server = Server::spawn_program(
-        cluster,
-        dir,
-        &velero_binary(dir),
-        &all,
-        VELERO_ENV,
-        metrics_addr,
-    );
+    // Velero's arguments stay as they are; the filesystem location's root is allowed through
+    // the environment.
+    let mut env = VELERO_ENV.to_vec();
+    env.push(("HAWSER_FILESYSTEM_ROOT", dir.to_str().unwrap()));
+    let server = Server::spawn_program(cluster, dir, &velero_binary(dir), &all, &env, metrics_addr);
     server.wait_ready(Duration::from_secs(30)).await;
     server
 }

@@ -52,7 +52,13 @@ async fn the_newest_default_location_takes_backups_that_name_none() {
     // Creation timestamps have whole seconds.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     default_location(&cluster, "newer", newer_root.path());
-    let server = Server::start(&cluster, newer_root.path(), FAST).await;
+    let older_allowed = ["--filesystem-root", older_root.path().to_str().unwrap()];
+    let server = Server::start(
+        &cluster,
+        newer_root.path(),
+        &[FAST, &older_allowed].concat(),
+    )
+    .await;
 
     // As Velero: the most recently created keeps `default`, the other is turned off.
     poll(&server, "the older location's default turned off", || {

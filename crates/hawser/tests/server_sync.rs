@@ -211,7 +211,9 @@ async fn a_pending_deletion_request_or_a_location_with_sync_off_keeps_a_backup_o
             .verbs(&["patch", "update"])
             .resources(&["deletebackuprequests"]),
     );
-    let server = Server::start(&cluster, root.path(), &flags()).await;
+    let mut args: Vec<&str> = flags();
+    args.extend(["--filesystem-root", quiet_root.path().to_str().unwrap()]);
+    let server = Server::start(&cluster, root.path(), &args).await;
 
     synced(&cluster, &server, "free").await;
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -27,7 +27,8 @@ use super::flags::{parse_duration, parse_key_values};
 use super::global::GlobalArgs;
 use super::install_flags::InstallFlags;
 use super::manifests::{
-    DEFAULT_IMAGE, InstallPlan, LocationPlan, Manifest, NAME, PodPlan, PodResources, manifests,
+    DEFAULT_IMAGE, InstallPlan, LocationPlan, Manifest, NAME, PodPlan, PodResources, RbacMode,
+    manifests,
 };
 
 /// Field manager of the server-side applies.
@@ -98,8 +99,14 @@ pub struct InstallArgs {
     /// identity).
     #[arg(long, value_delimiter = ',')]
     pub sa_annotations: Vec<String>,
+    /// What the server's account is granted: `cluster-admin` (Velero's binding) or `minimal`
+    /// (read everything but Secrets across the cluster, write what restores create, the
+    /// server namespace's velero.io objects, ConfigMaps, Events, Leases and Secrets).
+    #[arg(long, value_enum, default_value = "cluster-admin")]
+    pub rbac: RbacMode,
     /// An existing ServiceAccount for the server; the ServiceAccount `velero` and its
-    /// ClusterRoleBinding are then not created (bind the account yourself).
+    /// ClusterRoleBinding are then not created (bind the account yourself; with `--rbac
+    /// minimal` its roles are bound to this account).
     #[arg(long)]
     pub service_account_name: Option<String>,
     /// CPU request of the server (`0`: none).
@@ -235,6 +242,7 @@ pub fn plan_from_args(namespace: &str, args: &InstallArgs) -> Result<InstallPlan
         credentials,
         location,
         crds_only: args.crds_only,
+        rbac: args.rbac,
         pod: PodPlan {
             service_account,
             service_account_annotations: parse_key_values(

@@ -2,7 +2,8 @@
 //!
 //! In order: the `velero.io` CRDs, the Namespace, the ServiceAccount `velero` and a
 //! ClusterRoleBinding of it to `cluster-admin` (as Velero's install does; neither when
-//! `--service-account-name` names an existing account), a Role and
+//! `--service-account-name` names an existing account) or, with `--rbac minimal`, the
+//! ClusterRole, Role and bindings of [`super::rbac`] instead of that binding, a Role and
 //! RoleBinding `hawser-leader-election` granting it the `coordination.k8s.io` Leases of the
 //! namespace (leader election; stated on its own so that the server's needs are visible and a
 //! narrower ClusterRole can replace `cluster-admin`), the Secret `cloud-credentials` (key
@@ -17,6 +18,11 @@
 //! `terminationGracePeriodSeconds` ([`TERMINATION_GRACE_SECONDS`]) is above the server's
 //! default shutdown grace period (60 s), so the kubelet does not kill a server that is still
 //! finishing a backup.
+//!
+//! In both RBAC modes the Pod and its container run restricted: as a non-root user
+//! ([`RUN_AS_USER`]), with a read-only root filesystem (the server writes no files of its own;
+//! archives stream to and from the store), no privilege escalation, no capabilities and the
+//! runtime's default seccomp profile.
 
 use std::collections::BTreeMap;
 
@@ -24,9 +30,10 @@ use hawser_api::{BackupStorageLocation, BackupStorageLocationSpec, ObjectStorage
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace, ObjectFieldSelector,
-    PodSpec, PodTemplateSpec, Probe, ResourceRequirements, Secret, SecretKeySelector,
-    SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace,
+    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    SeccompProfile, Secret, SecretKeySelector, SecretVolumeSource, SecurityContext, ServiceAccount,
+    Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{
     ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
@@ -58,6 +65,8 @@ pub const LEADER_ELECTION_NAME: &str = "hawser-leader-election";
 /// The Pod's `terminationGracePeriodSeconds`: above the server's default
 /// `--shutdown-grace-period` (60 s), with room to release the Lease.
 pub const TERMINATION_GRACE_SECONDS: i64 = 90;
+/// The uid and gid the server runs as (the conventional `nonroot` user of distroless images).
+pub const RUN_AS_USER: i64 = 65532;
 /// Name of the container port of `/metrics`, `/livez` and `/readyz`.
 const METRICS_PORT_NAME: &str = "metrics";
 
@@ -78,6 +87,18 @@ pub struct InstallPlan {
     pub crds_only: bool,
     /// The server's Pod.
     pub pod: PodPlan,
+    /// What the server's account is granted.
+    pub rbac: RbacMode,
+}
+
+/// `hawser install --rbac`: the permissions of the server's account.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RbacMode {
+    /// A ClusterRoleBinding to `cluster-admin`, as Velero's install creates.
+    #[default]
+    ClusterAdmin,
+    /// Only what the server calls ([`super::rbac`]); Secrets only in the server namespace.
+    Minimal,
 }
 
 /// How the server's Pod runs.
@@ -202,7 +223,7 @@ fn labels() -> BTreeMap<String, String> {
     BTreeMap::from([("component".to_owned(), "velero".to_owned())])
 }
 
-fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+pub(super) fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_owned()),
         namespace: namespace.map(str::to_owned),
@@ -233,7 +254,17 @@ pub fn manifests(plan: &InstallPlan) -> Result<Vec<Manifest>, CliError> {
             metadata,
             ..ServiceAccount::default()
         })?);
-        out.push(Manifest::of(&cluster_role_binding(ns))?);
+        if plan.rbac == RbacMode::ClusterAdmin {
+            out.push(Manifest::of(&cluster_role_binding(ns))?);
+        }
+    }
+    if plan.rbac == RbacMode::Minimal {
+        let (cluster_role, cluster_binding, role, binding) =
+            super::rbac::minimal(ns, service_account(plan), &binding_name(ns));
+        out.push(Manifest::of(&cluster_role)?);
+        out.push(Manifest::of(&cluster_binding)?);
+        out.push(Manifest::of(&role)?);
+        out.push(Manifest::of(&binding)?);
     }
     let (role, binding) = leader_election_rbac(ns, service_account(plan));
     out.push(Manifest::of(&role)?);
@@ -258,14 +289,17 @@ pub fn manifests(plan: &InstallPlan) -> Result<Vec<Manifest>, CliError> {
 
 /// Velero names the binding `velero` in the `velero` namespace and `velero-<ns>` elsewhere, so
 /// that installs in several namespaces do not overwrite each other's binding.
-fn cluster_role_binding(namespace: &str) -> ClusterRoleBinding {
-    let name = if namespace == "velero" {
+fn binding_name(namespace: &str) -> String {
+    if namespace == "velero" {
         "velero".to_owned()
     } else {
         format!("velero-{namespace}")
-    };
+    }
+}
+
+fn cluster_role_binding(namespace: &str) -> ClusterRoleBinding {
     ClusterRoleBinding {
-        metadata: meta(&name, None),
+        metadata: meta(&binding_name(namespace), None),
         role_ref: RoleRef {
             api_group: "rbac.authorization.k8s.io".to_owned(),
             kind: "ClusterRole".to_owned(),
@@ -402,6 +436,19 @@ fn deployment(plan: &InstallPlan) -> Deployment {
         readiness_probe: Some(probe("/readyz", 5)),
         resources: plan.pod.resources.requirements(),
         volume_mounts: (!mounts.is_empty()).then_some(mounts),
+        security_context: Some(SecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(RUN_AS_USER),
+            run_as_group: Some(RUN_AS_USER),
+            read_only_root_filesystem: Some(true),
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_owned()]),
+                ..Capabilities::default()
+            }),
+            seccomp_profile: Some(runtime_default()),
+            ..SecurityContext::default()
+        }),
         ..Container::default()
     };
     Deployment {
@@ -427,6 +474,14 @@ fn deployment(plan: &InstallPlan) -> Deployment {
                     priority_class_name: plan.pod.priority_class_name.clone(),
                     restart_policy: Some("Always".to_owned()),
                     termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(RUN_AS_USER),
+                        run_as_group: Some(RUN_AS_USER),
+                        fs_group: Some(RUN_AS_USER),
+                        seccomp_profile: Some(runtime_default()),
+                        ..PodSecurityContext::default()
+                    }),
                     containers: vec![container],
                     volumes: (!volumes.is_empty()).then_some(volumes),
                     ..PodSpec::default()
@@ -435,6 +490,13 @@ fn deployment(plan: &InstallPlan) -> Deployment {
             ..DeploymentSpec::default()
         }),
         ..Deployment::default()
+    }
+}
+
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".to_owned(),
+        ..SeccompProfile::default()
     }
 }
 

@@ -17,6 +17,7 @@ pub mod install;
 pub mod install_flags;
 pub mod manifests;
 pub mod output;
+pub mod rbac;
 pub mod restore;
 pub mod schedule;
 pub mod select;

@@ -75,8 +75,15 @@ impl Environment {
         })
         .await
         .context("starting kube-sim")?;
-        let storage_root = dir.join("storage");
-        std::fs::create_dir_all(storage_root.join(BUCKET))
+        let storage_root =
+            std::path::absolute(dir.join("storage")).context("resolving the storage directory")?;
+        std::fs::create_dir_all(&storage_root)
+            .and_then(|()| {
+                let mut bucket = std::fs::DirBuilder::new();
+                // Readable by this user only, as the filesystem provider creates it.
+                std::os::unix::fs::DirBuilderExt::mode(&mut bucket, 0o700);
+                bucket.recursive(true).create(storage_root.join(BUCKET))
+            })
             .with_context(|| format!("creating {}", storage_root.display()))?;
         install_velero(&sim, &storage_root)?;
         let kubeconfig = dir.join("kubeconfig");
@@ -88,6 +95,9 @@ impl Environment {
             "hawser-server".to_owned(),
             "--metrics-address".to_owned(),
             metrics_addr.to_string(),
+            // The one directory the server's filesystem location may use.
+            "--filesystem-root".to_owned(),
+            storage_root.display().to_string(),
         ];
         argv.extend(config.server_flags.iter().cloned());
         let args = ServerFlags::try_parse_from(argv)

@@ -54,7 +54,8 @@ impl Server {
         server
     }
 
-    /// Starts `hawser server ARGS` without waiting for it (a follower is never ready).
+    /// Starts `hawser server ARGS` without waiting for it (a follower is never ready). The
+    /// server allows filesystem locations under `log_dir`, where the tests root them.
     pub fn spawn(cluster: &Cluster, log_dir: &Path, args: &[&str]) -> Self {
         Self::spawn_with_env(cluster, log_dir, args, &[])
     }
@@ -67,7 +68,14 @@ impl Server {
         env: &[(&str, &str)],
     ) -> Self {
         let metrics_addr = Self::free_address();
-        let mut all = vec!["server", "--metrics-address", &metrics_addr];
+        let root = log_dir.to_str().expect("a UTF-8 test directory");
+        let mut all = vec![
+            "server",
+            "--metrics-address",
+            &metrics_addr,
+            "--filesystem-root",
+            root,
+        ];
         all.extend_from_slice(args);
         Self::spawn_program(
             cluster,
