@@ -27,17 +27,14 @@ fn gunzip(bytes: &[u8]) -> String {
     out
 }
 
-fn create_restore(cluster: &Cluster, name: &str, backup: &str) {
-    cluster
-        .sim
-        .store()
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "Restore",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"backupName": backup, "includedNamespaces": ["shop"],
-                     "namespaceMapping": {"shop": "shop-copy"}}
-        }))
-        .unwrap();
+/// A Restore of `shop` from `backup` into `shop-copy`.
+fn restore_shop(cluster: &Cluster, name: &str, backup: &str) {
+    create_restore(
+        cluster,
+        name,
+        json!({"backupName": backup, "includedNamespaces": ["shop"],
+               "namespaceMapping": {"shop": "shop-copy"}}),
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,7 +119,7 @@ async fn filesystem_logs_download_restore_logs_and_version() {
     }
 
     // A restore's log, and a backup that is not finished yet.
-    create_restore(&cluster, "r1", "b1");
+    restore_shop(&cluster, "r1", "b1");
     let done = wait_final(&cluster, &server, "Restore", "r1").await;
     assert_eq!(phase(&done), "Completed", "{done:#}");
     let stored = std::fs::read(
@@ -307,28 +304,7 @@ async fn s3_location_logs_through_a_presigned_url() {
     let bucket = s3.bucket("logs");
     s3.create_bucket(&bucket);
     let cluster = Cluster::start().await;
-    let store = cluster.sim.store();
-    let credentials = "[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n";
-    use base64::Engine as _;
-    store
-        .insert(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "cloud-credentials", "namespace": NS},
-            "data": {"cloud": base64::engine::general_purpose::STANDARD.encode(credentials)}
-        }))
-        .unwrap();
-    store
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-            "metadata": {"name": "default", "namespace": NS},
-            "spec": {
-                "provider": "aws",
-                "objectStorage": {"bucket": bucket, "prefix": "c1"},
-                "credential": {"name": "cloud-credentials", "key": "cloud"},
-                "config": {"region": "us-east-1", "s3Url": s3.endpoint, "s3ForcePathStyle": "true"}
-            }
-        }))
-        .unwrap();
+    s3_location(&cluster, &s3.endpoint, &bucket, "c1");
     seed(&cluster, 2);
     let logs = tempfile::tempdir().unwrap();
     let server = Server::start(&cluster, logs.path(), FAST).await;
@@ -418,7 +394,7 @@ async fn describe_details_show_the_warnings_and_the_resource_lists() {
         run.stdout
     );
 
-    create_restore(&cluster, "r1", "b1");
+    restore_shop(&cluster, "r1", "b1");
     let done = wait_final(&cluster, &server, "Restore", "r1").await;
     assert_eq!(phase(&done), "Completed", "{done:#}");
     let run = cluster

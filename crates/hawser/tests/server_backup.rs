@@ -414,29 +414,7 @@ async fn a_backup_to_an_s3_location_completes() {
     let cluster = Cluster::start().await;
     let logs = tempfile::tempdir().unwrap();
     seed(&cluster, 3);
-    let store = cluster.sim.store();
-    use base64::Engine as _;
-    let credentials = base64::engine::general_purpose::STANDARD
-        .encode("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n");
-    store
-        .insert(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "cloud-credentials", "namespace": NS},
-            "data": {"cloud": credentials}
-        }))
-        .unwrap();
-    store
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-            "metadata": {"name": "default", "namespace": NS},
-            "spec": {
-                "provider": "aws",
-                "objectStorage": {"bucket": bucket, "prefix": "cluster-a"},
-                "credential": {"name": "cloud-credentials", "key": "cloud"},
-                "config": {"region": "us-east-1", "s3Url": s3.endpoint, "s3ForcePathStyle": "true"}
-            }
-        }))
-        .unwrap();
+    server_support::s3_location(&cluster, &s3.endpoint, &bucket, "cluster-a");
     let server = Server::start(&cluster, logs.path(), FAST).await;
     create_backup(&cluster, "to-s3", json!({"includedNamespaces": ["shop"]}));
     let done = wait_final(&cluster, &server, "Backup", "to-s3").await;

@@ -13,27 +13,16 @@ mod server_support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cli_support::{Cluster, NS};
-use serde_json::{Value, json};
+use cli_support::Cluster;
+use serde_json::json;
 use server_checks::assert_metrics;
 use server_support::{
-    BUCKET, FAST, Server, artifact, create_backup, filesystem_location, phase, seed, wait_final,
+    BUCKET, FAST, Server, artifact, create_backup, create_restore, filesystem_location, phase,
+    seed, wait_final,
 };
 
 fn restore_dir(root: &Path, name: &str) -> PathBuf {
     root.join(BUCKET).join("restores").join(name)
-}
-
-fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
-    cluster
-        .sim
-        .store()
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "Restore",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": spec
-        }))
-        .unwrap();
 }
 
 /// The record key `path` is made a directory: writing the record fails, every other write works.

@@ -7,21 +7,11 @@
 mod cli_support;
 mod server_support;
 
-use cli_support::{Cluster, NS};
+use cli_support::Cluster;
 use serde_json::{Value, json};
-use server_support::{FAST, Server, create_backup, filesystem_location, phase, seed, wait_final};
-
-fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
-    cluster
-        .sim
-        .store()
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "Restore",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": spec
-        }))
-        .unwrap();
-}
+use server_support::{
+    FAST, Server, create_backup, create_restore, filesystem_location, phase, seed, wait_final,
+};
 
 /// The object's `status.validationErrors`, joined.
 fn validation_errors(object: &Value) -> String {

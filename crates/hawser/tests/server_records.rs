@@ -199,7 +199,7 @@ async fn objects_created_while_the_api_or_its_watch_is_out_are_taken_up_by_the_r
     let outage_start = Instant::now();
     tokio::time::sleep(Duration::from_millis(500)).await;
     create_backup(&cluster, "during", json!({"includedNamespaces": ["shop"]}));
-    create_restore(&cluster, "during-r", "shop-during");
+    restore_base(&cluster, "during-r", "shop-during");
     // The watch history is compacted too: a watch cannot resume where it broke off, the server
     // has to list again to find what was created.
     cluster.sim.store().compact_history();
@@ -239,7 +239,7 @@ async fn objects_created_while_the_api_or_its_watch_is_out_are_taken_up_by_the_r
     cluster.sim.faults().stall_watches(Some(stall));
     let stall_start = Instant::now();
     create_backup(&cluster, "unseen", json!({"includedNamespaces": ["shop"]}));
-    create_restore(&cluster, "unseen-r", "shop-unseen");
+    restore_base(&cluster, "unseen-r", "shop-unseen");
     let backup = wait_final(&cluster, &server, "Backup", "unseen").await;
     let restore = wait_final(&cluster, &server, "Restore", "unseen-r").await;
     assert!(
@@ -278,16 +278,12 @@ async fn objects_created_while_the_api_or_its_watch_is_out_are_taken_up_by_the_r
 }
 
 /// A Restore of backup `base` mapping `shop` to `target`.
-fn create_restore(cluster: &Cluster, name: &str, target: &str) {
-    cluster
-        .sim
-        .store()
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "Restore",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"backupName": "base", "namespaceMapping": {"shop": target}}
-        }))
-        .unwrap();
+fn restore_base(cluster: &Cluster, name: &str, target: &str) {
+    server_support::create_restore(
+        cluster,
+        name,
+        json!({"backupName": "base", "namespaceMapping": {"shop": target}}),
+    );
 }
 
 #[tokio::test]

@@ -17,21 +17,9 @@ use kube_sim::LatencyFault;
 use serde_json::{Value, json};
 use server_checks::assert_metrics;
 use server_support::{
-    BUCKET, FAST, Server, create_backup, filesystem_location, phase, poll, seed, slow_reads,
-    wait_final, wait_in_progress,
+    BUCKET, FAST, Server, create_backup, create_restore, filesystem_location, phase, poll, seed,
+    slow_reads, wait_final, wait_in_progress,
 };
-
-fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
-    cluster
-        .sim
-        .store()
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "Restore",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": spec
-        }))
-        .unwrap();
-}
 
 fn restore_record(root: &Path, name: &str) -> Option<Value> {
     let path = root

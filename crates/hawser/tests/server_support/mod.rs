@@ -300,6 +300,47 @@ pub async fn until_gone(cluster: &Cluster, server: &Server, kind: &str, name: &s
     }
 }
 
+/// Inserts a Restore `name` with `spec`.
+pub fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
+    cluster
+        .sim
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Restore",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec
+        }))
+        .unwrap();
+}
+
+/// Inserts the Secret `cloud-credentials` with the S3 test server's keys and the `aws`
+/// BackupStorageLocation `default` on `bucket` under `prefix` at `endpoint` (path style).
+pub fn s3_location(cluster: &Cluster, endpoint: &str, bucket: &str, prefix: &str) {
+    use base64::Engine as _;
+    let store = cluster.sim.store();
+    let credentials = base64::engine::general_purpose::STANDARD
+        .encode("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n");
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "cloud-credentials", "namespace": NS},
+            "data": {"cloud": credentials}
+        }))
+        .unwrap();
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": "default", "namespace": NS},
+            "spec": {
+                "provider": "aws",
+                "objectStorage": {"bucket": bucket, "prefix": prefix},
+                "credential": {"name": "cloud-credentials", "key": "cloud"},
+                "config": {"region": "us-east-1", "s3Url": endpoint, "s3ForcePathStyle": "true"}
+            }
+        }))
+        .unwrap();
+}
+
 /// The phases the work ends in.
 pub const FINAL: [&str; 4] = ["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
 
