@@ -11,28 +11,15 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use cli_support::{Cluster, NS};
+use cli_support::Cluster;
 use serde_json::{Value, json};
-use server_support::{
-    BUCKET, FAST, Server, artifact, create_backup, phase, poll, seed, wait_final,
-};
+use server_support::{FAST, Server, artifact, create_backup, phase, poll, seed, wait_final};
 
 /// Inserts a filesystem location `name` rooted at `root`, marked `spec.default: true`.
 fn default_location(cluster: &Cluster, name: &str, root: &Path) {
-    cluster
-        .sim
-        .store()
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {
-                "provider": "filesystem",
-                "default": true,
-                "objectStorage": {"bucket": BUCKET},
-                "config": {"root": root.to_str().unwrap()}
-            }
-        }))
-        .unwrap();
+    let mut location = server_support::filesystem_location_object(name, root);
+    location["spec"]["default"] = true.into();
+    cluster.sim.store().insert(location).unwrap();
 }
 
 fn gunzip(path: &Path) -> String {

@@ -126,32 +126,56 @@ async fn request_url(
     api.create(&PostParams::default(), &request)
         .await
         .map_err(|e| CliError::api("create", object.clone(), e))?;
-    let config = watcher::Config::default().fields(&format!("metadata.name={request_name}"));
+    let hint = "is hawser server running, and is the backup storage location available? see \
+                the server's log";
+    answer_of(
+        api,
+        &request_name,
+        object,
+        timeout,
+        hint,
+        |r: DownloadRequest| {
+            r.status
+                .and_then(|s| s.download_url)
+                .filter(|u| !u.is_empty())
+        },
+    )
+    .await
+}
+
+/// Watches the request `name` of `api` until `answer` finds the server's answer in it, for at
+/// most `timeout`; `object` names it in errors, `hint` says what to check when no answer came.
+pub(super) async fn answer_of<K, T>(
+    api: Api<K>,
+    name: &str,
+    object: String,
+    timeout: Duration,
+    hint: &str,
+    answer: impl Fn(K) -> Option<T> + Copy + Send + Sync + 'static,
+) -> Result<T, CliError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    T: Send + 'static,
+{
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut answers = watcher(api, config)
         .applied_objects()
         .filter_map(|event| async move {
             match event {
-                Ok(r) => r
-                    .status
-                    .and_then(|s| s.download_url)
-                    .filter(|u| !u.is_empty())
-                    .map(Ok),
+                Ok(r) => answer(r).map(Ok),
                 // The watcher restarts itself; an error it cannot get past ends the wait.
                 Err(e) => Some(Err(e)),
             }
         })
         .boxed();
     match tokio::time::timeout(timeout, answers.next()).await {
-        Ok(Some(Ok(url))) => Ok(url),
+        Ok(Some(Ok(found))) => Ok(found),
         Ok(Some(Err(e))) => Err(CliError::Watch {
             object,
             source: anyhow::Error::new(e),
         }),
         Ok(None) | Err(_) => Err(CliError::Timeout {
-            what: format!(
-                "the server to answer {object} (is hawser server running, and is the backup \
-                 storage location available? see the server's log)"
-            ),
+            what: format!("the server to answer {object} ({hint})"),
             after: timeout,
         }),
     }

@@ -4,13 +4,11 @@
 use std::time::Duration;
 
 use clap::Args;
-use futures::StreamExt;
 use hawser_api::phase::ServerStatusRequestPhase;
 use hawser_api::{ServerStatusRequest, ServerStatusRequestSpec};
 use hawser_core::duration::GoDuration;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 
 use super::error::{CliError, ExitStatus};
 use super::global::GlobalArgs;
@@ -106,30 +104,19 @@ async fn server_version(
         .map_err(|e| CliError::api("create", object.clone(), e))?;
     let name = created.metadata.name.unwrap_or_default();
     let object = format!("ServerStatusRequest {namespace}/{name}");
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut answers = watcher(api, config)
-        .applied_objects()
-        .filter_map(|event| async move {
-            match event {
-                Ok(r) => r
-                    .status
-                    .filter(|s| s.phase == ServerStatusRequestPhase::Processed)
-                    .map(|s| Ok(s.server_version.unwrap_or_default())),
-                Err(e) => Some(Err(e)),
-            }
-        })
-        .boxed();
-    match tokio::time::timeout(timeout, answers.next()).await {
-        Ok(Some(Ok(version))) => Ok(version),
-        Ok(Some(Err(e))) => Err(CliError::Watch {
-            object,
-            source: anyhow::Error::new(e),
-        }),
-        Ok(None) | Err(_) => Err(CliError::Timeout {
-            what: format!("the server to answer {object} (is hawser server running?)"),
-            after: timeout,
-        }),
-    }
+    super::download::answer_of(
+        api,
+        &name,
+        object,
+        timeout,
+        "is hawser server running?",
+        |r: ServerStatusRequest| {
+            r.status
+                .filter(|s| s.phase == ServerStatusRequestPhase::Processed)
+                .map(|s| s.server_version.unwrap_or_default())
+        },
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -212,16 +212,21 @@ pub fn filesystem_location(cluster: &Cluster, name: &str, root: &Path) {
     cluster
         .sim
         .store()
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {
-                "provider": "filesystem",
-                "objectStorage": {"bucket": BUCKET},
-                "config": {"root": root.to_str().unwrap()}
-            }
-        }))
+        .insert(filesystem_location_object(name, root))
         .unwrap();
+}
+
+/// The object [`filesystem_location`] inserts.
+pub fn filesystem_location_object(name: &str, root: &Path) -> Value {
+    json!({
+        "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "provider": "filesystem",
+            "objectStorage": {"bucket": BUCKET},
+            "config": {"root": root.to_str().unwrap()}
+        }
+    })
 }
 
 /// Namespace `shop` (`configmaps` ConfigMaps, two Secrets) and namespace `other` (one ConfigMap).
