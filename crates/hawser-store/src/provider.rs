@@ -291,7 +291,7 @@ fn aws(
         if endpoint.scheme == "http" {
             client = client.with_allow_http(true);
         }
-        builder = endpoint.apply(builder, &spec.bucket, path_style);
+        builder = endpoint.apply(builder, &spec.bucket, path_style)?;
     } else {
         builder = builder.with_virtual_hosted_style_request(!path_style);
     }
@@ -360,7 +360,7 @@ fn aws(
     let public_signer = match public {
         Some(endpoint) => {
             let signer = endpoint
-                .apply(builder.clone(), &spec.bucket, path_style)
+                .apply(builder.clone(), &spec.bucket, path_style)?
                 .build()
                 .map_err(client_error)?;
             Some(Arc::new(signer) as Arc<dyn Signer>)
@@ -379,6 +379,8 @@ struct S3Endpoint {
     scheme: String,
     host: String,
     rest: String,
+    /// The config key it was read from (`s3Url`, `publicUrl`), for messages.
+    key: String,
 }
 
 impl S3Endpoint {
@@ -407,21 +409,51 @@ impl S3Endpoint {
             scheme: scheme.to_owned(),
             host: host.to_owned(),
             rest,
+            key: key.to_owned(),
         })
     }
 
     /// `builder` pointed at this endpoint, path style or with the bucket in the host.
-    fn apply(&self, builder: AmazonS3Builder, bucket: &str, path_style: bool) -> AmazonS3Builder {
+    ///
+    /// # Errors
+    /// Virtual-hosted style against an IP address: `<bucket>.<address>` is no host name (and
+    /// the S3 client would fail on it at the first request).
+    fn apply(
+        &self,
+        builder: AmazonS3Builder,
+        bucket: &str,
+        path_style: bool,
+    ) -> Result<AmazonS3Builder, ConfigError> {
         if path_style {
-            builder
+            return Ok(builder
                 .with_endpoint(self.base())
-                .with_virtual_hosted_style_request(false)
-        } else {
-            // Virtual-hosted style against a custom endpoint: the bucket becomes part of the host.
-            builder
-                .with_endpoint(self.with_bucket_host(bucket))
-                .with_virtual_hosted_style_request(true)
+                .with_virtual_hosted_style_request(false));
         }
+        if self.is_ip_address() {
+            return Err(ConfigError::Invalid {
+                field: format!("spec.config.{}", self.key),
+                reason: format!(
+                    "`{}` is an IP address, which cannot carry the bucket in its host name: set s3ForcePathStyle: \"true\"",
+                    self.base()
+                ),
+            });
+        }
+        // Virtual-hosted style against a custom endpoint: the bucket becomes part of the host.
+        Ok(builder
+            .with_endpoint(self.with_bucket_host(bucket))
+            .with_virtual_hosted_style_request(true))
+    }
+
+    /// Whether the host (without its port) is an IPv4 or a bracketed IPv6 address.
+    fn is_ip_address(&self) -> bool {
+        if self.host.starts_with('[') {
+            return true;
+        }
+        let name = self
+            .host
+            .rsplit_once(':')
+            .map_or(self.host.as_str(), |(h, _)| h);
+        name.parse::<std::net::Ipv4Addr>().is_ok()
     }
 
     fn base(&self) -> String {
@@ -671,6 +703,45 @@ mod tests {
         assert_eq!(e.base(), "https://minio.example/s3");
         assert!(S3Endpoint::parse("minio:9000", "s3Url").is_err());
         assert!(S3Endpoint::parse("ftp://x", "s3Url").is_err());
+    }
+
+    #[test]
+    fn virtual_hosted_style_against_an_ip_address_is_refused() {
+        let options = LocationOptions::default();
+        let policy = LocationPolicy::default();
+        let spec = |url: &str, path_style: &str| {
+            LocationSpec::new("aws", "b")
+                .with_config("s3Url", url)
+                .with_config("s3ForcePathStyle", path_style)
+        };
+        for url in [
+            "http://127.0.0.1:9000",
+            "http://10.0.0.7",
+            "http://[::1]:9000",
+        ] {
+            let Err(err) = build(Provider::Aws, &spec(url, "false"), &options, &policy) else {
+                panic!("{url} without path style is refused");
+            };
+            assert!(
+                err.to_string()
+                    .starts_with("spec.config.s3Url is invalid: ")
+                    && err.to_string().ends_with("set s3ForcePathStyle: \"true\""),
+                "{err}"
+            );
+            assert!(
+                build(Provider::Aws, &spec(url, "true"), &options, &policy).is_ok(),
+                "{url}"
+            );
+        }
+        assert!(
+            build(
+                Provider::Aws,
+                &spec("http://minio.local:9000", "false"),
+                &options,
+                &policy
+            )
+            .is_ok()
+        );
     }
 
     #[test]
