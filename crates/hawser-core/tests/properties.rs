@@ -6,6 +6,8 @@
 //! override both (see docs/testing.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
+mod proptest_config;
+
 use std::io::{Read, Write};
 
 use flate2::Compression;
@@ -15,21 +17,8 @@ use hawser_core::archive::{ArchiveReader, ArchiveWriter, ItemId, ReaderOptions, 
 use hawser_core::duration::GoDuration;
 use hawser_core::selection::{Glob, MAX_NESTING, MAX_PATTERN_LEN};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed};
+use proptest_config::config;
 use serde_json::json;
-
-/// 256 cases and a fixed seed unless the environment asks for others.
-fn config() -> Config {
-    let mut config = Config::default();
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        config.cases = 256;
-    }
-    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
-        config.rng_seed = RngSeed::Fixed(0x6861_7773_6572);
-    }
-    config.failure_persistence = None;
-    config
-}
 
 // ---------------------------------------------------------------------------------------------
 // Globs

@@ -5,24 +5,15 @@
 //! override both (see docs/testing.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
+#[path = "../../hawser-core/tests/proptest_config/mod.rs"]
+mod proptest_config;
+
 use std::collections::BTreeMap;
 
 use hawser::cli::selector::{format_selector, parse_or_selectors, parse_selector};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed};
-
-fn config() -> Config {
-    let mut config = Config::default();
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        config.cases = 256;
-    }
-    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
-        config.rng_seed = RngSeed::Fixed(0x6861_7773_6572);
-    }
-    config.failure_persistence = None;
-    config
-}
+use proptest_config::config;
 
 fn key() -> impl Strategy<Value = String> {
     "[a-z0-9]([a-z0-9._-]{0,12}[a-z0-9])?(/[a-zA-Z0-9._-]{1,12})?"

@@ -120,7 +120,7 @@ impl BackupQueue {
         let (_, mine) = reserved.get(&ticket)?;
         reserved
             .range(..ticket)
-            .find(|(_, (_, theirs))| !theirs.is_disjoint(mine))
+            .find(|(_, (_, theirs))| overlap(theirs, mine))
             .map(|(_, (other, _))| other.clone())
     }
 
@@ -236,6 +236,13 @@ async fn covered_namespaces(ctx: &Context, backup: &Value) -> BTreeSet<String> {
     covered(&includes, &excludes, &existing)
 }
 
+/// Whether two backups' namespaces meet. `*` stands for every namespace (the namespaces could
+/// not be listed and the backup includes everything): it meets any backup of some namespace.
+fn overlap(a: &BTreeSet<String>, b: &BTreeSet<String>) -> bool {
+    let every = |s: &BTreeSet<String>| s.contains("*");
+    !a.is_disjoint(b) || (every(a) && !b.is_empty()) || (every(b) && !a.is_empty())
+}
+
 /// The pure part of [`covered_namespaces`].
 fn covered(includes: &[String], excludes: &[String], existing: &[String]) -> BTreeSet<String> {
     let filter = IncludesExcludes::new(includes, excludes);
@@ -279,6 +286,11 @@ mod tests {
         // A plain name that does not exist yet still counts: a backup of it overlaps another.
         assert_eq!(set(&["later"], &[]), ["later"]);
         assert_eq!(set(&["billing", "shop"], &["shop"]), ["billing"]);
+        // Namespaces that could not be listed: a backup of everything covers `*`, which meets
+        // every backup of some namespace.
+        let unlisted = covered(&[], &[], &strings(&["*"]));
+        assert!(overlap(&unlisted, &covered(&strings(&["shop"]), &[], &[])));
+        assert!(!overlap(&unlisted, &BTreeSet::new()));
     }
 
     #[test]
