@@ -99,8 +99,10 @@ fn is_dns_label(s: &str, max: usize, first_alpha: bool) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
+/// Kubernetes' RFC 1123 subdomain check: the whole name is capped at 253 characters; its
+/// dot-separated parts are not capped at 63 as DNS labels would be.
 pub fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && !s.is_empty() && s.split('.').all(|l| is_dns_label(l, 63, false))
+    s.len() <= 253 && !s.is_empty() && s.split('.').all(|l| is_dns_label(l, 253, false))
 }
 
 /// Validates `metadata.name` per kind; returns the cause message on failure.

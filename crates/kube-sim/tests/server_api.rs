@@ -63,6 +63,41 @@ async fn create_get_update_conflict_and_noop() {
     assert_eq!(got["kind"], "ConfigMap");
 }
 
+/// Names are checked as the real server checks them: most kinds take an RFC 1123 subdomain
+/// (253 characters, no 63-character cap on its parts), Namespaces an RFC 1123 label.
+#[tokio::test]
+async fn names_are_validated_per_kind() {
+    let (_sim, c) = start().await;
+    let long_part = "a".repeat(71);
+    let created = c.post(CMS, &cm(&long_part, json!({}))).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
+    let dotted = format!("{}.{}", "b".repeat(100), "c".repeat(100));
+    assert_eq!(
+        c.post(CMS, &cm(&dotted, json!({}))).await.status,
+        StatusCode::CREATED
+    );
+
+    for bad in [
+        "d".repeat(254),
+        "Upper".to_string(),
+        "ends-".to_string(),
+        "a..b".to_string(),
+    ] {
+        let refused = c.post(CMS, &cm(&bad, json!({}))).await;
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    }
+    let namespace =
+        |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    let long_namespace = c
+        .post("/api/v1/namespaces", &namespace(&"n".repeat(64)))
+        .await;
+    assert_eq!(long_namespace.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let namespace_63 = c
+        .post("/api/v1/namespaces", &namespace(&"n".repeat(63)))
+        .await;
+    assert_eq!(namespace_63.status, StatusCode::CREATED);
+}
+
 #[tokio::test]
 async fn errors_are_full_status_objects() {
     let (_sim, c) = start().await;
