@@ -190,10 +190,11 @@ EOF
     tail -n 20 "$dir/kube-apiserver.log" >&2
     return 1
   fi
-  # Namespace deletion and garbage collection: the two controllers a backup tool's tests meet.
+  # Namespace deletion and garbage collection, the two controllers a backup tool's tests meet
+  # (HAWSER_KCM_CONTROLLERS picks others: no ServiceAccount appears in a new namespace by default).
   "$BIN/kube-controller-manager" --kubeconfig "$dir/kubeconfig" \
     --bind-address 127.0.0.1 --secure-port 0 \
-    --controllers namespace,garbagecollector,serviceaccount,serviceaccount-token \
+    --controllers "${HAWSER_KCM_CONTROLLERS:-namespace,garbagecollector}" \
     --service-account-private-key-file "$dir/sa.key" --use-service-account-credentials=false \
     --leader-elect=false >"$dir/kube-controller-manager.log" 2>&1 &
   echo $! >>"$dir/pids"

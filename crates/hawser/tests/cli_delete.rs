@@ -28,7 +28,6 @@ fn backup_deleted_message(name: &str) -> String {
 /// Stores a Backup with labels and returns it as stored (with its uid).
 fn add_backup(cluster: &Cluster, name: &str, labels: Value) -> Value {
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1",
@@ -42,7 +41,6 @@ fn add_backup(cluster: &Cluster, name: &str, labels: Value) -> Value {
 
 fn add_restore(cluster: &Cluster, name: &str, labels: Value) {
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1",
@@ -54,7 +52,7 @@ fn add_restore(cluster: &Cluster, name: &str, labels: Value) {
 }
 
 fn requests(cluster: &Cluster) -> Vec<Value> {
-    cluster.sim.store().list(DBR.0, DBR.1, Some(NS))
+    cluster.store().list(DBR.0, DBR.1, Some(NS))
 }
 
 /// The request for `backup`, checked field by field against Velero's.
@@ -108,7 +106,7 @@ async fn backup_delete_requests_each_backup_and_reports_a_missing_one() {
     assert_request_for(&requests[0], &b1, "b1");
     assert_request_for(&requests[1], &b2, "b2");
     // The CLI only asks: the Backups are the server's to delete.
-    assert_eq!(cluster.sim.store().count(BACKUP.0, BACKUP.1), 3);
+    assert_eq!(cluster.store().count(BACKUP.0, BACKUP.1), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,7 +277,6 @@ async fn restore_delete_removes_the_named_or_selected_restores() {
         .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     let left: Vec<Value> = cluster
-        .sim
         .store()
         .list(RESTORE.0, RESTORE.1, Some(NS))
         .into_iter()
@@ -355,7 +352,6 @@ async fn location_delete_removes_only_the_location() {
 
 fn add_location(cluster: &Cluster, name: &str, default: bool, object_storage: Value) {
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1",

@@ -86,7 +86,7 @@ async fn wait_exits_3_when_the_server_refuses_the_backup() {
         .get("velero.io/v1", "BackupStorageLocation", "default")
         .unwrap();
     location["spec"]["accessMode"] = json!("ReadOnly");
-    cluster.sim.store().insert(location).unwrap();
+    cluster.store().insert(location).unwrap();
     let server = Server::start(&cluster, root.path(), FAST).await;
 
     let run = cluster

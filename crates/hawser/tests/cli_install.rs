@@ -198,7 +198,7 @@ async fn install_creates_everything_and_a_second_install_changes_nothing() {
             run.stdout
         );
     }
-    let store = cluster.sim.store();
+    let store = cluster.store();
     let crd = store
         .get(
             "apiextensions.k8s.io/v1",
@@ -480,14 +480,12 @@ async fn crds_only_and_no_default_backup_location() {
     }
     assert!(
         cluster
-            .sim
             .store()
             .get("apps/v1", "Deployment", "velero", "velero")
             .is_none()
     );
     assert!(
         cluster
-            .sim
             .store()
             .get("v1", "Namespace", "", "velero")
             .is_none()
@@ -505,7 +503,7 @@ async fn wait_returns_once_the_deployment_has_a_ready_pod() {
     let set_status = |status: Value| {
         let mut object = deployment.clone();
         object["status"] = status;
-        cluster.sim.store().set_status(&object).unwrap();
+        cluster.store().set_status(&object).unwrap();
     };
     // Not ready yet: install keeps waiting.
     set_status(serde_json::json!({"replicas": 1, "readyReplicas": 0}));
@@ -663,7 +661,6 @@ async fn rbac_minimal_grants_what_the_server_calls() {
     let done = wait_final(&cluster, &server, "Backup", "b1").await;
     assert_eq!(phase(&done), "Completed", "{}", server.log_text());
     cluster
-        .sim
         .store()
         .insert(serde_json::json!({
             "apiVersion": "velero.io/v1", "kind": "Restore",

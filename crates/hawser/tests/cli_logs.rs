@@ -97,7 +97,7 @@ async fn filesystem_logs_download_restore_logs_and_version() {
     }
 
     // The URLs the server signed: good as they are; refused once changed.
-    let requests = cluster.sim.store().list(DR.0, DR.1, Some(NS));
+    let requests = cluster.store().list(DR.0, DR.1, Some(NS));
     let url = requests
         .iter()
         .filter_map(|r| r["status"]["downloadURL"].as_str())
@@ -140,7 +140,6 @@ async fn filesystem_logs_download_restore_logs_and_version() {
     }
 
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Backup",
@@ -182,7 +181,6 @@ async fn filesystem_logs_download_restore_logs_and_version() {
         run.stdout
     );
     let ssr = cluster
-        .sim
         .store()
         .list("velero.io/v1", "ServerStatusRequest", Some(NS));
     assert_eq!(ssr.len(), 1);
@@ -212,7 +210,7 @@ async fn missing_targets_expired_requests_and_no_server() {
     let cluster = Cluster::start().await;
     let root = tempfile::tempdir().unwrap();
     filesystem_location(&cluster, "default", root.path());
-    let store = cluster.sim.store();
+    let store = cluster.store();
 
     // Without a server the CLI says so once its timeout has passed.
     store
@@ -321,7 +319,6 @@ async fn s3_location_logs_through_a_presigned_url() {
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, server.log_text());
     assert_eq!(run.stdout, gunzip(&stored));
     let url = cluster
-        .sim
         .store()
         .list(DR.0, DR.1, Some(NS))
         .iter()

@@ -115,7 +115,6 @@ async fn without_a_name_the_restore_is_named_after_the_backup_and_the_time() {
         .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     let restores = cluster
-        .sim
         .store()
         .list(RESTORE.0, RESTORE.1, Some(cli_support::NS));
     assert_eq!(restores.len(), 1);
@@ -202,7 +201,7 @@ async fn bad_input_fails_clearly_and_creates_nothing() {
             assert!(run.stderr.contains(words), "{args:?}: {}", run.stderr);
         }
         assert_eq!(
-            cluster.sim.store().count(RESTORE.0, RESTORE.1),
+            cluster.store().count(RESTORE.0, RESTORE.1),
             0,
             "{args:?} created a restore"
         );
@@ -227,7 +226,7 @@ async fn output_flag_prints_without_creating_or_needing_the_backup() {
     let value: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(value["kind"], "Restore");
     assert_eq!(value["spec"]["backupName"], "b");
-    assert_eq!(cluster.sim.store().count(RESTORE.0, RESTORE.1), 0);
+    assert_eq!(cluster.store().count(RESTORE.0, RESTORE.1), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -473,7 +473,6 @@ fn add_schedule(
         template["metadata"] = json!({ "labels": labels });
     }
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1",
@@ -528,7 +527,6 @@ async fn backup_from_schedule_copies_the_template_labels_and_annotations() {
         .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     let names: Vec<String> = cluster
-        .sim
         .store()
         .list(BACKUP.0, BACKUP.1, Some(NS))
         .iter()
@@ -627,7 +625,7 @@ async fn backup_from_schedule_refuses_filters_and_missing_schedules() {
     let run = cluster.hawser(&["backup", "create"]).await;
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("<NAME>"), "{}", run.stderr);
-    assert_eq!(cluster.sim.store().count(BACKUP.0, BACKUP.1), 0);
+    assert_eq!(cluster.store().count(BACKUP.0, BACKUP.1), 0);
 
     // -o prints the backup it would create, and creates nothing.
     let run = cluster
@@ -648,5 +646,5 @@ async fn backup_from_schedule_refuses_filters_and_missing_schedules() {
         "daily"
     );
     assert_eq!(value["spec"]["includedNamespaces"], json!(["shop"]));
-    assert_eq!(cluster.sim.store().count(BACKUP.0, BACKUP.1), 0);
+    assert_eq!(cluster.store().count(BACKUP.0, BACKUP.1), 0);
 }

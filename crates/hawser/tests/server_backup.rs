@@ -144,7 +144,6 @@ async fn invalid_backups_end_failed_validation_with_reasons_and_store_nothing() 
     seed(&cluster, 1);
     filesystem_location(&cluster, "default", root.path());
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
@@ -328,7 +327,7 @@ async fn a_backup_committed_before_a_kill_is_completed_from_its_record_after_res
 /// a backup of them is an archive of several 8 MiB parts.
 fn bulk(cluster: &Cluster, count: usize) {
     use base64::Engine as _;
-    let store = cluster.sim.store();
+    let store = cluster.store();
     for i in 0..count {
         let blob = base64::engine::general_purpose::STANDARD
             .encode(store_common::artifact(24 * 1024, i as u64 + 1));
@@ -437,7 +436,6 @@ async fn concurrent_backups_with_different_filters_each_hold_exactly_their_items
     let root = tempfile::tempdir().unwrap();
     seed(&cluster, 4);
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "v1", "kind": "ConfigMap",

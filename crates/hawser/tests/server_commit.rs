@@ -131,7 +131,7 @@ async fn a_restore_whose_record_cannot_be_stored_after_all_artifacts_ends_failed
         "{reason}"
     );
     // The restore did its work and stored its other artifacts before the record.
-    let store = cluster.sim.store();
+    let store = cluster.store();
     assert!(store.get("v1", "ConfigMap", "shop-copy", "cm-1").is_some());
     for file in [
         "restore-unrecorded-logs.gz",

@@ -194,7 +194,6 @@ async fn a_long_velero_argument_list_runs_and_each_unused_flag_is_logged_once() 
     // A VolumeSnapshotLocation is reported as one hawser cannot use: a warning in the log and a
     // Warning Event on it; its status.phase stays unset, as Velero leaves it.
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "VolumeSnapshotLocation",
@@ -202,7 +201,7 @@ async fn a_long_velero_argument_list_runs_and_each_unused_flag_is_logged_once() 
             "spec": {"provider": "aws", "config": {"region": "eu-west-1"}}
         }))
         .unwrap();
-    let store = cluster.sim.store();
+    let store = cluster.store();
     let event = poll(&server, "the VolumeSnapshotLocation's Event", || {
         store
             .list("events.k8s.io/v1", "Event", Some(NS))

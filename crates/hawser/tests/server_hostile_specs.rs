@@ -89,7 +89,6 @@ async fn hostile_patterns_fail_validation_and_the_server_carries_on() {
     assert!(server.is_ready().await, "the server is still serving");
     assert!(
         cluster
-            .sim
             .store()
             .get("v1", "Secret", "shop", "db-password")
             .is_some(),

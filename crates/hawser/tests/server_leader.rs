@@ -51,7 +51,6 @@ fn record(root: &Path, name: &str) -> Option<Value> {
 
 fn lease_holder(cluster: &Cluster) -> Option<String> {
     let lease = cluster
-        .sim
         .store()
         .get("coordination.k8s.io/v1", "Lease", NS, LEASE_NAME)?;
     lease

@@ -21,7 +21,6 @@ use store_common::files_under as files;
 
 fn schedule(cluster: &Cluster, name: &str, cron: &str) {
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Schedule",
@@ -35,7 +34,6 @@ fn schedule(cluster: &Cluster, name: &str, cron: &str) {
 /// Backups labelled with schedule `name`.
 fn backups_of(cluster: &Cluster, name: &str) -> Vec<Value> {
     cluster
-        .sim
         .store()
         .list("velero.io/v1", "Backup", Some(NS))
         .into_iter()
@@ -113,7 +111,7 @@ async fn a_schedule_every_two_seconds_makes_named_labelled_backups_and_honours_p
 
     let mut paused = object;
     paused["spec"]["paused"] = json!(true);
-    cluster.sim.store().insert(paused).unwrap();
+    cluster.store().insert(paused).unwrap();
     // Let a run that had started finish, then nothing new may appear.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = backups_of(&cluster, "often").len();
@@ -133,7 +131,6 @@ async fn a_bad_cron_or_template_ends_failed_validation() {
     let server = Server::start(&cluster, root.path(), FAST).await;
     schedule(&cluster, "bad-cron", "61 * * * *");
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Schedule",
@@ -187,7 +184,6 @@ async fn a_deletion_request_removes_the_backup_its_files_and_its_restores() {
     completed_backup(&cluster, &server, "doomed", None).await;
     completed_backup(&cluster, &server, "other", None).await;
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Restore",
@@ -217,7 +213,6 @@ async fn a_deletion_request_removes_the_backup_its_files_and_its_restores() {
     // The restored objects stay: deleting a backup does not undo its restores.
     assert!(
         cluster
-            .sim
             .store()
             .get("v1", "ConfigMap", "shop-copy", "cm-0")
             .is_some()

@@ -30,7 +30,6 @@ fn write(path: &Path, bytes: &[u8]) {
 /// A Backup or Restore left `InProgress` by an instance that no longer runs.
 fn orphan(cluster: &Cluster, kind: &str, name: &str, spec: Value) -> Value {
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": kind,
@@ -106,7 +105,6 @@ async fn recovery_does_not_take_the_outcome_of_a_record_with_another_uid() {
     let bucket = root.path().join(BUCKET);
     // A restorable backup for the restores below.
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Backup",
@@ -202,7 +200,7 @@ async fn objects_created_while_the_api_or_its_watch_is_out_are_taken_up_by_the_r
     restore_base(&cluster, "during-r", "shop-during");
     // The watch history is compacted too: a watch cannot resume where it broke off, the server
     // has to list again to find what was created.
-    cluster.sim.store().compact_history();
+    cluster.store().sim().compact_history();
 
     let backup = wait_final(&cluster, &server, "Backup", "during").await;
     let restore = wait_final(&cluster, &server, "Restore", "during-r").await;
@@ -226,7 +224,7 @@ async fn objects_created_while_the_api_or_its_watch_is_out_are_taken_up_by_the_r
         backup["status"]["progress"]["itemsBackedUp"], 5,
         "{backup:#}"
     );
-    let store = cluster.sim.store();
+    let store = cluster.store();
     assert!(
         store
             .get("v1", "ConfigMap", "shop-during", "cm-1")

@@ -53,7 +53,7 @@ async fn a_restore_into_a_mapped_namespace_completes_and_records_its_outcome() {
     );
     let done = wait_final(&cluster, &server, "Restore", "copy").await;
     assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
-    let store = cluster.sim.store();
+    let store = cluster.store();
     for i in 0..4 {
         let original = store
             .get("v1", "ConfigMap", "shop", &format!("cm-{i}"))
@@ -147,7 +147,6 @@ async fn invalid_restores_end_failed_validation_and_change_nothing() {
     }
     assert!(
         cluster
-            .sim
             .store()
             .get("v1", "Namespace", "", "Not_A_Name")
             .is_none()
@@ -257,13 +256,12 @@ async fn the_cli_backs_up_and_restores_with_wait_against_a_running_server() {
     );
     assert!(
         cluster
-            .sim
             .store()
             .get("v1", "ConfigMap", "shop-copy", "cm-2")
             .is_some()
     );
 
-    let live = |kind: &str| cluster.sim.store().list("v1", kind, Some("shop"));
+    let live = |kind: &str| cluster.store().list("v1", kind, Some("shop"));
     let versions_before: Vec<Value> = ["ConfigMap", "Secret"]
         .iter()
         .flat_map(|kind| live(kind))
@@ -286,7 +284,6 @@ async fn the_cli_backs_up_and_restores_with_wait_against_a_running_server() {
     // Everything already exists and is equal: each item is recorded as skipped, and none was
     // written to.
     let name = cluster
-        .sim
         .store()
         .list("velero.io/v1", "Restore", Some(NS))
         .into_iter()
@@ -386,7 +383,6 @@ async fn a_corrupt_archive_ends_the_restore_failed_with_a_reason_and_creates_not
     assert!(reason.contains("base.tar.gz"), "{reason}");
     assert!(
         cluster
-            .sim
             .store()
             .get("v1", "Namespace", "", "shop-garbage")
             .is_none()
@@ -429,7 +425,7 @@ async fn a_hostile_archive_gives_item_errors_through_the_server_and_creates_only
     let dir = root.path().join(BUCKET).join("backups/hand");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("hand.tar.gz"), archive).unwrap();
-    let store = cluster.sim.store();
+    let store = cluster.store();
     store
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Backup",
@@ -459,7 +455,7 @@ async fn a_hostile_archive_gives_item_errors_through_the_server_and_creates_only
 #[tokio::test]
 async fn filters_and_the_update_policy_apply_through_the_server() {
     let (cluster, _root, server) = backed_up(3).await;
-    let store = cluster.sim.store();
+    let store = cluster.store();
     // A live ConfigMap and a live Secret that differ from the backed-up ones.
     let mut changed = store.get("v1", "ConfigMap", "shop", "cm-1").unwrap();
     changed["data"] = json!({"index": "changed"});
@@ -503,7 +499,7 @@ async fn filters_and_the_update_policy_apply_through_the_server() {
 fn label_with_schedule(cluster: &Cluster, name: &str, schedule: &str) {
     let mut backup = cluster.get("velero.io/v1", "Backup", name).unwrap();
     backup["metadata"]["labels"] = json!({"velero.io/schedule-name": schedule});
-    cluster.sim.store().insert(backup).unwrap();
+    cluster.store().insert(backup).unwrap();
 }
 
 /// Replaces the object with itself without `status`, as a client replacing the whole object
@@ -511,7 +507,7 @@ fn label_with_schedule(cluster: &Cluster, name: &str, schedule: &str) {
 fn remove_status(cluster: &Cluster, kind: &str, name: &str) {
     let mut object = cluster.get("velero.io/v1", kind, name).unwrap();
     object.as_object_mut().unwrap().remove("status");
-    cluster.sim.store().insert(object).unwrap();
+    cluster.store().insert(object).unwrap();
 }
 
 #[tokio::test]
@@ -525,7 +521,7 @@ async fn a_restore_killed_after_its_record_is_completed_after_restart() {
             .get("velero.io/v1", "BackupStorageLocation", "default")
             .unwrap();
         location["spec"]["accessMode"] = json!(access);
-        cluster.sim.store().insert(location).unwrap();
+        cluster.store().insert(location).unwrap();
         // Slow creates keep the restore running until its status writes are blocked.
         let slow = cluster.sim.faults().latency(
             LatencyFault::new(Duration::from_millis(1500))
@@ -548,7 +544,6 @@ async fn a_restore_killed_after_its_record_is_completed_after_restart() {
         cluster.sim.faults().remove(slow);
         let in_cluster = || {
             cluster
-                .sim
                 .store()
                 .get("v1", "ConfigMap", NS, &format!("hawser-restore-{uid}"))
         };
@@ -650,7 +645,6 @@ fn put_hand_backup(cluster: &Cluster, root: &Path, name: &str, archive: &[u8]) {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("{name}.tar.gz")), archive).unwrap();
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Backup",
@@ -753,7 +747,7 @@ async fn alias_directories_are_item_errors_and_nothing_under_them_is_created() {
             "{path}: {errors:#?}"
         );
     }
-    let store = cluster.sim.store();
+    let store = cluster.store();
     assert!(store.get("v1", "ConfigMap", "web", "good").is_some());
     assert!(store.get("v1", "Node", "", "n1").is_none());
     for name in ["tok", "tok2"] {
@@ -804,7 +798,7 @@ async fn a_cluster_admin_binding_under_an_alias_is_refused_in_a_one_namespace_re
             "{path}: {errors:#?}"
         );
     }
-    let store = cluster.sim.store();
+    let store = cluster.store();
     for i in 1..=entries.len() {
         assert!(
             store
@@ -896,7 +890,7 @@ async fn a_64_mib_long_name_leaves_the_servers_peak_memory_within_the_budget() {
             && errors[0].contains("extension header of 67108864 bytes"),
         "{errors:#?}"
     );
-    let store = cluster.sim.store();
+    let store = cluster.store();
     assert!(store.get("v1", "ConfigMap", "web", "good").is_some());
     assert!(store.get("v1", "ConfigMap", "web", "victim").is_none());
     assert!(
@@ -936,7 +930,7 @@ async fn fifty_filtered_out_one_mib_namespaces_are_not_kept() {
     let after = peak_rss_kib(pid);
     eprintln!("peak RSS before {before} KiB, after {after} KiB");
     assert_eq!(phase(&done), "Completed", "{done:#}");
-    let store = cluster.sim.store();
+    let store = cluster.store();
     assert!(store.get("v1", "ConfigMap", "web", "good").is_some());
     assert!(store.get("v1", "Namespace", "", "junk-0").is_none());
     // Nothing of the junk is restorable, so nothing is kept: only the fixed margin applies

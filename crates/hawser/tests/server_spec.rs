@@ -19,7 +19,7 @@ use server_support::{FAST, Server, artifact, create_backup, phase, poll, seed, w
 fn default_location(cluster: &Cluster, name: &str, root: &Path) {
     let mut location = server_support::filesystem_location_object(name, root);
     location["spec"]["default"] = true.into();
-    cluster.sim.store().insert(location).unwrap();
+    cluster.store().insert(location).unwrap();
 }
 
 fn gunzip(path: &Path) -> String {

@@ -135,7 +135,6 @@ async fn a_second_cluster_sees_restores_and_deletes_the_backups_of_its_location(
     assert_eq!(phase(&location), "Available");
 
     second
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Restore",
@@ -147,7 +146,6 @@ async fn a_second_cluster_sees_restores_and_deletes_the_backups_of_its_location(
     assert_eq!(phase(&restored), "Completed", "{}", server.log_text());
     assert!(
         second
-            .sim
             .store()
             .get("v1", "ConfigMap", "shop", "cm-1")
             .is_some()
@@ -193,11 +191,10 @@ async fn a_pending_deletion_request_or_a_location_with_sync_off_keeps_a_backup_o
     off["metadata"] = json!({"name": "off", "namespace": NS});
     off["spec"]["config"]["root"] = json!(quiet_root.path().to_str().unwrap());
     off["spec"]["backupSyncPeriod"] = json!("0s");
-    cluster.sim.store().insert(off).unwrap();
+    cluster.store().insert(off).unwrap();
     // A deletion of `pending` in progress that the server cannot finish while the fault lasts
     // (its requests cannot be written).
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "DeleteBackupRequest",

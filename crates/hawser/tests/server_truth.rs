@@ -33,7 +33,6 @@ async fn a_malformed_backup_and_location_next_to_good_ones_block_nothing() {
     filesystem_location(&cluster, "default", root.path());
     // `1d` is not a Go duration: the BSL does not parse.
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
@@ -89,7 +88,7 @@ async fn a_committed_backup_waits_for_its_missing_credential_secret_and_then_com
     let cluster = Cluster::start().await;
     let root = tempfile::tempdir().unwrap();
     seed(&cluster, 3);
-    let store = cluster.sim.store();
+    let store = cluster.store();
     let secret = json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "creds", "namespace": NS},
@@ -157,7 +156,7 @@ async fn a_pending_status_of_a_deleted_backup_never_lands_on_its_successor() {
     let root = tempfile::tempdir().unwrap();
     seed(&cluster, 3);
     filesystem_location(&cluster, "default", root.path());
-    let store = cluster.sim.store();
+    let store = cluster.store();
     let server = Server::start(
         &cluster,
         root.path(),

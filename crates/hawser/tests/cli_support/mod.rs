@@ -1,19 +1,99 @@
 //! Shared setup of the CLI tests: a kube-sim with Velero's CRDs and a `velero` namespace, a
 //! kubeconfig file pointing at it, and a runner for the built `hawser` binary.
+//!
+//! With `HAWSER_TEST_KUBE=real` the same tests run against a real kube-apiserver of their own
+//! (see [`real`]); `Cluster::store()` then reads and writes there.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod real;
+
 use std::path::PathBuf;
 
-use kube_sim::{KubeSim, SimConfig};
+use kube_sim::{KubeSim, SimConfig, SimStore};
 use serde_json::{Value, json};
 
 pub const NS: &str = "velero";
 
+/// `HAWSER_TEST_KUBE=real` runs the cluster tests against a real API server.
+pub const MODE_ENV: &str = "HAWSER_TEST_KUBE";
+
 pub struct Cluster {
+    /// kube-sim; against a real API server, kube-sim in front of it as a proxy (its faults and
+    /// request log apply to what the programs under test send).
     pub sim: KubeSim,
     pub kubeconfig: PathBuf,
     dir: tempfile::TempDir,
+    real: Option<real::RealApi>,
+}
+
+/// Reads and writes of the test's own, beside the programs under test: kube-sim's store, or
+/// the real API server.
+pub enum Store<'a> {
+    Sim(SimStore),
+    Real(&'a real::RealApi),
+}
+
+impl Store<'_> {
+    /// Creates or replaces the object, status included.
+    pub fn insert(&self, object: Value) -> Result<Value, String> {
+        match self {
+            Store::Sim(s) => s.insert(object).map_err(|e| e.to_string()),
+            Store::Real(r) => r.insert(object),
+        }
+    }
+
+    pub fn set_status(&self, object: &Value) -> Result<Value, String> {
+        match self {
+            Store::Sim(s) => s.set_status(object).map_err(|e| e.to_string()),
+            Store::Real(r) => r.set_status(object),
+        }
+    }
+
+    pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+        match self {
+            Store::Sim(s) => s.get(api_version, kind, namespace, name),
+            Store::Real(r) => r.get(api_version, kind, namespace, name),
+        }
+    }
+
+    pub fn list(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Vec<Value> {
+        match self {
+            Store::Sim(s) => s.list(api_version, kind, namespace),
+            Store::Real(r) => r.list(api_version, kind, namespace),
+        }
+    }
+
+    /// Objects of a kind in every namespace.
+    pub fn count(&self, api_version: &str, kind: &str) -> usize {
+        match self {
+            Store::Sim(s) => s.count(api_version, kind),
+            Store::Real(r) => r.list(api_version, kind, None).len(),
+        }
+    }
+
+    pub fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), String> {
+        match self {
+            Store::Sim(s) => s
+                .delete(api_version, kind, namespace, name)
+                .map_err(|e| e.to_string()),
+            Store::Real(r) => r.delete(api_version, kind, namespace, name),
+        }
+    }
+
+    /// kube-sim's store, for what only kube-sim can do (forget its watch history).
+    pub fn sim(&self) -> &SimStore {
+        match self {
+            Store::Sim(s) => s,
+            Store::Real(_) => panic!("this test needs kube-sim's own store"),
+        }
+    }
 }
 
 /// The outcome of a spawned run, once it exited.
@@ -39,11 +119,14 @@ pub struct Run {
 impl Cluster {
     pub async fn start() -> Self {
         let cluster = Self::empty().await;
-        let store = cluster.sim.store();
+        let store = cluster.store();
         for crd in hawser_api::crd::crds() {
             store
                 .insert(serde_json::to_value(crd).unwrap())
                 .expect("CRD installs");
+        }
+        if cluster.is_real() {
+            cluster.until_crds_served().await;
         }
         store
             .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
@@ -51,18 +134,78 @@ impl Cluster {
         cluster
     }
 
-    /// A kube-sim with nothing installed (no CRDs, no `velero` namespace).
+    /// A cluster with nothing installed (no CRDs, no `velero` namespace): kube-sim, or a real
+    /// API server of its own with `HAWSER_TEST_KUBE=real`.
     pub async fn empty() -> Self {
-        let sim = KubeSim::start(SimConfig::default())
-            .await
-            .expect("kube-sim starts");
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
-        sim.write_kubeconfig(&kubeconfig).unwrap();
+        let (sim, real) = if std::env::var(MODE_ENV).as_deref() == Ok("real") {
+            let up =
+                real::configured(MODE_ENV).expect("HAWSER_TEST_KUBE=real needs a real API server");
+            let api = real::RealApi::start(&up).await;
+            let sim = KubeSim::start(SimConfig::default())
+                .await
+                .expect("kube-sim starts");
+            std::fs::copy(api.kubeconfig(), &kubeconfig).unwrap();
+            (sim, Some(api))
+        } else {
+            let sim = KubeSim::start(SimConfig::default())
+                .await
+                .expect("kube-sim starts");
+            sim.write_kubeconfig(&kubeconfig).unwrap();
+            (sim, None)
+        };
         Self {
             sim,
             kubeconfig,
             dir,
+            real,
+        }
+    }
+
+    /// The test's own reads and writes.
+    pub fn store(&self) -> Store<'_> {
+        match &self.real {
+            Some(real) => Store::Real(real),
+            None => Store::Sim(self.sim.store()),
+        }
+    }
+
+    /// Whether this is a real API server (behind kube-sim as a proxy).
+    pub fn is_real(&self) -> bool {
+        self.real.is_some()
+    }
+
+    /// Waits until every installed CRD is served (a real server establishes them a moment after
+    /// the create).
+    async fn until_crds_served(&self) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        let store = self.store();
+        for crd in hawser_api::crd::crds() {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            loop {
+                let established = store
+                    .get(
+                        "apiextensions.k8s.io/v1",
+                        "CustomResourceDefinition",
+                        "",
+                        &name,
+                    )
+                    .is_some_and(|o| {
+                        o["status"]["conditions"].as_array().is_some_and(|c| {
+                            c.iter()
+                                .any(|c| c["type"] == "Established" && c["status"] == "True")
+                        })
+                    });
+                if established {
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "CRD {name} not established"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
         }
     }
 
@@ -140,13 +283,12 @@ impl Cluster {
     pub fn set_status(&self, api_version: &str, kind: &str, name: &str, status: Value) {
         let mut object = self.get(api_version, kind, name).expect("object exists");
         object["status"] = status;
-        self.sim.store().insert(object).expect("status written");
+        self.store().insert(object).expect("status written");
     }
 
     /// Stores a BackupStorageLocation `name` in the velero namespace.
     pub fn add_location(&self, name: &str) {
-        self.sim
-            .store()
+        self.store()
             .insert(json!({
                 "apiVersion": "velero.io/v1",
                 "kind": "BackupStorageLocation",
@@ -158,8 +300,7 @@ impl Cluster {
 
     /// Stores a Completed Backup `name` in the velero namespace.
     pub fn add_backup(&self, name: &str) {
-        self.sim
-            .store()
+        self.store()
             .insert(json!({
                 "apiVersion": "velero.io/v1",
                 "kind": "Backup",
@@ -172,6 +313,6 @@ impl Cluster {
 
     /// The stored object, or `None`.
     pub fn get(&self, api_version: &str, kind: &str, name: &str) -> Option<Value> {
-        self.sim.store().get(api_version, kind, NS, name)
+        self.store().get(api_version, kind, NS, name)
     }
 }

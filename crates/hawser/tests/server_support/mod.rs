@@ -210,7 +210,6 @@ impl Server {
 /// Inserts a filesystem BackupStorageLocation `name` rooted at `root`.
 pub fn filesystem_location(cluster: &Cluster, name: &str, root: &Path) {
     cluster
-        .sim
         .store()
         .insert(filesystem_location_object(name, root))
         .unwrap();
@@ -231,7 +230,7 @@ pub fn filesystem_location_object(name: &str, root: &Path) -> Value {
 
 /// Namespace `shop` (`configmaps` ConfigMaps, two Secrets) and namespace `other` (one ConfigMap).
 pub fn seed(cluster: &Cluster, configmaps: usize) {
-    let store = cluster.sim.store();
+    let store = cluster.store();
     for ns in ["shop", "other"] {
         store
             .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
@@ -267,7 +266,6 @@ pub fn seed(cluster: &Cluster, configmaps: usize) {
 /// Inserts a Backup `name` with `spec`.
 pub fn create_backup(cluster: &Cluster, name: &str, spec: Value) {
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Backup",
@@ -281,7 +279,6 @@ pub fn create_backup(cluster: &Cluster, name: &str, spec: Value) {
 pub fn request_deletion(cluster: &Cluster, request: &str, backup: &str) {
     let uid = cluster.get("velero.io/v1", "Backup", backup).unwrap()["metadata"]["uid"].clone();
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "DeleteBackupRequest",
@@ -308,7 +305,6 @@ pub async fn until_gone(cluster: &Cluster, server: &Server, kind: &str, name: &s
 /// Inserts a Restore `name` with `spec`.
 pub fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
     cluster
-        .sim
         .store()
         .insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Restore",
@@ -322,7 +318,7 @@ pub fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
 /// BackupStorageLocation `default` on `bucket` under `prefix` at `endpoint` (path style).
 pub fn s3_location(cluster: &Cluster, endpoint: &str, bucket: &str, prefix: &str) {
     use base64::Engine as _;
-    let store = cluster.sim.store();
+    let store = cluster.store();
     let credentials = base64::engine::general_purpose::STANDARD
         .encode("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n");
     store

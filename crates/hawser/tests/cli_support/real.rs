@@ -1,0 +1,271 @@
+//! A real kube-apiserver for the process tests: one API server per test, on the etcd that
+//! `scripts/real-cluster.sh up DIR` started (named by `HAWSER_TEST_REAL_KUBE=DIR`), under a key
+//! prefix of its own, so tests running at once never see each other's objects.
+//!
+//! The test's own reads and writes (the setup a kube-sim test does through its store) go
+//! straight to the API server through a kube client that runs on a runtime of its own, so they
+//! can be called from synchronous helpers inside any test.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::{ApiCapabilities, ApiResource, Scope};
+use serde_json::Value;
+
+/// Where the shared etcd runs: a directory made by `scripts/real-cluster.sh up`.
+pub const REAL_KUBE_ENV: &str = "HAWSER_TEST_REAL_KUBE";
+/// Set to `1` where the real API server must be there (CI): a test fails instead of not running.
+pub const REQUIRE_ENV: &str = "HAWSER_TEST_REQUIRE_REAL";
+
+/// The `up` directory, or `None` (after saying so) when no real API server is configured.
+/// Panics when [`REQUIRE_ENV`] asks for one and none is configured.
+pub fn configured(test: &str) -> Option<PathBuf> {
+    match std::env::var_os(REAL_KUBE_ENV) {
+        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+        _ => {
+            assert!(
+                std::env::var(REQUIRE_ENV).as_deref() != Ok("1"),
+                "{test}: {REQUIRE_ENV}=1 but {REAL_KUBE_ENV} is not set \
+                 (start one with scripts/real-cluster.sh up DIR)"
+            );
+            println!(
+                "{test}: not run: {REAL_KUBE_ENV} is not set (scripts/real-cluster.sh up DIR)"
+            );
+            None
+        }
+    }
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/real-cluster.sh")
+}
+
+/// One API server of a test's own, stopped when dropped.
+pub struct RealApi {
+    dir: tempfile::TempDir,
+    runtime: Option<tokio::runtime::Runtime>,
+    client: kube::Client,
+    resources: Mutex<HashMap<(String, String), (ApiResource, ApiCapabilities)>>,
+}
+
+impl RealApi {
+    /// Starts an API server on the shared etcd of `up_dir`.
+    pub async fn start(up_dir: &Path) -> Self {
+        let etcd = std::fs::read_to_string(up_dir.join("etcd-url"))
+            .unwrap_or_else(|e| panic!("{}/etcd-url: {e}", up_dir.display()));
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = format!("/hawser-test-{}", uuid::Uuid::new_v4().simple());
+        let out = tokio::process::Command::new(script())
+            .arg("apiserver")
+            .arg(dir.path())
+            .arg(etcd.trim())
+            .arg(&prefix)
+            .output()
+            .await
+            .expect("scripts/real-cluster.sh runs");
+        assert!(
+            out.status.success(),
+            "the API server did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        let client = spawn_wait(&runtime, async move {
+            let file = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+            let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .unwrap();
+            kube::Client::try_from(config).unwrap()
+        });
+        Self {
+            dir,
+            runtime: Some(runtime),
+            client,
+            resources: Mutex::default(),
+        }
+    }
+
+    /// The kubeconfig of the API server itself (an admin token, TLS not verified).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// The API server's log, for failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("kube-apiserver.log")).unwrap_or_default()
+    }
+
+    fn run<T: Send + 'static>(&self, work: impl Future<Output = T> + Send + 'static) -> T {
+        spawn_wait(self.runtime.as_ref().expect("running"), work)
+    }
+
+    fn api(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+    ) -> Result<(Api<DynamicObject>, ApiCapabilities), String> {
+        let key = (api_version.to_owned(), kind.to_owned());
+        let found = self.resources.lock().unwrap().get(&key).cloned();
+        let (resource, caps) = match found {
+            Some(found) => found,
+            None => {
+                let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+                let gvk = GroupVersionKind::gvk(group, version, kind);
+                let client = self.client.clone();
+                let found = self
+                    .run(async move { kube::discovery::pinned_kind(&client, &gvk).await })
+                    .map_err(|e| format!("{api_version} {kind}: {e}"))?;
+                self.resources.lock().unwrap().insert(key, found.clone());
+                found
+            }
+        };
+        let api = if caps.scope == Scope::Namespaced && !namespace.is_empty() {
+            Api::namespaced_with(self.client.clone(), namespace, &resource)
+        } else {
+            Api::all_with(self.client.clone(), &resource)
+        };
+        Ok((api, caps))
+    }
+
+    /// Creates the object, or replaces the one of that name; a `status` in it is written
+    /// through the status subresource where the kind has one, as a controller would.
+    pub fn insert(&self, object: Value) -> Result<Value, String> {
+        let (api_version, kind, namespace, name) = identity(&object);
+        let (api, caps) = self.api(&api_version, &kind, &namespace)?;
+        let status = object.get("status").cloned();
+        let has_status = caps.subresources.iter().any(|(s, _)| s.plural == "status");
+        self.run(async move {
+            let mut wanted: DynamicObject =
+                serde_json::from_value(object).map_err(|e| e.to_string())?;
+            let pp = PostParams::default();
+            // A resourceVersion read earlier is no precondition here: the object replaces
+            // whatever is stored, as kube-sim's store does.
+            wanted.metadata.resource_version = None;
+            let mut stored = match api.create(&pp, &wanted).await {
+                Ok(created) => created,
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    let current = api.get(&name).await.map_err(|e| e.to_string())?;
+                    wanted.metadata.resource_version = current.metadata.resource_version;
+                    api.replace(&name, &pp, &wanted)
+                        .await
+                        .map_err(|e| e.to_string())?
+                }
+                Err(e) => return Err(format!("{kind} {namespace}/{name}: {e}")),
+            };
+            if let (Some(status), true) = (status, has_status) {
+                stored.data["status"] = status;
+                stored = api
+                    .replace_status(&name, &pp, &stored)
+                    .await
+                    .map_err(|e| format!("status of {kind} {namespace}/{name}: {e}"))?;
+            }
+            Ok(with_type(stored, &api_version, &kind))
+        })
+    }
+
+    /// Replaces the object's status (the object carries its current resourceVersion or none).
+    pub fn set_status(&self, object: &Value) -> Result<Value, String> {
+        let (api_version, kind, namespace, name) = identity(object);
+        let (api, _) = self.api(&api_version, &kind, &namespace)?;
+        let mut wanted: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| e.to_string())?;
+        self.run(async move {
+            if wanted.metadata.resource_version.is_none() {
+                let current = api.get(&name).await.map_err(|e| e.to_string())?;
+                wanted.metadata.resource_version = current.metadata.resource_version;
+            }
+            api.replace_status(&name, &PostParams::default(), &wanted)
+                .await
+                .map(|stored| with_type(stored, &api_version, &kind))
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+        let (api, _) = self.api(api_version, kind, namespace).ok()?;
+        let (api_version, kind, name) = (api_version.to_owned(), kind.to_owned(), name.to_owned());
+        let key = name.clone();
+        self.run(async move { api.get_opt(&key).await })
+            .unwrap_or_else(|e| panic!("GET {kind} {name}: {e}"))
+            .map(|o| with_type(o, &api_version, &kind))
+    }
+
+    pub fn list(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Vec<Value> {
+        let Ok((api, _)) = self.api(api_version, kind, namespace.unwrap_or_default()) else {
+            return Vec::new();
+        };
+        let (api_version, kind) = (api_version.to_owned(), kind.to_owned());
+        self.run(async move { api.list(&ListParams::default()).await })
+            .unwrap_or_else(|e| panic!("LIST {kind}: {e}"))
+            .items
+            .into_iter()
+            .map(|o| with_type(o, &api_version, &kind))
+            .collect()
+    }
+
+    pub fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), String> {
+        let (api, _) = self.api(api_version, kind, namespace)?;
+        let name = name.to_owned();
+        self.run(async move { api.delete(&name, &DeleteParams::default()).await })
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Drop for RealApi {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+        let _ = std::process::Command::new(script())
+            .arg("down")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Runs `work` on `runtime` and blocks this thread until it ends (callable inside a test's
+/// own runtime: the work never needs this thread).
+fn spawn_wait<T: Send + 'static>(
+    runtime: &tokio::runtime::Runtime,
+    work: impl Future<Output = T> + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    runtime.spawn(async move {
+        let _ = tx.send(work.await);
+    });
+    rx.recv().expect("the request task ends")
+}
+
+fn identity(object: &Value) -> (String, String, String, String) {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    (
+        text(&object["apiVersion"]),
+        text(&object["kind"]),
+        text(&object["metadata"]["namespace"]),
+        text(&object["metadata"]["name"]),
+    )
+}
+
+/// The object as JSON with its type (a list's items come without one).
+fn with_type(object: DynamicObject, api_version: &str, kind: &str) -> Value {
+    let mut value = serde_json::to_value(object).unwrap_or_default();
+    value["apiVersion"] = Value::from(api_version);
+    value["kind"] = Value::from(kind);
+    value
+}
