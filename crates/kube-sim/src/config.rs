@@ -25,6 +25,9 @@ pub struct SimConfig {
     /// Delete objects none of whose `ownerReferences` uids exists any more, as the real garbage
     /// collector does (off by default so fixtures with made-up owners survive).
     pub garbage_collection: bool,
+    /// Proxy mode: forward every API request to this real API server (faults and the request
+    /// log still apply; kube-sim's own store, controllers and `--load` are not used).
+    pub upstream: Option<crate::proxy::Upstream>,
 }
 
 impl Default for SimConfig {
@@ -38,6 +41,7 @@ impl Default for SimConfig {
             request_log_capacity: 100_000,
             default_namespaces: true,
             garbage_collection: false,
+            upstream: None,
         }
     }
 }

@@ -27,6 +27,7 @@ mod faults;
 mod http;
 mod meta;
 mod protobuf;
+mod proxy;
 mod render;
 mod reqlog;
 mod server;
@@ -42,6 +43,7 @@ pub use faults::{
     ActiveFault, DropResponseFault, EstablishDelayFault, FaultSpec, Faults, HangFault,
     LatencyFault, Matcher, Shape, StatusFault,
 };
+pub use proxy::{Upstream, UpstreamError};
 pub use reqlog::RequestRecord;
 pub use sim::{KubeSim, SimError, SimStore, kubeconfig_yaml};
 pub use status::ApiError;

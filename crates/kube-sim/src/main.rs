@@ -35,6 +35,10 @@ struct Args {
     /// Delete objects whose ownerReferences all name missing uids (garbage collector).
     #[arg(long, env = "KUBE_SIM_GC")]
     gc: bool,
+    /// Proxy mode: forward every API request to the current context of this kubeconfig (a real
+    /// API server), with faults and the request log applied in front of it.
+    #[arg(long, env = "KUBE_SIM_UPSTREAM_KUBECONFIG", conflicts_with = "load")]
+    upstream_kubeconfig: Option<PathBuf>,
     /// Seconds between watch BOOKMARK events.
     #[arg(long, env = "KUBE_SIM_BOOKMARK_INTERVAL", default_value_t = 60.0)]
     bookmark_interval: f64,
@@ -47,7 +51,20 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    let upstream = match args
+        .upstream_kubeconfig
+        .as_deref()
+        .map(kube_sim::Upstream::from_kubeconfig)
+    {
+        None => None,
+        Some(Ok(u)) => Some(u),
+        Some(Err(e)) => {
+            eprintln!("kube-sim: --upstream-kubeconfig: {}", error_chain(&e));
+            return ExitCode::from(2);
+        }
+    };
     let config = SimConfig {
+        upstream,
         listen: args.listen,
         admin_listen: Some(args.admin_listen),
         watch_history: args.watch_history,

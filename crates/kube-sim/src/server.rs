@@ -13,7 +13,7 @@ use crate::http::{self as h, Query, Resp};
 use crate::reqlog::RequestRecord;
 use crate::shared::{Catalog, ResourceRequest, Route, Shared};
 use crate::status::ApiError;
-use crate::{api, discovery, meta};
+use crate::{api, discovery, meta, proxy};
 
 /// Subresources of a namespace that are not namespaced collections.
 const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
@@ -132,26 +132,21 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
     let method = req.method().clone();
     let uri = req.uri().clone();
     let query = Query::parse(uri.query());
-    let route = route(&shared.catalog(), &method, uri.path(), &query);
-
-    let (verb, group, resource, sub, ns, name) = match &route {
-        Route::Resource(r) => (
-            r.verb,
-            r.served.info.group.clone(),
-            r.served.info.plural.clone(),
-            r.subresource.clone().unwrap_or_default(),
-            r.namespace.clone().unwrap_or_default(),
-            r.name.clone().unwrap_or_default(),
-        ),
-        _ => (
-            method_verb(&method),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-        ),
+    let (route, described) = if shared.proxy.is_some() {
+        (None, proxy::describe(&method, uri.path(), &query))
+    } else {
+        let route = route(&shared.catalog(), &method, uri.path(), &query);
+        let described = describe(&route, &method);
+        (Some(route), described)
     };
+    let proxy::Described {
+        verb,
+        group,
+        resource,
+        subresource: sub,
+        namespace: ns,
+        name,
+    } = described;
     let key = RequestKey {
         verb,
         resource: &resource,
@@ -200,6 +195,24 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
     };
     log(&shared, record, resp.status().as_u16());
     resp
+}
+
+/// What a routed request is, for faults and the request log.
+fn describe(route: &Route, method: &Method) -> proxy::Described {
+    match route {
+        Route::Resource(r) => proxy::Described {
+            verb: r.verb,
+            group: r.served.info.group.clone(),
+            resource: r.served.info.plural.clone(),
+            subresource: r.subresource.clone().unwrap_or_default(),
+            namespace: r.namespace.clone().unwrap_or_default(),
+            name: r.name.clone().unwrap_or_default(),
+        },
+        _ => proxy::Described {
+            verb: method_verb(method),
+            ..proxy::Described::default()
+        },
+    }
 }
 
 /// Logs a request with the code it was answered with (0 = not answered).
@@ -266,12 +279,23 @@ pub fn fault_response(f: &StatusFault) -> Resp {
     resp
 }
 
+/// Answers a request: from kube-sim's own state, or, in proxy mode (no route), from the
+/// upstream API server.
 async fn dispatch(
     shared: &Arc<Shared>,
-    route: Route,
+    route: Option<Route>,
     req: Request<Incoming>,
     query: Query,
 ) -> Resp {
+    let Some(route) = route else {
+        return match &shared.proxy {
+            Some(p) => {
+                p.forward(&shared.faults, req, shared.config.max_body_bytes)
+                    .await
+            }
+            None => h::error(&ApiError::page_not_found()),
+        };
+    };
     let accept = req
         .headers()
         .get(header::ACCEPT)

@@ -40,6 +40,8 @@ pub enum SimError {
         #[source]
         source: std::io::Error,
     },
+    #[error("building the client of the upstream API server")]
+    Upstream(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("parsing YAML document {index} of {path}")]
     Yaml {
         path: String,
@@ -81,8 +83,16 @@ impl KubeSim {
             })?),
             None => None,
         };
-        let default_ns = config.default_namespaces;
-        let shared = Arc::new(Shared::new(config));
+        let proxy = match &config.upstream {
+            Some(upstream) => Some(
+                crate::proxy::Proxy::new(upstream.clone())
+                    .map_err(|e| SimError::Upstream(Box::new(e)))?,
+            ),
+            None => None,
+        };
+        let proxying = proxy.is_some();
+        let default_ns = config.default_namespaces && !proxying;
+        let shared = Arc::new(Shared::new(config, proxy));
         if default_ns {
             let store = SimStore {
                 shared: shared.clone(),
@@ -116,10 +126,12 @@ impl KubeSim {
             let svc = move |req| crate::admin::handle(s.clone(), req);
             tasks.push(tokio::spawn(h::simple_loop(l, shutdown_rx.clone(), svc)));
         }
-        tasks.push(tokio::spawn(crate::controller::run(
-            shared.clone(),
-            shutdown_rx,
-        )));
+        if !proxying {
+            tasks.push(tokio::spawn(crate::controller::run(
+                shared.clone(),
+                shutdown_rx,
+            )));
+        }
         Ok(KubeSim {
             shared,
             api_addr,
@@ -180,8 +192,21 @@ impl KubeSim {
         self.shared.log.clear();
     }
 
+    /// Whether this is proxy mode (requests go on to a real API server).
+    pub fn is_proxy(&self) -> bool {
+        self.shared.proxy.is_some()
+    }
+
     /// Direct store access for seeding and inspecting objects.
+    ///
+    /// # Panics
+    /// In proxy mode: the objects live in the upstream API server, which tests reach with a
+    /// client of their own.
     pub fn store(&self) -> SimStore {
+        assert!(
+            !self.is_proxy(),
+            "kube-sim in proxy mode has no store of its own: read and write the upstream API server"
+        );
         SimStore {
             shared: self.shared.clone(),
         }

@@ -143,18 +143,20 @@ impl Cluster {
             let up =
                 real::configured(MODE_ENV).expect("HAWSER_TEST_KUBE=real needs a real API server");
             let api = real::RealApi::start(&up).await;
-            let sim = KubeSim::start(SimConfig::default())
-                .await
-                .expect("kube-sim starts");
-            std::fs::copy(api.kubeconfig(), &kubeconfig).unwrap();
+            let sim = KubeSim::start(SimConfig {
+                upstream: Some(kube_sim::Upstream::from_kubeconfig(api.kubeconfig()).unwrap()),
+                ..SimConfig::default()
+            })
+            .await
+            .expect("the proxy starts");
             (sim, Some(api))
         } else {
             let sim = KubeSim::start(SimConfig::default())
                 .await
                 .expect("kube-sim starts");
-            sim.write_kubeconfig(&kubeconfig).unwrap();
             (sim, None)
         };
+        sim.write_kubeconfig(&kubeconfig).unwrap();
         Self {
             sim,
             kubeconfig,

@@ -153,11 +153,7 @@ impl RealApi {
             let mut stored = match api.create(&pp, &wanted).await {
                 Ok(created) => created,
                 Err(kube::Error::Api(s)) if s.code == 409 => {
-                    let current = api.get(&name).await.map_err(|e| e.to_string())?;
-                    wanted.metadata.resource_version = current.metadata.resource_version;
-                    api.replace(&name, &pp, &wanted)
-                        .await
-                        .map_err(|e| e.to_string())?
+                    replace(&api, &name, wanted).await?
                 }
                 Err(e) => return Err(format!("{kind} {namespace}/{name}: {e}")),
             };
@@ -172,21 +168,26 @@ impl RealApi {
         })
     }
 
-    /// Replaces the object's status (the object carries its current resourceVersion or none).
+    /// Replaces the object's status, whatever its resourceVersion (as kube-sim's store does).
     pub fn set_status(&self, object: &Value) -> Result<Value, String> {
         let (api_version, kind, namespace, name) = identity(object);
         let (api, _) = self.api(&api_version, &kind, &namespace)?;
         let mut wanted: DynamicObject =
             serde_json::from_value(object.clone()).map_err(|e| e.to_string())?;
         self.run(async move {
-            if wanted.metadata.resource_version.is_none() {
+            for _ in 0..10 {
                 let current = api.get(&name).await.map_err(|e| e.to_string())?;
                 wanted.metadata.resource_version = current.metadata.resource_version;
+                match api.replace_status(&name, &PostParams::default(), &wanted).await {
+                    Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                    done => {
+                        return done
+                            .map(|stored| with_type(stored, &api_version, &kind))
+                            .map_err(|e| e.to_string());
+                    }
+                }
             }
-            api.replace_status(&name, &PostParams::default(), &wanted)
-                .await
-                .map(|stored| with_type(stored, &api_version, &kind))
-                .map_err(|e| e.to_string())
+            Err(format!("status of {kind} {name}: still changing after ten writes"))
         })
     }
 
@@ -237,6 +238,24 @@ impl Drop for RealApi {
             .arg(self.dir.path())
             .status();
     }
+}
+
+/// Replaces the stored object of that name, whatever its resourceVersion (a write of a
+/// program under test in between is retried over, up to ten times).
+async fn replace(
+    api: &Api<DynamicObject>,
+    name: &str,
+    mut wanted: DynamicObject,
+) -> Result<DynamicObject, String> {
+    for _ in 0..10 {
+        let current = api.get(name).await.map_err(|e| e.to_string())?;
+        wanted.metadata.resource_version = current.metadata.resource_version;
+        match api.replace(name, &PostParams::default(), &wanted).await {
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            done => return done.map_err(|e| e.to_string()),
+        }
+    }
+    Err(format!("{name}: still changing after ten replaces"))
 }
 
 /// Runs `work` on `runtime` and blocks this thread until it ends (callable inside a test's
