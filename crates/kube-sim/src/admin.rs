@@ -1,5 +1,6 @@
 //! The admin HTTP API: faults and the request log. It runs on its own listener so it keeps
-//! answering while the API port refuses connections.
+//! answering while the API port refuses connections. In proxy mode the faults that act on the
+//! local store (`delay-established`, `POST /compact`) are refused with 400.
 
 use std::sync::Arc;
 
@@ -24,6 +25,10 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
                 Err(e) => return h::json(e.code, &json!({"error": e.message})),
             };
             match serde_json::from_slice::<FaultSpec>(&body) {
+                Ok(FaultSpec::DelayEstablished(_)) if shared.upstream.is_some() => h::json(
+                    400,
+                    &json!({"error": "delay-established does not apply in proxy mode: CRDs are established by the upstream API server"}),
+                ),
                 Ok(spec) => {
                     let id = shared.faults.add(spec);
                     h::json(201, &json!({"id": id}))
@@ -54,6 +59,10 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
             shared.log.clear();
             h::json(200, &json!({"cleared": true}))
         }
+        (Method::POST, "/compact") if shared.upstream.is_some() => h::json(
+            400,
+            &json!({"error": "compact does not apply in proxy mode: watch history is the upstream API server's"}),
+        ),
         (Method::POST, "/compact") => {
             shared.store.write().compact();
             h::json(200, &json!({"compacted": true}))

@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::upstream::Upstream;
+
 /// How to start a simulator. `SimConfig::default()` listens on an ephemeral loopback port and
 /// starts an admin listener on another.
 #[derive(Debug, Clone)]
@@ -25,9 +27,11 @@ pub struct SimConfig {
     /// Delete objects none of whose `ownerReferences` uids exists any more, as the real garbage
     /// collector does (off by default so fixtures with made-up owners survive).
     pub garbage_collection: bool,
-    /// Proxy mode: forward every API request to this real API server (faults and the request
-    /// log still apply; kube-sim's own store, controllers and `--load` are not used).
-    pub upstream: Option<crate::proxy::Upstream>,
+    /// Proxy mode: forward every API request to this real API server instead of serving it from
+    /// the local store (faults and the request log still apply; the store, the watch history and
+    /// garbage collection are not used). Clients still talk plain HTTP without credentials to
+    /// kube-sim.
+    pub upstream: Option<Upstream>,
 }
 
 impl Default for SimConfig {

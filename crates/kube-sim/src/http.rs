@@ -24,6 +24,11 @@ pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 pub type Body = BoxBody<Bytes, BodyError>;
 pub type Resp = Response<Body>;
 
+/// The error a watch body ends with when a `cut-watches` fault aborts it.
+#[derive(Debug, thiserror::Error)]
+#[error("watch cut by an injected fault")]
+pub struct WatchCut;
+
 pub fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into())
         .map_err(|never: Infallible| match never {})

@@ -9,6 +9,9 @@
 //! dispatch) → one module per verb under `verbs/`. They all read the state in `shared`, a leaf
 //! that imports none of them; verbs hand background work to `controller` through `work`. A new
 //! CRD's conditions are written by `establish`, at once or after an injected delay.
+//!
+//! In proxy mode ([`SimConfig::upstream`]) `server` hands requests to `proxy` instead of `api`:
+//! a real API server answers, and faults and the request log work as before.
 
 pub mod openapi;
 pub mod patch;
@@ -35,6 +38,7 @@ mod shared;
 mod sim;
 mod status;
 mod store;
+mod upstream;
 mod verbs;
 mod work;
 
@@ -43,7 +47,7 @@ pub use faults::{
     ActiveFault, DropResponseFault, EstablishDelayFault, FaultSpec, Faults, HangFault,
     LatencyFault, Matcher, Shape, StatusFault,
 };
-pub use proxy::{Upstream, UpstreamError};
 pub use reqlog::RequestRecord;
 pub use sim::{KubeSim, SimError, SimStore, kubeconfig_yaml};
 pub use status::ApiError;
+pub use upstream::{ClientCert, Upstream, UpstreamError};

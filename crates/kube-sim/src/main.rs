@@ -1,6 +1,7 @@
 //! The `kube-sim` binary: a loopback Kubernetes API server with an admin (fault) listener.
 //!
-//! Prints `api: http://HOST:PORT` and `admin: http://HOST:PORT` as its first two lines.
+//! Prints `api: http://HOST:PORT` and `admin: http://HOST:PORT` as its first two lines. With
+//! `--upstream-kubeconfig` it proxies to a real API server instead of serving from memory.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use kube_sim::{KubeSim, SimConfig};
+use kube_sim::{KubeSim, SimConfig, Upstream};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -27,18 +28,18 @@ struct Args {
     #[arg(long, env = "KUBE_SIM_KUBECONFIG_OUT")]
     kubeconfig_out: Option<PathBuf>,
     /// Multi-document YAML files of objects to load at start (CRDs first).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "upstream_kubeconfig")]
     load: Vec<PathBuf>,
+    /// Proxy mode: forward every API request to the cluster of this kubeconfig's current context
+    /// (with its credentials), applying faults and logging as usual.
+    #[arg(long, env = "KUBE_SIM_UPSTREAM_KUBECONFIG")]
+    upstream_kubeconfig: Option<PathBuf>,
     /// Change events kept for watch resumption.
     #[arg(long, env = "KUBE_SIM_WATCH_HISTORY", default_value_t = 100_000)]
     watch_history: usize,
     /// Delete objects whose ownerReferences all name missing uids (garbage collector).
     #[arg(long, env = "KUBE_SIM_GC")]
     gc: bool,
-    /// Proxy mode: forward every API request to the current context of this kubeconfig (a real
-    /// API server), with faults and the request log applied in front of it.
-    #[arg(long, env = "KUBE_SIM_UPSTREAM_KUBECONFIG", conflicts_with = "load")]
-    upstream_kubeconfig: Option<PathBuf>,
     /// Seconds between watch BOOKMARK events.
     #[arg(long, env = "KUBE_SIM_BOOKMARK_INTERVAL", default_value_t = 60.0)]
     bookmark_interval: f64,
@@ -51,25 +52,23 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let upstream = match args
-        .upstream_kubeconfig
-        .as_deref()
-        .map(kube_sim::Upstream::from_kubeconfig)
-    {
+    let upstream = match &args.upstream_kubeconfig {
+        Some(path) => match Upstream::from_kubeconfig(path) {
+            Ok(u) => Some(u),
+            Err(e) => {
+                eprintln!("kube-sim: --upstream-kubeconfig: {}", error_chain(&e));
+                return ExitCode::from(1);
+            }
+        },
         None => None,
-        Some(Ok(u)) => Some(u),
-        Some(Err(e)) => {
-            eprintln!("kube-sim: --upstream-kubeconfig: {}", error_chain(&e));
-            return ExitCode::from(2);
-        }
     };
     let config = SimConfig {
-        upstream,
         listen: args.listen,
         admin_listen: Some(args.admin_listen),
         watch_history: args.watch_history,
         bookmark_interval: Duration::from_secs_f64(args.bookmark_interval.max(0.01)),
         garbage_collection: args.gc,
+        upstream,
         ..SimConfig::default()
     };
     let sim = match KubeSim::start(config).await {

@@ -239,6 +239,7 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 mod tests {
     use super::*;
 

@@ -72,3 +72,50 @@ impl RequestLog {
         self.lock().0
     }
 }
+
+/// What the fault matchers and the request log know of a request: the verb, and for resource
+/// requests the resource's coordinates (empty strings otherwise).
+#[derive(Debug, Clone, Default)]
+pub struct RequestAttrs {
+    pub verb: &'static str,
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl RequestAttrs {
+    /// A request outside the resource API (discovery, `/version`, ...): the verb of its method.
+    pub fn non_resource(method: &http::Method) -> RequestAttrs {
+        let verb = match method.as_str() {
+            "POST" => "create",
+            "PUT" => "update",
+            "PATCH" => "patch",
+            "DELETE" => "delete",
+            _ => "get",
+        };
+        RequestAttrs {
+            verb,
+            ..RequestAttrs::default()
+        }
+    }
+
+    /// The log record of this request (sequence, time and code are filled in when it is
+    /// logged).
+    pub fn into_record(self, method: &http::Method, path: String) -> RequestRecord {
+        RequestRecord {
+            seq: 0,
+            time: String::new(),
+            verb: self.verb.to_string(),
+            group: self.group,
+            resource: self.resource,
+            subresource: self.subresource,
+            namespace: self.namespace,
+            name: self.name,
+            code: 0,
+            method: method.to_string(),
+            path,
+        }
+    }
+}

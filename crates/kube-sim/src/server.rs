@@ -1,7 +1,8 @@
 //! The router: maps API paths to a [`Route`], and runs the per-request pipeline (faults,
 //! dispatch, logging; `hang` and `drop-response` faults end the connection unanswered). Resource
 //! requests go on to `api`, which hands them to the verb modules; discovery and OpenAPI paths go
-//! to `discovery`. The state it routes against lives in `shared`.
+//! to `discovery`. The state it routes against lives in `shared`. In proxy mode only the dispatch
+//! step changes: `proxy` classifies the path and forwards the request upstream.
 
 use std::sync::Arc;
 
@@ -10,7 +11,8 @@ use hyper::body::Incoming;
 
 use crate::faults::{Interrupt, RequestKey, Shape, StatusFault, default_reason};
 use crate::http::{self as h, Query, Resp};
-use crate::reqlog::RequestRecord;
+use crate::proxy::UpstreamClient;
+use crate::reqlog::{RequestAttrs, RequestRecord};
 use crate::shared::{Catalog, ResourceRequest, Route, Shared};
 use crate::status::ApiError;
 use crate::{api, discovery, meta, proxy};
@@ -127,56 +129,66 @@ fn resource_route(
     })
 }
 
-/// The full pipeline for one API request.
+/// What serves a request the faults let through.
+enum Target<'a> {
+    /// kube-sim's own store, through the route.
+    Local(Route),
+    /// The upstream API server (proxy mode).
+    Upstream(&'a UpstreamClient),
+}
+
+/// The attributes faults match and the log records, for a routed request.
+fn route_attrs(route: &Route, method: &Method) -> RequestAttrs {
+    match route {
+        Route::Resource(r) => RequestAttrs {
+            verb: r.verb,
+            group: r.served.info.group.clone(),
+            resource: r.served.info.plural.clone(),
+            subresource: r.subresource.clone().unwrap_or_default(),
+            namespace: r.namespace.clone().unwrap_or_default(),
+            name: r.name.clone().unwrap_or_default(),
+        },
+        _ => RequestAttrs::non_resource(method),
+    }
+}
+
+/// The full pipeline for one API request: classify, decide faults, delay, then serve (locally or
+/// upstream), answer with a fault, or leave unanswered; log.
 pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
     let method = req.method().clone();
     let uri = req.uri().clone();
     let query = Query::parse(uri.query());
-    let (route, described) = if shared.proxy.is_some() {
-        (None, proxy::describe(&method, uri.path(), &query))
-    } else {
-        let route = route(&shared.catalog(), &method, uri.path(), &query);
-        let described = describe(&route, &method);
-        (Some(route), described)
+    let (target, attrs) = match &shared.upstream {
+        Some(up) => (
+            Target::Upstream(up),
+            proxy::classify(&method, uri.path(), &query),
+        ),
+        None => {
+            let route = route(&shared.catalog(), &method, uri.path(), &query);
+            let attrs = route_attrs(&route, &method);
+            (Target::Local(route), attrs)
+        }
     };
-    let proxy::Described {
-        verb,
-        group,
-        resource,
-        subresource: sub,
-        namespace: ns,
-        name,
-    } = described;
-    let key = RequestKey {
-        verb,
-        resource: &resource,
-        name: &name,
-        subresource: &sub,
-        namespace: &ns,
-    };
-    let decision = shared.faults.decide(&key);
-    let record = RequestRecord {
-        seq: 0,
-        time: String::new(),
-        verb: verb.to_string(),
-        group,
-        resource,
-        subresource: sub,
-        namespace: ns,
-        name,
-        code: 0,
-        method: method.to_string(),
-        path: uri
-            .path_and_query()
+    let decision = shared.faults.decide(&RequestKey {
+        verb: attrs.verb,
+        resource: &attrs.resource,
+        name: &attrs.name,
+        subresource: &attrs.subresource,
+        namespace: &attrs.namespace,
+    });
+    let watch = attrs.verb == "watch";
+    let record = attrs.into_record(
+        &method,
+        uri.path_and_query()
             .map_or_else(|| uri.path().to_string(), |p| p.as_str().to_string()),
-    };
+    );
     if let Some(d) = decision.delay {
         tokio::time::sleep(d).await;
     }
     let close = req.extensions().get::<h::CloseConnection>().cloned();
     let resp = match (decision.error, decision.interrupt) {
         (Some(f), _) => fault_response(&f),
-        (None, None) => dispatch(&shared, route, req, query).await,
+        (None, None) => serve(&shared, target, req, query, watch).await,
         (None, Some(Interrupt::Hang(hold))) => {
             // Read the body, so that hyper notices when the client gives up and drops this.
             let _ = h::read_body(req.into_body(), shared.config.max_body_bytes).await;
@@ -185,7 +197,8 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
             return close_unanswered(close).await;
         }
         (None, Some(Interrupt::DropResponse(hold))) => {
-            drop(dispatch(&shared, route, req, query).await);
+            // Upstream, the answer's head means the request was applied there.
+            drop(serve(&shared, target, req, query, watch).await);
             log(&shared, record, 0);
             if let Some(hold) = hold {
                 hold.wait().await;
@@ -197,21 +210,17 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
     resp
 }
 
-/// What a routed request is, for faults and the request log.
-fn describe(route: &Route, method: &Method) -> proxy::Described {
-    match route {
-        Route::Resource(r) => proxy::Described {
-            verb: r.verb,
-            group: r.served.info.group.clone(),
-            resource: r.served.info.plural.clone(),
-            subresource: r.subresource.clone().unwrap_or_default(),
-            namespace: r.namespace.clone().unwrap_or_default(),
-            name: r.name.clone().unwrap_or_default(),
-        },
-        _ => proxy::Described {
-            verb: method_verb(method),
-            ..proxy::Described::default()
-        },
+/// The step faults wrap: the local store, or the upstream in proxy mode.
+async fn serve(
+    shared: &Arc<Shared>,
+    target: Target<'_>,
+    req: Request<Incoming>,
+    query: Query,
+    watch: bool,
+) -> Resp {
+    match target {
+        Target::Local(route) => dispatch(shared, route, req, query).await,
+        Target::Upstream(up) => up.forward(req, watch, &shared.faults).await,
     }
 }
 
@@ -233,17 +242,6 @@ async fn close_unanswered(close: Option<h::CloseConnection>) -> Resp {
         // Every accepted connection puts its handle into its requests; answer as a timed-out
         // server would if one ever came without.
         None => fault_response(&StatusFault::new(504)),
-    }
-}
-
-fn method_verb(m: &Method) -> &'static str {
-    match m.as_str() {
-        "GET" | "HEAD" => "get",
-        "POST" => "create",
-        "PUT" => "update",
-        "PATCH" => "patch",
-        "DELETE" => "delete",
-        _ => "get",
     }
 }
 
@@ -279,23 +277,12 @@ pub fn fault_response(f: &StatusFault) -> Resp {
     resp
 }
 
-/// Answers a request: from kube-sim's own state, or, in proxy mode (no route), from the
-/// upstream API server.
 async fn dispatch(
     shared: &Arc<Shared>,
-    route: Option<Route>,
+    route: Route,
     req: Request<Incoming>,
     query: Query,
 ) -> Resp {
-    let Some(route) = route else {
-        return match &shared.proxy {
-            Some(p) => {
-                p.forward(&shared.faults, req, shared.config.max_body_bytes)
-                    .await
-            }
-            None => h::error(&ApiError::page_not_found()),
-        };
-    };
     let accept = req
         .headers()
         .get(header::ACCEPT)

@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use crate::catalog::{self, Served};
 use crate::config::SimConfig;
 use crate::faults::Faults;
-use crate::proxy::Proxy;
+use crate::proxy::UpstreamClient;
 use crate::reqlog::RequestLog;
 use crate::store::{State, Store};
 use crate::work::WorkQueue;
@@ -146,12 +146,12 @@ pub struct Shared {
     pub faults: Faults,
     pub log: RequestLog,
     pub work: WorkQueue,
-    /// Proxy mode's client of the real API server.
-    pub proxy: Option<Proxy>,
+    /// Proxy mode: where API requests go instead of the store (which then stays empty).
+    pub upstream: Option<UpstreamClient>,
 }
 
 impl Shared {
-    pub fn new(config: SimConfig, proxy: Option<Proxy>) -> Shared {
+    pub fn new(config: SimConfig, upstream: Option<UpstreamClient>) -> Shared {
         let store = Store::new(config.watch_history, 0);
         let log = RequestLog::new(config.request_log_capacity);
         Shared {
@@ -161,7 +161,7 @@ impl Shared {
             faults: Faults::new(),
             log,
             work: WorkQueue::default(),
-            proxy,
+            upstream,
         }
     }
 

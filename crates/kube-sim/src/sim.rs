@@ -13,10 +13,12 @@ use crate::config::SimConfig;
 use crate::faults::Faults;
 use crate::http as h;
 use crate::meta;
+use crate::proxy::UpstreamClient;
 use crate::reqlog::RequestRecord;
 use crate::server;
 use crate::shared::{ResourceRequest, Shared};
 use crate::status::ApiError;
+use crate::upstream::UpstreamError;
 use crate::verbs::delete::{self, DeleteOptions};
 use crate::verbs::request::WriteOpts;
 use crate::verbs::{create, update};
@@ -30,6 +32,8 @@ pub enum SimError {
         #[source]
         source: std::io::Error,
     },
+    #[error("preparing the upstream API server's client")]
+    Upstream(#[source] UpstreamError),
     #[error("no served resource has apiVersion {api_version} and kind {kind}")]
     UnknownKind { api_version: String, kind: String },
     #[error("the API rejected the object")]
@@ -40,8 +44,6 @@ pub enum SimError {
         #[source]
         source: std::io::Error,
     },
-    #[error("building the client of the upstream API server")]
-    Upstream(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("parsing YAML document {index} of {path}")]
     Yaml {
         path: String,
@@ -62,8 +64,15 @@ pub struct KubeSim {
 }
 
 impl KubeSim {
-    /// Binds the listeners, creates the default namespaces and starts serving.
+    /// Binds the listeners, creates the default namespaces and starts serving. In proxy mode
+    /// ([`SimConfig::upstream`]) it prepares the upstream's client instead of the namespaces
+    /// and runs no controllers; the upstream is first contacted by the first request.
     pub async fn start(config: SimConfig) -> Result<KubeSim, SimError> {
+        let upstream = match &config.upstream {
+            Some(up) => Some(UpstreamClient::new(up).await.map_err(SimError::Upstream)?),
+            None => None,
+        };
+        let proxying = upstream.is_some();
         let api_listener = h::bind(config.listen).map_err(|source| SimError::Bind {
             addr: config.listen,
             source,
@@ -83,16 +92,8 @@ impl KubeSim {
             })?),
             None => None,
         };
-        let proxy = match &config.upstream {
-            Some(upstream) => Some(
-                crate::proxy::Proxy::new(upstream.clone())
-                    .map_err(|e| SimError::Upstream(Box::new(e)))?,
-            ),
-            None => None,
-        };
-        let proxying = proxy.is_some();
         let default_ns = config.default_namespaces && !proxying;
-        let shared = Arc::new(Shared::new(config, proxy));
+        let shared = Arc::new(Shared::new(config, upstream));
         if default_ns {
             let store = SimStore {
                 shared: shared.clone(),
@@ -192,21 +193,24 @@ impl KubeSim {
         self.shared.log.clear();
     }
 
-    /// Whether this is proxy mode (requests go on to a real API server).
-    pub fn is_proxy(&self) -> bool {
-        self.shared.proxy.is_some()
+    /// The upstream API server's URL in proxy mode.
+    pub fn upstream_url(&self) -> Option<&str> {
+        self.shared.upstream.as_ref().map(UpstreamClient::url)
     }
 
     /// Direct store access for seeding and inspecting objects.
     ///
     /// # Panics
-    /// In proxy mode: the objects live in the upstream API server, which tests reach with a
-    /// client of their own.
+    ///
+    /// In proxy mode ([`SimConfig::upstream`]): the local store is not used there, so reading
+    /// it would silently show nothing. Seed and inspect objects through the API instead.
     pub fn store(&self) -> SimStore {
-        assert!(
-            !self.is_proxy(),
-            "kube-sim in proxy mode has no store of its own: read and write the upstream API server"
-        );
+        if let Some(url) = self.upstream_url() {
+            panic!(
+                "KubeSim::store() in proxy mode: requests go to the upstream API server {url} and \
+                 the local store is not used; create and read objects through the API"
+            );
+        }
         SimStore {
             shared: self.shared.clone(),
         }

@@ -1,4 +1,5 @@
 //! HTTP-level behaviour of the resource API: CRUD, errors, pagination, discovery, CRDs.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
 
 mod server_support;
 

@@ -1,4 +1,5 @@
 //! The `kube-sim` binary contract: first two stdout lines, kubeconfig, `--load`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
 
 mod server_support;
 

@@ -1,4 +1,5 @@
 //! Fault injection and the request log, through the handle and the admin HTTP API.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
 
 mod server_support;
 

@@ -1,4 +1,5 @@
 //! Watch streams over raw HTTP: resumption, 410 ERROR events, selectors, bookmarks, timeouts.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
 
 mod server_support;
 

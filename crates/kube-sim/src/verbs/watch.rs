@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::catalog::Served;
-use crate::http::{self as h, BodyError, Output, Query, Resp};
+use crate::http::{self as h, BodyError, Output, Query, Resp, WatchCut};
 use crate::render;
 use crate::shared::{ResourceRequest, Shared};
 use crate::status::ApiError;
@@ -19,10 +19,6 @@ use crate::store::EventType;
 use crate::verbs::list::{Filter, wait_for_rv};
 
 type Tx = mpsc::Sender<Result<Frame<Bytes>, BodyError>>;
-
-#[derive(Debug, thiserror::Error)]
-#[error("watch cut by an injected fault")]
-struct WatchCut;
 
 /// Starts a watch; the HTTP status is always 200 once parameters are valid.
 pub async fn serve(shared: Arc<Shared>, r: ResourceRequest, query: Query, out: Output) -> Resp {
