@@ -152,9 +152,7 @@ impl RealApi {
             wanted.metadata.resource_version = None;
             let mut stored = match api.create(&pp, &wanted).await {
                 Ok(created) => created,
-                Err(kube::Error::Api(s)) if s.code == 409 => {
-                    replace(&api, &name, wanted).await?
-                }
+                Err(kube::Error::Api(s)) if s.code == 409 => replace(&api, &name, wanted).await?,
                 Err(e) => return Err(format!("{kind} {namespace}/{name}: {e}")),
             };
             if let (Some(status), true) = (status, has_status) {
@@ -178,7 +176,10 @@ impl RealApi {
             for _ in 0..10 {
                 let current = api.get(&name).await.map_err(|e| e.to_string())?;
                 wanted.metadata.resource_version = current.metadata.resource_version;
-                match api.replace_status(&name, &PostParams::default(), &wanted).await {
+                match api
+                    .replace_status(&name, &PostParams::default(), &wanted)
+                    .await
+                {
                     Err(kube::Error::Api(s)) if s.code == 409 => continue,
                     done => {
                         return done
@@ -187,7 +188,9 @@ impl RealApi {
                     }
                 }
             }
-            Err(format!("status of {kind} {name}: still changing after ten writes"))
+            Err(format!(
+                "status of {kind} {name}: still changing after ten writes"
+            ))
         })
     }
 

@@ -1,0 +1,648 @@
+//! Velero's own `velero` CLI against a running `hawser server` and kube-sim: a Velero user's
+//! commands, unchanged, with their real outcomes checked (exit codes, the phase printed, objects
+//! restored into the mapped namespace, a backup gone after `delete`).
+//!
+//! The binary comes from `VELERO_CLI` (`scripts/build-velero.sh` builds it). Without it each test
+//! says so and returns; with `HAWSER_TEST_REQUIRE_REAL=1` a missing `VELERO_CLI` fails the test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+mod server_support;
+#[path = "../../hawser-store/tests/common/mod.rs"]
+mod store_common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cli_support::{Cluster, NS, Run};
+use server_support::*;
+
+/// The `velero` binary a test runs, or `None` (after one line saying why) when it cannot run.
+fn velero_binary(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("VELERO_CLI").filter(|v| !v.is_empty()) {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            assert!(
+                path.is_file(),
+                "VELERO_CLI={} is not a file; scripts/build-velero.sh prints the directory that holds `velero`",
+                path.display()
+            );
+            Some(path)
+        }
+        None if std::env::var("HAWSER_TEST_REQUIRE_REAL").as_deref() == Ok("1") => panic!(
+            "{test}: VELERO_CLI is not set and HAWSER_TEST_REQUIRE_REAL=1; \
+             run with VELERO_CLI=$(scripts/build-velero.sh)/velero"
+        ),
+        None => {
+            println!(
+                "{test}: did not run: VELERO_CLI is not set (VELERO_CLI=$(scripts/build-velero.sh)/velero runs it)"
+            );
+            None
+        }
+    }
+}
+
+/// Velero's CLI pointed at a cluster, with a home of its own (Velero reads
+/// `$HOME/.config/velero/config.json`) and no `VELERO_NAMESPACE`.
+struct Velero<'a> {
+    binary: PathBuf,
+    cluster: &'a Cluster,
+}
+
+impl Velero<'_> {
+    /// Runs `velero ARGS` (at most 90 s: `--wait` follows a whole backup or restore).
+    async fn run(&self, args: &[&str]) -> Run {
+        let child = tokio::process::Command::new(&self.binary)
+            .args(args)
+            .env("KUBECONFIG", &self.cluster.kubeconfig)
+            .env("HOME", self.cluster.dir())
+            .env_remove("VELERO_NAMESPACE")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("velero starts");
+        let output = tokio::time::timeout(Duration::from_secs(90), child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("velero {args:?} did not exit within 90 s"))
+            .expect("velero output");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Runs `velero ARGS` and requires exit 0 (the server's log in the failure message).
+    async fn ok(&self, server: &Server, args: &[&str]) -> String {
+        let run = self.run(args).await;
+        assert_eq!(
+            run.code,
+            0,
+            "velero {args:?}\nstdout:\n{}\nstderr:\n{}\nserver log:\n{}",
+            run.stdout,
+            run.stderr,
+            server.log_text()
+        );
+        run.stdout
+    }
+}
+
+fn gunzip(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_string(&mut out)
+        .unwrap();
+    out
+}
+
+/// `text` without terminal colour sequences: Velero's `describe` colours the phase even when its
+/// output is not a terminal.
+fn uncoloured(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ parameters, ended by a letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The value after `label` on the first line that starts with it (`Phase:  Completed` →
+/// `Completed`), colours removed.
+fn field(text: &str, label: &str) -> String {
+    uncoloured(text)
+        .lines()
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix(label)
+                .map(|v| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no line {label:?} in:\n{text}"))
+}
+
+/// The cells of the table row whose first cell is `name`.
+fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cells| cells.first() == Some(&name))
+        .unwrap_or_else(|| panic!("no row {name} in:\n{table}"))
+}
+
+/// A cluster with namespaces `shop` (3 ConfigMaps, 2 Secrets) and `other`, a filesystem location
+/// `default` under `root`, and a server.
+async fn filesystem_setup(root: &Path) -> (Cluster, Server) {
+    let cluster = Cluster::start().await;
+    seed(&cluster, 3);
+    filesystem_location(&cluster, "default", root);
+    let server = Server::start(&cluster, root, FAST).await;
+    (cluster, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_create_get_describe_logs_and_delete() {
+    let Some(binary) = velero_binary("backup_create_get_describe_logs_and_delete") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (cluster, server) = filesystem_setup(root.path()).await;
+    let velero = Velero {
+        binary,
+        cluster: &cluster,
+    };
+
+    let out = velero
+        .ok(
+            &server,
+            &[
+                "backup",
+                "create",
+                "nightly",
+                "--include-namespaces",
+                "shop",
+                "--wait",
+            ],
+        )
+        .await;
+    assert!(
+        out.contains("Backup request \"nightly\" submitted successfully."),
+        "{out}"
+    );
+    assert!(
+        out.contains("Backup completed with status: Completed."),
+        "{out}"
+    );
+    let stored = cluster.get("velero.io/v1", "Backup", "nightly").unwrap();
+    assert_eq!(phase(&stored), "Completed", "{stored:#}");
+    assert!(artifact(root.path(), "nightly", "nightly.tar.gz").is_file());
+
+    let out = velero.ok(&server, &["backup", "get"]).await;
+    let cells = row(&out, "nightly");
+    // NAME STATUS ERRORS WARNINGS CREATED ... STORAGE LOCATION SELECTOR
+    assert_eq!(&cells[..4], ["nightly", "Completed", "0", "0"], "{out}");
+    assert!(cells.contains(&"default"), "{out}");
+
+    let out = velero.ok(&server, &["backup", "describe", "nightly"]).await;
+    assert_eq!(field(&out, "Phase:"), "Completed", "{out}");
+    // 3 ConfigMaps, 2 Secrets and the Namespace.
+    assert_eq!(field(&out, "Items backed up:"), "6", "{out}");
+    assert_eq!(field(&out, "Included:"), "shop", "{out}");
+    assert!(!out.contains("Resource List:"), "{out}");
+
+    let out = velero
+        .ok(&server, &["backup", "describe", "nightly", "--details"])
+        .await;
+    assert!(out.contains("Resource List:"), "{out}");
+    for item in ["shop/cm-0", "shop/cm-2", "shop/db-password", "shop"] {
+        assert!(
+            out.lines().any(|l| l.trim() == format!("- {item}")),
+            "{item} is not listed:\n{out}"
+        );
+    }
+    assert!(!out.contains("other/elsewhere"), "{out}");
+
+    // The log, exactly as stored.
+    let stored_log =
+        gunzip(&std::fs::read(artifact(root.path(), "nightly", "nightly-logs.gz")).unwrap());
+    let out = velero.ok(&server, &["backup", "logs", "nightly"]).await;
+    assert!(!stored_log.is_empty());
+    assert_eq!(out, stored_log);
+
+    let out = velero
+        .ok(&server, &["backup", "delete", "nightly", "--confirm"])
+        .await;
+    assert!(
+        out.contains("Request to delete backup \"nightly\" submitted successfully."),
+        "{out}"
+    );
+    until_gone(&cluster, &server, "Backup", "nightly").await;
+    assert!(!artifact(root.path(), "nightly", "nightly.tar.gz").exists());
+    let run = velero.run(&["backup", "get", "nightly"]).await;
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(run.stderr.contains("not found"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_create_into_a_mapped_namespace_describe_and_logs() {
+    let Some(binary) = velero_binary("restore_create_into_a_mapped_namespace_describe_and_logs")
+    else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (cluster, server) = filesystem_setup(root.path()).await;
+    let velero = Velero {
+        binary,
+        cluster: &cluster,
+    };
+    velero
+        .ok(
+            &server,
+            &[
+                "backup",
+                "create",
+                "nightly",
+                "--include-namespaces",
+                "shop",
+                "--wait",
+            ],
+        )
+        .await;
+
+    let out = velero
+        .ok(
+            &server,
+            &[
+                "restore",
+                "create",
+                "copy",
+                "--from-backup",
+                "nightly",
+                "--namespace-mappings",
+                "shop:shop-copy",
+                "--wait",
+            ],
+        )
+        .await;
+    assert!(
+        out.contains("Restore request \"copy\" submitted successfully."),
+        "{out}"
+    );
+    assert!(
+        out.contains("Restore completed with status: Completed."),
+        "{out}"
+    );
+    let store = cluster.store();
+    for i in 0..3 {
+        let name = format!("cm-{i}");
+        let restored = store
+            .get("v1", "ConfigMap", "shop-copy", &name)
+            .unwrap_or_else(|| panic!("{name} is not in shop-copy"));
+        assert_eq!(restored["data"]["index"], i.to_string(), "{restored:#}");
+    }
+    assert!(
+        store
+            .get("v1", "Secret", "shop-copy", "db-password")
+            .is_some()
+    );
+    assert!(store.get("v1", "Namespace", "", "shop-copy").is_some());
+    assert!(
+        store
+            .get("v1", "ConfigMap", "shop-copy", "elsewhere")
+            .is_none()
+    );
+
+    let out = velero.ok(&server, &["restore", "describe", "copy"]).await;
+    assert_eq!(field(&out, "Phase:"), "Completed", "{out}");
+    assert_eq!(field(&out, "Backup:"), "nightly", "{out}");
+    assert_eq!(
+        field(&out, "Namespace mappings:"),
+        "shop=shop-copy",
+        "{out}"
+    );
+    assert!(!out.contains("<error"), "{out}");
+
+    let out = velero
+        .ok(&server, &["restore", "describe", "copy", "--details"])
+        .await;
+    assert!(
+        out.lines().any(|l| l.trim() == "- shop-copy/cm-0(created)"),
+        "{out}"
+    );
+
+    let stored_log = gunzip(
+        &std::fs::read(
+            root.path()
+                .join(BUCKET)
+                .join("restores/copy/restore-copy-logs.gz"),
+        )
+        .unwrap(),
+    );
+    let out = velero.ok(&server, &["restore", "logs", "copy"]).await;
+    assert!(!stored_log.is_empty());
+    assert_eq!(out, stored_log);
+
+    let out = velero.ok(&server, &["restore", "get"]).await;
+    let cells = row(&out, "copy");
+    // NAME BACKUP STATUS STARTED COMPLETED ERRORS WARNINGS CREATED SELECTOR
+    assert_eq!(&cells[..3], ["copy", "nightly", "Completed"], "{out}");
+
+    // Velero's CLI deletes the Restore object and counts on the server's finalizer to remove the
+    // restore's files. hawser adds no finalizer: the object goes at once and the files stay
+    // (docs/cli.md, "Velero's own CLI against hawser").
+    let out = velero
+        .ok(&server, &["restore", "delete", "copy", "--confirm"])
+        .await;
+    assert!(
+        out.contains("Request to delete restore \"copy\" submitted successfully."),
+        "{out}"
+    );
+    assert!(cluster.get("velero.io/v1", "Restore", "copy").is_none());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        root.path()
+            .join(BUCKET)
+            .join("restores/copy/restore-copy-logs.gz")
+            .is_file(),
+        "the restore's files were removed: the gap in docs/cli.md is closed"
+    );
+}
+
+/// What the server reports reaches Velero's `--wait`, `get` and `describe`: a warning for a flag
+/// hawser does not act on, and a backup refused at validation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_and_validation_failures_show_in_velero_output() {
+    let Some(binary) = velero_binary("warnings_and_validation_failures_show_in_velero_output")
+    else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (cluster, server) = filesystem_setup(root.path()).await;
+    let velero = Velero {
+        binary,
+        cluster: &cluster,
+    };
+
+    velero
+        .ok(
+            &server,
+            &[
+                "backup",
+                "create",
+                "fsb",
+                "--include-namespaces",
+                "shop",
+                "--default-volumes-to-fs-backup",
+                "--wait",
+            ],
+        )
+        .await;
+    let out = velero.ok(&server, &["backup", "get", "fsb"]).await;
+    assert_eq!(
+        &row(&out, "fsb")[..4],
+        ["fsb", "Completed", "0", "1"],
+        "{out}"
+    );
+    let out = uncoloured(&velero.ok(&server, &["backup", "describe", "fsb"]).await);
+    let warning = out
+        .lines()
+        .skip_while(|l| *l != "Warnings:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no warnings in:\n{out}"));
+    assert!(
+        warning.trim_start().starts_with("Velero:")
+            && warning.contains("spec.defaultVolumesToFsBackup"),
+        "{out}"
+    );
+
+    // A location made read-only with Velero's CLI refuses backups.
+    let storage = root.path().to_str().unwrap();
+    let config = format!("root={storage}");
+    velero
+        .ok(
+            &server,
+            &[
+                "backup-location",
+                "create",
+                "archive",
+                "--provider",
+                "filesystem",
+                "--bucket",
+                "archive",
+                "--access-mode",
+                "ReadOnly",
+                "--config",
+                &config,
+            ],
+        )
+        .await;
+    let out = velero
+        .ok(
+            &server,
+            &[
+                "backup",
+                "create",
+                "refused",
+                "--storage-location",
+                "archive",
+                "--wait",
+            ],
+        )
+        .await;
+    // Velero's CLI exits 0 whatever the phase; the phase is in what it prints.
+    assert!(
+        out.contains("Backup completed with status: FailedValidation."),
+        "{out}"
+    );
+    let out = velero.ok(&server, &["backup", "describe", "refused"]).await;
+    assert_eq!(field(&out, "Phase:"), "FailedValidation", "{out}");
+    assert!(
+        field(&out, "Validation errors:").contains("read-only"),
+        "{out}"
+    );
+    // And a location that does not exist is refused by the CLI itself.
+    let run = velero
+        .run(&["backup", "create", "nowhere", "--storage-location", "nope"])
+        .await;
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(cluster.get("velero.io/v1", "Backup", "nowhere").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_create_and_get() {
+    let Some(binary) = velero_binary("schedule_create_and_get") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (cluster, server) = filesystem_setup(root.path()).await;
+    let velero = Velero {
+        binary,
+        cluster: &cluster,
+    };
+
+    let out = velero
+        .ok(
+            &server,
+            &[
+                "schedule",
+                "create",
+                "hourly",
+                "--schedule",
+                "@every 1h",
+                "--include-namespaces",
+                "shop",
+                "--ttl",
+                "24h",
+            ],
+        )
+        .await;
+    assert!(
+        out.contains("Schedule \"hourly\" created successfully."),
+        "{out}"
+    );
+    let stored = wait_for(
+        &cluster,
+        Some(&server),
+        "Schedule",
+        "hourly",
+        Duration::from_secs(20),
+        |s| phase(s) == "Enabled",
+    )
+    .await;
+    assert_eq!(stored["spec"]["schedule"], "@every 1h", "{stored:#}");
+    assert_eq!(
+        stored["spec"]["template"]["includedNamespaces"],
+        serde_json::json!(["shop"]),
+        "{stored:#}"
+    );
+
+    let out = velero.ok(&server, &["schedule", "get"]).await;
+    let cells = row(&out, "hourly");
+    assert_eq!(cells[1], "Enabled", "{out}");
+    let line = out.lines().find(|l| l.starts_with("hourly")).unwrap();
+    assert!(line.contains("@every 1h"), "{out}");
+    assert!(line.contains("24h0m0s"), "{out}");
+
+    // An invalid expression: Velero's CLI sends it, the server refuses it.
+    velero
+        .ok(
+            &server,
+            &["schedule", "create", "broken", "--schedule", "61 * * * *"],
+        )
+        .await;
+    wait_for(
+        &cluster,
+        Some(&server),
+        "Schedule",
+        "broken",
+        Duration::from_secs(20),
+        |s| phase(s) == "FailedValidation",
+    )
+    .await;
+    let out = velero.ok(&server, &["schedule", "get", "broken"]).await;
+    assert_eq!(row(&out, "broken")[1], "FailedValidation", "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_location_get_and_version() {
+    let Some(binary) = velero_binary("backup_location_get_and_version") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (cluster, server) = filesystem_setup(root.path()).await;
+    let velero = Velero {
+        binary,
+        cluster: &cluster,
+    };
+    wait_for(
+        &cluster,
+        Some(&server),
+        "BackupStorageLocation",
+        "default",
+        Duration::from_secs(20),
+        |l| phase(l) == "Available",
+    )
+    .await;
+
+    let out = velero.ok(&server, &["backup-location", "get"]).await;
+    let cells = row(&out, "default");
+    // NAME PROVIDER BUCKET/PREFIX PHASE LAST VALIDATED ACCESS MODE DEFAULT
+    assert_eq!(
+        &cells[..4],
+        ["default", "filesystem", BUCKET, "Available"],
+        "{out}"
+    );
+    assert!(cells.contains(&"ReadWrite"), "{out}");
+
+    let out = velero.ok(&server, &["version"]).await;
+    assert!(out.starts_with("Client:\n\tVersion: v1.18.3\n"), "{out}");
+    let server_version = format!("Server:\n\tVersion: v{}\n", env!("CARGO_PKG_VERSION"));
+    assert!(out.contains(&server_version), "{out}");
+    // hawser reports its own version, so Velero's CLI sees another major.minor.
+    assert!(
+        out.contains("# WARNING: the client version does not match the server version."),
+        "{out}"
+    );
+    assert!(
+        cluster
+            .store()
+            .list("velero.io/v1", "ServerStatusRequest", Some(NS))
+            .iter()
+            .any(|r| r["status"]["phase"] == "Processed"),
+        "the server answered no ServerStatusRequest"
+    );
+
+    let out = velero.ok(&server, &["version", "--client-only"]).await;
+    assert!(!out.contains("Server:"), "{out}");
+}
+
+/// An S3 location (moto): `backup logs` and `describe --details` read through the store's
+/// pre-signed URLs rather than the server's own download listener.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_location_logs_and_details_through_presigned_urls() {
+    let Some(binary) = velero_binary("s3_location_logs_and_details_through_presigned_urls") else {
+        return;
+    };
+    let s3 = store_common::S3Server::start();
+    let bucket = s3.bucket("velero-cli");
+    s3.create_bucket(&bucket);
+    let cluster = Cluster::start().await;
+    s3_location(&cluster, &s3.endpoint, &bucket, "c1");
+    seed(&cluster, 2);
+    let logs = tempfile::tempdir().unwrap();
+    let server = Server::start(&cluster, logs.path(), FAST).await;
+    let velero = Velero {
+        binary,
+        cluster: &cluster,
+    };
+
+    let out = velero
+        .ok(
+            &server,
+            &[
+                "backup",
+                "create",
+                "s1",
+                "--include-namespaces",
+                "shop",
+                "--wait",
+            ],
+        )
+        .await;
+    assert!(
+        out.contains("Backup completed with status: Completed."),
+        "{out}"
+    );
+
+    let location = hawser_store::Location::new(
+        &store_common::spec_for(&s3.endpoint, &bucket).with_prefix("c1"),
+    )
+    .unwrap();
+    let stored = location.get("backups/s1/s1-logs.gz").await.unwrap();
+    let out = velero.ok(&server, &["backup", "logs", "s1"]).await;
+    assert_eq!(out, gunzip(&stored));
+    let url = cluster
+        .store()
+        .list("velero.io/v1", "DownloadRequest", Some(NS))
+        .iter()
+        .find_map(|r| r["status"]["downloadURL"].as_str().map(str::to_owned))
+        .unwrap();
+    assert!(url.starts_with(&s3.endpoint), "{url}");
+
+    let out = velero
+        .ok(&server, &["backup", "describe", "s1", "--details"])
+        .await;
+    assert_eq!(field(&out, "Phase:"), "Completed", "{out}");
+    assert!(out.lines().any(|l| l.trim() == "- shop/cm-1"), "{out}");
+}
