@@ -1,0 +1,706 @@
+//! hawser and Velero's own server, in turn, against the same real API server (a fresh one each,
+//! on one etcd, behind kube-sim in proxy mode for faults) and the same S3-protocol server:
+//!
+//! 1. backup of N ConfigMaps: wall time and peak RSS of each server (its process tree: Velero's
+//!    plugins run as child processes);
+//! 2. restore of that backup into a mapped namespace: wall time, objects/s, peak RSS;
+//! 3. the seed's scenario: writes of Backups refused by the API server (503 on PATCH and PUT of
+//!    `backups`) from the moment they are `InProgress` for longer than `--resource-timeout`, then
+//!    recovery: how many Backups each server leaves non-final; then a restart of each server:
+//!    how many end with a phase that disagrees with what was uploaded.
+//!
+//! The last line is `key=value` pairs. Needs `scripts/real-cluster.sh up DIR` (`--real-kube` or
+//! `HAWSER_TEST_REAL_KUBE`), an S3 endpoint (`--s3` or `HAWSER_TEST_S3_ENDPOINT`, moto), the
+//! `velero` and `velero-plugin-for-aws` binaries (`--velero-dir`, from `scripts/build-velero.sh`)
+//! and a release `hawser` binary (`--hawser`, default beside this program).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::discovery::ApiResource;
+use kube_sim::{KubeSim, LatencyFault, SimConfig, StatusFault, Upstream};
+use serde_json::{Value, json};
+
+#[derive(Parser, Debug)]
+#[command(about = "hawser against Velero's own server on a real API server")]
+struct Args {
+    /// ConfigMaps (1 KiB each) in the backed-up namespace.
+    #[arg(long, default_value_t = 10_000)]
+    objects: usize,
+    /// Backups caught by the outage.
+    #[arg(long, default_value_t = 3)]
+    outage_backups: usize,
+    /// How long Backup writes are refused; above `--resource-timeout`.
+    #[arg(long, default_value_t = 75)]
+    outage_secs: u64,
+    /// Passed to both servers.
+    #[arg(long, default_value = "1m")]
+    resource_timeout: String,
+    /// Passed to both servers (Velero's default is 20 / 30; hawser's 500 / 1000).
+    #[arg(long, default_value_t = 500)]
+    client_qps: u32,
+    #[arg(long, default_value_t = 1000)]
+    client_burst: u32,
+    /// Skip the outage scenario.
+    #[arg(long)]
+    skip_outage: bool,
+    /// Directory made by `scripts/real-cluster.sh up`.
+    #[arg(long, env = "HAWSER_TEST_REAL_KUBE")]
+    real_kube: PathBuf,
+    /// S3 endpoint (moto), e.g. http://127.0.0.1:5000.
+    #[arg(long, env = "HAWSER_TEST_S3_ENDPOINT")]
+    s3: String,
+    /// Directory with `velero` and `velero-plugin-for-aws` (scripts/build-velero.sh prints it).
+    #[arg(long)]
+    velero_dir: PathBuf,
+    /// The hawser binary (a release build).
+    #[arg(long)]
+    hawser: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Which {
+    Hawser,
+    Velero,
+}
+
+impl Which {
+    fn name(self) -> &'static str {
+        match self {
+            Which::Hawser => "hawser",
+            Which::Velero => "velero",
+        }
+    }
+}
+
+#[derive(Default, Debug)]
+struct Figures {
+    backup_s: f64,
+    backup_rss_kib: u64,
+    restore_s: f64,
+    restore_rss_kib: u64,
+    non_final: usize,
+    untruthful: usize,
+    outage_details: Vec<String>,
+}
+
+const BUCKET: &str = "versus-velero";
+const FINAL: &[&str] = &["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts")
+        .join(name)
+}
+
+/// One fresh API server on the shared etcd, kube-sim in front of it, and the files a server needs.
+struct Cluster {
+    dir: tempfile::TempDir,
+    proxy: KubeSim,
+    client: kube::Client,
+}
+
+impl Cluster {
+    async fn start(up: &Path) -> Result<Cluster> {
+        let etcd = std::fs::read_to_string(up.join("etcd-url")).context("etcd-url")?;
+        let dir = tempfile::tempdir()?;
+        let api = dir.path().join("api");
+        let prefix = format!("/versus-{}", uuid::Uuid::new_v4().simple());
+        let out = std::process::Command::new(script("real-cluster.sh"))
+            .arg("apiserver")
+            .arg(&api)
+            .arg(etcd.trim())
+            .arg(&prefix)
+            .output()?;
+        if !out.status.success() {
+            bail!("API server: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let real = api.join("kubeconfig");
+        let proxy = KubeSim::start(SimConfig {
+            upstream: Some(Upstream::from_kubeconfig(&real)?),
+            ..SimConfig::default()
+        })
+        .await?;
+        proxy.write_kubeconfig(dir.path().join("kubeconfig"))?;
+        let file = kube::config::Kubeconfig::read_from(&real)?;
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await?;
+        Ok(Cluster {
+            dir,
+            proxy,
+            client: kube::Client::try_from(config)?,
+        })
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(script("real-cluster.sh"))
+            .arg("down")
+            .arg(self.dir.path().join("api"))
+            .status();
+    }
+}
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "velero.io".into(),
+        version: "v1".into(),
+        api_version: "velero.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+async fn install(c: &Cluster, s3: &str, run: &str, which: Which) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
+    for crd in hawser_api::crd::crds() {
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    for crd in hawser_api::crd::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = crds.get(&name).await?;
+            let established = got.status.and_then(|s| s.conditions).is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+            if established {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("CRD {name} not established");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let namespaces: Api<Namespace> = Api::all(c.client.clone());
+    for ns in ["velero", "bench", "small"] {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
+        namespaces.create(&PostParams::default(), &ns).await?;
+    }
+    // Velero's restore reads its own Deployment (for the image of its restore helper), as a
+    // `velero install` leaves it; no controller runs it here.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(c.client.clone(), "velero");
+    let deployment = serde_json::from_value(json!({
+        "metadata": {"name": "velero", "namespace": "velero"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"deploy": "velero"}},
+            "template": {
+                "metadata": {"labels": {"deploy": "velero"}},
+                "spec": {"containers": [{"name": "velero", "image": "velero/velero:v1.18.3"}]}
+            }
+        }
+    }))?;
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await?;
+    let locations: Api<DynamicObject> = Api::namespaced_with(
+        c.client.clone(),
+        "velero",
+        &resource("BackupStorageLocation", "backupstoragelocations"),
+    );
+    let location: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+        "metadata": {"name": "default", "namespace": "velero"},
+        "spec": {
+            "provider": "aws", "default": true,
+            "objectStorage": {"bucket": BUCKET, "prefix": format!("{run}-{}", which.name())},
+            "config": {"region": "us-east-1", "s3ForcePathStyle": "true", "s3Url": s3}
+        }
+    }))?;
+    locations.create(&PostParams::default(), &location).await?;
+    Ok(())
+}
+
+async fn seed(c: &Cluster, namespace: &str, count: usize) -> Result<()> {
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), namespace);
+    let payload = "x".repeat(1024);
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = api.clone();
+            let payload = payload.clone();
+            async move {
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": format!("cm-{i:06}"), "labels": {"app": "bench"}},
+                    "data": {"payload": payload, "index": i.to_string()}
+                }))?;
+                api.create(&PostParams::default(), &cm).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<()>()
+        .await
+}
+
+/// The server process, with a sampler of its process tree's resident memory.
+struct Running {
+    child: tokio::process::Child,
+    peak_kib: Arc<AtomicU64>,
+    sampler: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    fn start(which: Which, args: &Args, c: &Cluster, log: &Path) -> Result<Running> {
+        let kubeconfig = c.kubeconfig();
+        let qps = args.client_qps.to_string();
+        let burst = args.client_burst.to_string();
+        let mut common: Vec<String> = [
+            "--kubeconfig",
+            kubeconfig.to_str().context("UTF-8 path")?,
+            "--namespace",
+            "velero",
+            "--resource-timeout",
+            &args.resource_timeout,
+            "--client-qps",
+            &qps,
+            "--client-burst",
+            &burst,
+            "--metrics-address",
+            "127.0.0.1:0",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let mut command = match which {
+            Which::Hawser => {
+                let mut cmd = tokio::process::Command::new(hawser_binary(args)?);
+                cmd.arg("server").arg("--leader-elect=false");
+                cmd
+            }
+            Which::Velero => {
+                let plugins = c.dir.path().join("plugins");
+                std::fs::create_dir_all(&plugins)?;
+                let plugin = plugins.join("velero-plugin-for-aws");
+                if !plugin.exists() {
+                    std::fs::copy(args.velero_dir.join("velero-plugin-for-aws"), &plugin)?;
+                }
+                let mut cmd = tokio::process::Command::new(args.velero_dir.join("velero"));
+                cmd.arg("server").arg("--plugin-dir").arg(&plugins);
+                common.extend(["--profiler-address".into(), "127.0.0.1:0".into()]);
+                cmd
+            }
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
+        let child = command
+            .args(&common)
+            .env("AWS_ACCESS_KEY_ID", "bench")
+            .env("AWS_SECRET_ACCESS_KEY", "bench")
+            .env("AWS_REGION", "us-east-1")
+            .env_remove("VELERO_NAMESPACE")
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", which.name()))?;
+        let pid = child.id().context("no pid")?;
+        let peak_kib = Arc::new(AtomicU64::new(0));
+        let peak = peak_kib.clone();
+        let sampler = tokio::spawn(async move {
+            loop {
+                peak.fetch_max(tree_rss_kib(pid), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        Ok(Running {
+            child,
+            peak_kib,
+            sampler,
+        })
+    }
+
+    /// The peak since the last call.
+    fn take_peak(&self) -> u64 {
+        self.peak_kib.swap(0, Ordering::Relaxed)
+    }
+
+    async fn stop(mut self) {
+        self.sampler.abort();
+        let _ = self.child.kill().await;
+    }
+}
+
+/// The server log's error lines (the log is removed with the cluster's directory).
+fn error_lines(log: &Path) -> String {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("level=error") || l.contains("ERROR"))
+        .take(20)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn hawser_binary(args: &Args) -> Result<PathBuf> {
+    match &args.hawser {
+        Some(p) => Ok(p.clone()),
+        None => Ok(std::env::current_exe()?
+            .parent()
+            .context("no directory")?
+            .join("hawser")),
+    }
+}
+
+/// Resident KiB of `pid` and every process below it.
+fn tree_rss_kib(pid: u32) -> u64 {
+    let mut parent_of: HashMap<u32, u32> = HashMap::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid ...; comm may hold spaces and parentheses.
+            if let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r)
+                && let Some(ppid) = rest.split_whitespace().nth(1).and_then(|v| v.parse().ok())
+            {
+                parent_of.insert(p, ppid);
+            }
+        }
+    }
+    let in_tree = |mut p: u32| {
+        for _ in 0..64 {
+            if p == pid {
+                return true;
+            }
+            match parent_of.get(&p) {
+                Some(&pp) if pp != 0 => p = pp,
+                _ => return false,
+            }
+        }
+        false
+    };
+    parent_of
+        .keys()
+        .filter(|p| in_tree(**p))
+        .map(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmRSS:"))
+                        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+                })
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+fn phase(o: &DynamicObject) -> String {
+    o.data["status"]["phase"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn wait_phase(
+    api: &Api<DynamicObject>,
+    name: &str,
+    done: impl Fn(&str) -> bool,
+    limit: Duration,
+) -> Result<String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(o) = api.get_opt(name).await? {
+            let p = phase(&o);
+            if done(&p) {
+                return Ok(p);
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("{name} did not reach the phase in {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn create(api: &Api<DynamicObject>, kind: &str, name: &str, spec: Value) -> Result<()> {
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "velero.io/v1", "kind": kind,
+        "metadata": {"name": name, "namespace": "velero"}, "spec": spec
+    }))?;
+    api.create(&PostParams::default(), &object).await?;
+    Ok(())
+}
+
+/// What the bucket holds for a backup: whether its archive is there, and its record's phase.
+async fn uploaded(
+    bucket: &object_store::aws::AmazonS3,
+    prefix: &str,
+    name: &str,
+) -> Result<(bool, Option<String>)> {
+    use object_store::ObjectStoreExt;
+    use object_store::path::Path as Key;
+    let base = format!("{prefix}/backups/{name}");
+    let archive = bucket
+        .head(&Key::from(format!("{base}/{name}.tar.gz")))
+        .await
+        .is_ok();
+    let phase = match bucket
+        .get(&Key::from(format!("{base}/velero-backup.json")))
+        .await
+    {
+        Ok(record) => {
+            let v: Value = serde_json::from_slice(&record.bytes().await?)?;
+            v["status"]["phase"].as_str().map(str::to_owned)
+        }
+        Err(object_store::Error::NotFound { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    Ok((archive, phase))
+}
+
+/// The phase a backup truly has, from what was uploaded: an archive and a record in a final
+/// phase mean that phase; an archive whose record was left in a working phase means the data is
+/// all there (`Completed`); no archive means it failed.
+fn true_phase(archive: bool, record: Option<&str>) -> &'static str {
+    match (archive, record) {
+        (true, Some(p)) => FINAL
+            .iter()
+            .copied()
+            .find(|f| *f == p)
+            .unwrap_or("Completed"),
+        (true, None) => "Completed",
+        (false, _) => "Failed",
+    }
+}
+
+async fn run_one(
+    which: Which,
+    args: &Args,
+    run: &str,
+    bucket: &object_store::aws::AmazonS3,
+) -> Result<Figures> {
+    let mut figures = Figures::default();
+    let c = Cluster::start(&args.real_kube).await?;
+    install(&c, &args.s3, run, which).await?;
+    let seeded = Instant::now();
+    seed(&c, "bench", args.objects).await?;
+    seed(&c, "small", 5).await?;
+    eprintln!(
+        "{}: seeded {} ConfigMaps in {:.1} s",
+        which.name(),
+        args.objects,
+        seeded.elapsed().as_secs_f64()
+    );
+    let log = c.dir.path().join("server.log");
+    let server = Running::start(which, args, &c, &log)?;
+    let locations: Api<DynamicObject> = Api::namespaced_with(
+        c.client.clone(),
+        "velero",
+        &resource("BackupStorageLocation", "backupstoragelocations"),
+    );
+    wait_phase(
+        &locations,
+        "default",
+        |p| p == "Available",
+        Duration::from_secs(60),
+    )
+    .await
+    .with_context(|| format!("{} log: {}", which.name(), log.display()))?;
+    let backups: Api<DynamicObject> =
+        Api::namespaced_with(c.client.clone(), "velero", &resource("Backup", "backups"));
+    let restores: Api<DynamicObject> =
+        Api::namespaced_with(c.client.clone(), "velero", &resource("Restore", "restores"));
+    let limit = Duration::from_secs(3600);
+
+    server.take_peak();
+    let started = Instant::now();
+    create(
+        &backups,
+        "Backup",
+        "big",
+        json!({"includedNamespaces": ["bench"], "snapshotVolumes": false}),
+    )
+    .await?;
+    let done = wait_phase(&backups, "big", |p| FINAL.contains(&p), limit).await?;
+    figures.backup_s = started.elapsed().as_secs_f64();
+    figures.backup_rss_kib = server.take_peak();
+    if done != "Completed" {
+        bail!(
+            "{}: backup ended {done}; errors logged:\n{}",
+            which.name(),
+            error_lines(&log)
+        );
+    }
+
+    let started = Instant::now();
+    create(
+        &restores,
+        "Restore",
+        "big-copy",
+        json!({"backupName": "big", "namespaceMapping": {"bench": "bench-copy"}}),
+    )
+    .await?;
+    let done = wait_phase(&restores, "big-copy", |p| FINAL.contains(&p), limit).await?;
+    figures.restore_s = started.elapsed().as_secs_f64();
+    figures.restore_rss_kib = server.take_peak();
+    let copies: Api<ConfigMap> = Api::namespaced(c.client.clone(), "bench-copy");
+    let restored = copies
+        .list_metadata(&ListParams::default().labels("app=bench"))
+        .await?
+        .items
+        .len();
+    if done != "Completed" || restored != args.objects {
+        bail!(
+            "{}: restore ended {done} with {restored} of {} ConfigMaps; errors logged:\n{}",
+            which.name(),
+            args.objects,
+            error_lines(&log)
+        );
+    }
+
+    if args.skip_outage {
+        server.stop().await;
+        return Ok(figures);
+    }
+    // Each backup lists its ConfigMaps slowly, so that the outage meets it InProgress.
+    let slow = c.proxy.faults().latency(
+        LatencyFault::new(Duration::from_secs(3))
+            .verbs(&["list"])
+            .resources(&["configmaps"]),
+    );
+    let names: Vec<String> = (1..=args.outage_backups)
+        .map(|i| format!("outage-{i}"))
+        .collect();
+    for name in &names {
+        create(
+            &backups,
+            "Backup",
+            name,
+            json!({"includedNamespaces": ["small"], "snapshotVolumes": false}),
+        )
+        .await?;
+    }
+    // The outage starts once the first is InProgress: its final status write is what is lost.
+    wait_phase(
+        &backups,
+        &names[0],
+        |p| p == "InProgress",
+        Duration::from_secs(60),
+    )
+    .await?;
+    let fault = c.proxy.faults().status(
+        StatusFault::new(503)
+            .verbs(&["patch", "update"])
+            .resources(&["backups"]),
+    );
+    tokio::time::sleep(Duration::from_secs(args.outage_secs)).await;
+    c.proxy.faults().remove(fault);
+    c.proxy.faults().remove(slow);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    for name in &names {
+        let p = backups.get(name).await.map(|o| phase(&o))?;
+        if !FINAL.contains(&p.as_str()) {
+            figures.non_final += 1;
+        }
+        figures
+            .outage_details
+            .push(format!("{name}: {p} after recovery"));
+    }
+    server.stop().await;
+    let server = Running::start(which, args, &c, &log)?;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let prefix = format!("{run}-{}", which.name());
+    for name in &names {
+        let p = backups.get(name).await.map(|o| phase(&o))?;
+        let (archive, record) = uploaded(bucket, &prefix, name).await?;
+        let truth = true_phase(archive, record.as_deref());
+        if p != truth {
+            figures.untruthful += 1;
+        }
+        figures.outage_details.push(format!(
+            "{name}: {p} after restart; uploaded: archive {archive}, record {}; true phase {truth}",
+            record.as_deref().unwrap_or("none")
+        ));
+    }
+    server.stop().await;
+    let kept = std::env::temp_dir().join(format!("versus-velero-{run}-{}.log", which.name()));
+    std::fs::copy(&log, &kept)?;
+    eprintln!("{}: server log kept in {}", which.name(), kept.display());
+    Ok(figures)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let http = reqwest::Client::new();
+    // moto accepts unsigned requests: the bucket is made with a plain PUT.
+    http.put(format!("{}/{BUCKET}", args.s3)).send().await?;
+    let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    println!(
+        "versus-velero: {} ConfigMaps (1 KiB), --resource-timeout {}, --client-qps {} --client-burst {}, outage {} s over {} backups",
+        args.objects,
+        args.resource_timeout,
+        args.client_qps,
+        args.client_burst,
+        args.outage_secs,
+        args.outage_backups
+    );
+    let bucket = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(&args.s3)
+        .with_bucket_name(BUCKET)
+        .with_region("us-east-1")
+        .with_access_key_id("bench")
+        .with_secret_access_key("bench")
+        .with_allow_http(true)
+        .build()?;
+    let hawser = run_one(Which::Hawser, &args, &run, &bucket).await?;
+    let velero = run_one(Which::Velero, &args, &run, &bucket).await?;
+    let objects = args.objects as f64;
+    for (which, f) in [("hawser", &hawser), ("velero", &velero)] {
+        println!(
+            "{which:6}  backup {:8.2} s  peak {:7.1} MiB | restore {:8.2} s  {:8.0} objects/s  peak {:7.1} MiB",
+            f.backup_s,
+            bench_common::mib(f.backup_rss_kib),
+            f.restore_s,
+            objects / f.restore_s,
+            bench_common::mib(f.restore_rss_kib),
+        );
+        for line in &f.outage_details {
+            println!("{which:6}  {line}");
+        }
+    }
+    println!(
+        "ratios (velero / hawser): backup time {:.2}, backup peak RSS {:.2}, restore time {:.2}, restore peak RSS {:.2}",
+        velero.backup_s / hawser.backup_s,
+        velero.backup_rss_kib as f64 / hawser.backup_rss_kib.max(1) as f64,
+        velero.restore_s / hawser.restore_s,
+        velero.restore_rss_kib as f64 / hawser.restore_rss_kib.max(1) as f64,
+    );
+    println!(
+        "hawser_backup_s={:.2} velero_backup_s={:.2} hawser_restore_s={:.2} velero_restore_s={:.2} hawser_rss_mib={:.1} velero_rss_mib={:.1} hawser_non_final={} velero_non_final={} hawser_untruthful={} velero_untruthful={}",
+        hawser.backup_s,
+        velero.backup_s,
+        hawser.restore_s,
+        velero.restore_s,
+        bench_common::mib(hawser.backup_rss_kib.max(hawser.restore_rss_kib)),
+        bench_common::mib(velero.backup_rss_kib.max(velero.restore_rss_kib)),
+        hawser.non_final,
+        velero.non_final,
+        hawser.untruthful,
+        velero.untruthful,
+    );
+    Ok(())
+}
