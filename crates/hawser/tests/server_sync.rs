@@ -125,13 +125,16 @@ async fn a_second_cluster_sees_restores_and_deletes_the_backups_of_its_location(
             .log_text()
             .contains("velero-backup.json cannot be synced")
     );
-    let location = second
-        .get("velero.io/v1", "BackupStorageLocation", "dr")
-        .unwrap();
-    assert!(
-        location["status"]["lastSyncedTime"].is_string(),
-        "{location:#}"
-    );
+    // The location's sync time is written after the Backups it brought.
+    let location = wait_for(
+        &second,
+        Some(&server),
+        "BackupStorageLocation",
+        "dr",
+        Duration::from_secs(20),
+        |o| o["status"]["lastSyncedTime"].is_string(),
+    )
+    .await;
     assert_eq!(phase(&location), "Available");
 
     second

@@ -200,6 +200,10 @@ impl Cluster {
                         })
                     });
                 if established {
+                    if let (Some(real), Some(version)) = (&self.real, crd.spec.versions.first()) {
+                        real.until_watchable(&crd.spec.group, &version.name, &crd.spec.names)
+                            .await;
+                    }
                     break;
                 }
                 assert!(

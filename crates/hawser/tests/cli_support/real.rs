@@ -98,6 +98,43 @@ impl RealApi {
         self.dir.path().join("kubeconfig")
     }
 
+    /// Waits until a CRD's kind can be watched: a real server answers 429 "storage is
+    /// (re)initializing" for a moment after the CRD is established.
+    pub async fn until_watchable(
+        &self,
+        group: &str,
+        version: &str,
+        names: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionNames,
+    ) {
+        let resource = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: format!("{group}/{version}"),
+            kind: names.kind.clone(),
+            plural: names.plural.clone(),
+        };
+        let plural = &names.plural;
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let api = api.clone();
+            // A list from the watch cache (resourceVersion 0) is refused the same way while the
+            // cache starts, and answers at once when it is ready.
+            let started = self.run(async move {
+                let params = ListParams::default().match_any().limit(1);
+                api.list(&params).await.map(drop)
+            });
+            match started {
+                Ok(()) => return,
+                Err(e) => assert!(
+                    std::time::Instant::now() < deadline,
+                    "{plural} cannot be watched: {e}"
+                ),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     /// The API server's log, for failure messages.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("kube-apiserver.log")).unwrap_or_default()
