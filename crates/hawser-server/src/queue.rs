@@ -2,8 +2,12 @@
 //! and running each of them once, at most `concurrency` at a time.
 //!
 //! Objects arrive from a watch (kube-runtime's watcher, which re-lists after every break, so an
-//! API outage loses nothing) and from a LIST every `--status-resync-period` (which takes up again
-//! an object whose claim could not be written, e.g. during an outage). An object is waiting while
+//! API outage loses nothing), from a LIST every `--status-resync-period`, and from the workers
+//! themselves: a worker that could not start its object because the API did not answer (reading
+//! it, validating it, or writing its claim, e.g. during an outage) hands it back
+//! ([`Handled::Retry`]) and it is offered again after [`retry_delay`] (1 s, doubling up to
+//! [`MAX_RETRY_DELAY`]), so it starts soon after the API answers again whatever the resync
+//! period. An object is waiting while
 //! its phase is unset or `New` (Backups also `Queued` and `ReadyToStart`, the phases a Velero
 //! queue leaves behind); objects being deleted are left alone. Each waiting object is handled by
 //! one task; an object already taken is not taken again until its task ends.
@@ -43,8 +47,29 @@ use crate::context::Context;
 /// How long one watch request lasts (`timeoutSeconds`): below the client's read timeout
 /// ([`crate::serve`]'s 30 s), which would otherwise cut a watch on which nothing happens.
 const WATCH_TIMEOUT_SECONDS: u32 = 25;
+/// Longest wait before an object handed back by its worker is offered again.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
+
 use crate::readiness::Watch;
 use crate::status::{Kind, ObjectKey};
+
+/// What became of an object its worker took up.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handled {
+    /// Its work is over, or there was nothing to take (it no longer waits, or another worker
+    /// has it).
+    Done,
+    /// It still waits: the API did not answer while it was being started. It is offered again
+    /// after a delay.
+    Retry,
+}
+
+/// How long an object handed back for the `attempt`-th time (from 0) waits before it is
+/// offered again.
+fn retry_delay(attempt: u32) -> Duration {
+    Duration::from_secs(1u64 << attempt.min(8)).min(MAX_RETRY_DELAY)
+}
 
 /// The tasks of every queue, one per object taken: shutdown waits for them, then aborts what
 /// is left. Cheap to clone.
@@ -113,6 +138,9 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
+/// An object handed back by its worker, and how many times it has been so far.
+type Retry = (DynamicObject, u32);
+
 struct Queue<H> {
     ctx: Arc<Context>,
     kind: Kind,
@@ -120,14 +148,17 @@ struct Queue<H> {
     taken: Arc<Mutex<HashSet<String>>>,
     handle: H,
     workers: Workers,
+    retries: tokio::sync::mpsc::UnboundedSender<Retry>,
 }
 
 impl<H, F> Queue<H>
 where
     H: Fn(Arc<Context>, DynamicObject) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = ()> + Send + 'static,
+    F: Future<Output = Handled> + Send + 'static,
 {
-    fn offer(&self, object: DynamicObject) {
+    /// Takes up `object` if it waits and is not taken already; `attempt` counts the times its
+    /// worker handed it back before.
+    fn offer(&self, object: DynamicObject, attempt: u32) {
         let Some(name) = object.metadata.name.clone() else {
             return;
         };
@@ -144,11 +175,12 @@ where
             return;
         }
         let kind = self.kind;
-        let (permits, taken, handle, ctx) = (
+        let (permits, taken, handle, ctx, retries) = (
             self.permits.clone(),
             self.taken.clone(),
             self.handle.clone(),
             self.ctx.clone(),
+            self.retries.clone(),
         );
         let span = tracing::info_span!("work", kind = %self.kind, object = %name);
         let key = ObjectKey::new(self.kind, ctx.namespace.clone(), name.clone());
@@ -176,14 +208,28 @@ where
                 if let Some(_permit) = permit
                     && !ctx.shutdown.is_cancelled()
                 {
-                    let engine = ctx.engine.clone();
-                    let work = AssertUnwindSafe(handle(ctx, object)).catch_unwind();
-                    if let Err(panic) = work.await {
-                        // The worker's guard is dropped: recovery resolves the object at its
-                        // next round, from its record or as Failed with this reason.
-                        let why = panic_text(panic.as_ref());
-                        tracing::error!(object = %key, panic = %why, "a worker panicked; recovery resolves its object");
-                        engine.abandon(key, &why);
+                    let (engine, shutdown) = (ctx.engine.clone(), ctx.shutdown.clone());
+                    let work = AssertUnwindSafe(handle(ctx, object.clone())).catch_unwind();
+                    match work.await {
+                        Ok(Handled::Done) => {}
+                        Ok(Handled::Retry) => {
+                            // Offered again from the queue's loop once this task has ended.
+                            tokio::spawn(async move {
+                                tokio::select! {
+                                    () = shutdown.cancelled() => {}
+                                    () = tokio::time::sleep(retry_delay(attempt)) => {
+                                        let _closed = retries.send((object, attempt + 1));
+                                    }
+                                }
+                            });
+                        }
+                        Err(panic) => {
+                            // The worker's guard is dropped: recovery resolves the object at
+                            // its next round, from its record or as Failed with this reason.
+                            let why = panic_text(panic.as_ref());
+                            tracing::error!(object = %key, panic = %why, "a worker panicked; recovery resolves its object");
+                            engine.abandon(key, &why);
+                        }
                     }
                 }
             }
@@ -203,10 +249,11 @@ pub(crate) async fn run<H, F>(
     workers: Workers,
 ) where
     H: Fn(Arc<Context>, DynamicObject) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = ()> + Send + 'static,
+    F: Future<Output = Handled> + Send + 'static,
 {
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &kind.api_resource());
+    let (retries, mut handed_back) = tokio::sync::mpsc::unbounded_channel();
     let queue = Queue {
         ctx: ctx.clone(),
         kind,
@@ -214,6 +261,7 @@ pub(crate) async fn run<H, F>(
         taken: Arc::default(),
         handle,
         workers,
+        retries,
     };
     // The API server ends each watch before the client's read timeout would cut it: a quiet
     // watch is renewed, not broken (and readiness does not flap).
@@ -228,7 +276,7 @@ pub(crate) async fn run<H, F>(
             event = events.next() => match event {
                 Some(Ok(Event::Apply(o) | Event::InitApply(o))) => {
                     health.up();
-                    queue.offer(o);
+                    queue.offer(o, 0);
                 }
                 Some(Ok(Event::Init)) => {}
                 Some(Ok(Event::InitDone | Event::Delete(_))) => health.up(),
@@ -238,6 +286,7 @@ pub(crate) async fn run<H, F>(
                 }
                 None => return,
             },
+            Some((o, attempt)) = handed_back.recv() => queue.offer(o, attempt),
             _ = sweep.tick() => match api.list(&ListParams::default()).await {
                 Ok(list) => {
                     match kind {
@@ -245,7 +294,7 @@ pub(crate) async fn run<H, F>(
                         Kind::Restore => ctx.metrics.restore_count(list.items.len()),
                     }
                     for o in list.items {
-                        queue.offer(o);
+                        queue.offer(o, 0);
                     }
                 }
                 Err(e) => tracing::debug!(%kind, error = %e, "periodic list failed; the next one tries again"),

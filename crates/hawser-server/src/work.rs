@@ -13,6 +13,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::context::Context;
+use crate::queue::Handled;
 use crate::status::{
     Kind, Landing, ObjectKey, ProgressWrite, StatusUpdate, WorkerGuard, WriteError,
 };
@@ -36,31 +37,35 @@ impl Taken {
     /// Takes up the object `offered` names, as it is now: it is read again (it may have waited
     /// for a free slot, changed, or been deleted and created again), and taken only when it
     /// still waits and this instance does not already own it (a worker or the re-driver holds
-    /// it). `None` when there is nothing to take, or the API cannot answer (the next resync
-    /// offers it again).
-    pub(crate) async fn fresh(ctx: &Context, kind: Kind, offered: &DynamicObject) -> Option<Self> {
-        let name = offered.metadata.name.clone()?;
+    /// it). Otherwise what the queue does with it: [`Handled::Done`] when there is nothing to
+    /// take, [`Handled::Retry`] when the API cannot answer.
+    pub(crate) async fn fresh(
+        ctx: &Context,
+        kind: Kind,
+        offered: &DynamicObject,
+    ) -> Result<Self, Handled> {
+        let name = offered.metadata.name.clone().ok_or(Handled::Done)?;
         let key = ObjectKey::new(kind, ctx.namespace.clone(), name.clone());
         if ctx.engine.owns(&key) {
-            return None;
+            return Err(Handled::Done);
         }
         let worker = ctx.engine.worker(key.clone());
         let api: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &kind.api_resource());
         let object = match api.get_opt(&name).await {
             Ok(Some(object)) => object,
-            Ok(None) => return None,
+            Ok(None) => return Err(Handled::Done),
             Err(e) => {
-                tracing::debug!(object = %key, error = %e, "reading the object again failed; it waits for the next resync");
-                return None;
+                tracing::debug!(object = %key, error = %e, "reading the object again failed; it is offered again later");
+                return Err(Handled::Retry);
             }
         };
         let json = serde_json::to_value(&object).unwrap_or(Value::Null);
         let phase = Phase::of(kind, &json);
         if !phase.is_waiting() || object.metadata.deletion_timestamp.is_some() {
-            return None;
+            return Err(Handled::Done);
         }
-        Some(Self {
+        Ok(Self {
             name,
             key,
             resource_version: object.metadata.resource_version.clone().unwrap_or_default(),

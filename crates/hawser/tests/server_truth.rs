@@ -416,3 +416,68 @@ async fn sigterm_waits_for_pending_statuses_and_leaves_what_cannot_land_to_the_n
         );
     }
 }
+
+#[tokio::test]
+async fn a_backup_and_a_restore_whose_claims_were_refused_start_once_the_api_answers_again() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 3);
+    filesystem_location(&cluster, "default", root.path());
+    // The periodic resync is far away: only the queue's own retry can start them in time.
+    let server = Server::start(
+        &cluster,
+        root.path(),
+        &[
+            "--status-resync-period",
+            "10m",
+            "--store-validation-frequency",
+            "1s",
+            "--resource-timeout",
+            "1s",
+            "--status-patch-max-backoff",
+            "300ms",
+        ],
+    )
+    .await;
+    create_backup(&cluster, "source", json!({"includedNamespaces": ["shop"]}));
+    assert_eq!(
+        phase(&wait_final(&cluster, &server, "Backup", "source").await),
+        "Completed"
+    );
+
+    let refused = cluster.sim.faults().status(
+        StatusFault::new(503)
+            .verbs(&["patch", "update"])
+            .resources(&["backups", "restores"]),
+    );
+    create_backup(&cluster, "held", json!({"includedNamespaces": ["shop"]}));
+    create_restore(
+        &cluster,
+        "held-restore",
+        json!({"backupName": "source", "namespaceMapping": {"shop": "shop-copy"}}),
+    );
+    // Both claims give up (1 s each) more than once while the API refuses them.
+    poll(&server, "both claims refused twice", || {
+        let log = server.log_text();
+        let refused = |object: &str| {
+            log.lines()
+                .filter(|l| l.contains("non-final status not stored") && l.contains(object))
+                .count()
+        };
+        (refused("velero/held ") >= 2 && refused("velero/held-restore ") >= 2).then_some(())
+    })
+    .await;
+    for (kind, name) in [("Backup", "held"), ("Restore", "held-restore")] {
+        let waiting = cluster.get("velero.io/v1", kind, name).unwrap();
+        assert!(
+            matches!(phase(&waiting), "" | "New"),
+            "{kind} {name} moved while every write was refused: {waiting:#}"
+        );
+    }
+    cluster.sim.faults().remove(refused);
+
+    for (kind, name) in [("Backup", "held"), ("Restore", "held-restore")] {
+        let done = wait_final(&cluster, &server, kind, name).await;
+        assert_eq!(phase(&done), "Completed", "{kind} {name}: {done:#}");
+    }
+}

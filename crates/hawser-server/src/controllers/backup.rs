@@ -39,6 +39,7 @@ use tokio::sync::watch;
 use crate::context::{Context, schedule_of};
 use crate::controllers::backup_queue;
 use crate::metrics::{BackupFinished, FinalOutcome};
+use crate::queue::Handled;
 use crate::status::Kind;
 use crate::work::{Taken, record_status, report_final, store_record, test_panic_after_claim};
 use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
@@ -54,12 +55,13 @@ enum Checked {
 }
 
 /// Handles one waiting Backup (see the module docs).
-pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
-    let Some(taken) = Taken::fresh(&ctx, Kind::Backup, &object).await else {
-        return;
+pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled {
+    let taken = match Taken::fresh(&ctx, Kind::Backup, &object).await {
+        Ok(taken) => taken,
+        Err(handled) => return handled,
     };
     if taken.settle_from_record(&ctx).await {
-        return;
+        return Handled::Done;
     }
     let (name, key) = (taken.name.clone(), taken.key.clone());
     let schedule = schedule_of(&taken.json);
@@ -67,7 +69,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         Checked::Valid(backup, location) => (backup, location),
         Checked::Retry(why) => {
             tracing::info!(backup = %name, reason = %why, "validation could not finish; the backup waits");
-            return;
+            return Handled::Retry;
         }
         Checked::Invalid(messages) => {
             tracing::warn!(backup = %name, errors = ?messages, "backup failed validation");
@@ -80,7 +82,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
                 ctx.metrics.backup_validation_failed(&schedule);
             }
             backup_queue::renumber(&ctx).await;
-            return;
+            return Handled::Done;
         }
     };
 
@@ -117,7 +119,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         Ok(_) => ctx.metrics.backup_attempt(&schedule),
         Err(e) => {
             tracing::info!(backup = %name, category = e.category(), error = %e, "the backup could not be started");
-            return;
+            return Handled::Retry;
         }
     }
     backup_queue::renumber(&ctx).await;
@@ -143,6 +145,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
     let update = taken.update(outcome.phase.clone()).fields(record);
     report_final(ctx.engine.write(update).await, &key);
     ctx.metrics.backup_finished(&schedule, &finished(&outcome));
+    Handled::Done
 }
 
 /// Stores `velero-backup.json` for the run's result; returns the outcome that was stored (or

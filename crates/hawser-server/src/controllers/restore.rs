@@ -34,6 +34,7 @@ use tokio::sync::watch;
 use crate::context::{Context, SCHEDULE_LABEL, backup_location_name};
 use crate::metrics::FinalOutcome;
 use crate::records;
+use crate::queue::Handled;
 use crate::status::Kind;
 use crate::work::{Taken, record_status, report_final, store_record, test_panic_after_claim};
 use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
@@ -45,12 +46,13 @@ enum Checked {
 }
 
 /// Handles one waiting Restore (see the module docs).
-pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
-    let Some(taken) = Taken::fresh(&ctx, Kind::Restore, &object).await else {
-        return;
+pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled {
+    let taken = match Taken::fresh(&ctx, Kind::Restore, &object).await {
+        Ok(taken) => taken,
+        Err(handled) => return handled,
     };
     if taken.settle_from_record(&ctx).await {
-        return;
+        return Handled::Done;
     }
     let (name, key) = (taken.name.clone(), taken.key.clone());
     let schedule = taken
@@ -63,7 +65,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         Checked::Valid(restore, backup, location) => (restore, backup, location),
         Checked::Retry(why) => {
             tracing::info!(restore = %name, reason = %why, "validation could not finish; the restore waits");
-            return;
+            return Handled::Retry;
         }
         Checked::Invalid(messages) => {
             ctx.metrics.restore_attempt(&schedule);
@@ -75,7 +77,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
             if report_final(ctx.engine.write(update).await, &key) {
                 ctx.metrics.restore_validation_failed(&schedule);
             }
-            return;
+            return Handled::Done;
         }
     };
     ctx.metrics.restore_attempt(&schedule);
@@ -90,7 +92,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
         .field("startTimestamp", json!(Time(started)));
     if let Err(e) = ctx.engine.write(taken.first_write(claim)).await {
         tracing::info!(restore = %name, category = e.category(), error = %e, "the restore could not be started");
-        return;
+        return Handled::Retry;
     }
     tracing::info!(restore = %name, backup = %backup.metadata.name.clone().unwrap_or_default(), "restore started");
     test_panic_after_claim(&name);
@@ -122,6 +124,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) {
             _ => FinalOutcome::Failed,
         },
     );
+    Handled::Done
 }
 
 /// Stores the Restore record for the run's result; returns the outcome that was stored (or

@@ -47,11 +47,13 @@ where
 {
     let mut attempts = 0u32;
     let mut failures = 0u32;
+    let mut last_error = None;
     loop {
         let Some(timeout) = policy.attempt_timeout(start.elapsed()) else {
-            // Only reachable after a failure: the first attempt always gets a timeout.
+            // Only reachable after a failure (the first attempt always gets a timeout), whose
+            // error is the one to report.
             return Finish::Deadline {
-                error: AttemptError::TimedOut(Duration::ZERO),
+                error: last_error.unwrap_or(AttemptError::TimedOut(Duration::ZERO)),
                 attempts,
             };
         };
@@ -80,6 +82,7 @@ where
             }
             Next::Deadline => return Finish::Deadline { error, attempts },
         }
+        last_error = Some(error);
     }
 }
 
@@ -123,9 +126,11 @@ mod tests {
         .await;
         let took = start.elapsed();
         match f {
-            Finish::Deadline { attempts, .. } => {
+            Finish::Deadline { attempts, error } => {
                 // 10 ms doubling to the 5 s cap takes ~10 attempts; then ≤ 1 per 4 s.
                 assert!((120..=165).contains(&attempts), "{attempts}");
+                // The API's own answer is reported, not the time that ran out.
+                assert_eq!(error.category(), unavailable(None).category(), "{error}");
             }
             other => panic!("{other:?}"),
         }
