@@ -222,7 +222,10 @@ impl ApiError {
         );
         status.insert("status".into(), "Failure".into());
         status.insert("message".into(), self.message.clone().into());
-        status.insert("reason".into(), self.reason.clone().into());
+        // `reason` is omitted when empty (Go's omitempty), as the real server writes it.
+        if !self.reason.is_empty() {
+            status.insert("reason".into(), self.reason.clone().into());
+        }
         if let Some(d) = &self.details {
             status.insert("details".into(), d.clone());
         }

@@ -10,6 +10,10 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config, CustomResource, CustomResourceExt};
 use kube_sim::{KubeSim, SimConfig};
+
+#[path = "real_kube/mod.rs"]
+pub mod real_kube;
+pub use real_kube::Sim;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -35,13 +39,14 @@ pub struct WidgetStatus {
 pub const WIDGET_CRD: &str = "widgets.simtest.example.com";
 pub const GADGET_CRD: &str = "gadgets.simtest.example.com";
 
-/// A simulator with the default configuration and a kube-rs client for it.
-pub async fn start() -> (KubeSim, Client) {
+/// A simulator with the default configuration and a kube-rs client for it; with
+/// `HAWSER_TEST_KUBE=real` a real API server of the test's own behind it (see [`real_kube`]).
+pub async fn start() -> (Sim, Client) {
     start_with(SimConfig::default()).await
 }
 
-pub async fn start_with(config: SimConfig) -> (KubeSim, Client) {
-    let sim = KubeSim::start(config).await.expect("simulator starts");
+pub async fn start_with(config: SimConfig) -> (Sim, Client) {
+    let sim = Sim::start(config).await;
     let client = client_for(&sim);
     (sim, client)
 }

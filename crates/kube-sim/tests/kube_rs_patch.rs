@@ -229,7 +229,7 @@ async fn server_side_apply_create_update_conflict_force() {
     };
     assert_eq!(
         status.message,
-        "Apply failed with 1 conflict: conflict with \"alice\" using v1: .data.x"
+        "Apply failed with 1 conflict: conflict with \"alice\": .data.x"
     );
     let causes = status
         .details

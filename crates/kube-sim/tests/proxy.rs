@@ -3,7 +3,6 @@
 //! Every test works in a namespace of its own (`proxy-<random>`), deleted at the end.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test assertions
 
-mod real_kube;
 mod server_support;
 
 use std::path::Path;
@@ -21,11 +20,11 @@ use kube_sim::{
     DropResponseFault, HangFault, KubeSim, LatencyFault, SimConfig, StatusFault, Upstream,
 };
 use serde_json::{Value, json};
-use server_support::{Raw, cm};
+use server_support::{Raw, cm, real_kube};
 use tokio::time::Instant;
 
 /// A proxying simulator in front of the real server, without a namespace.
-async fn proxy(upstream: Upstream) -> (KubeSim, Raw) {
+async fn proxy(upstream: Upstream) -> (server_support::Sim, Raw) {
     server_support::start_with(SimConfig {
         upstream: Some(upstream),
         ..SimConfig::default()

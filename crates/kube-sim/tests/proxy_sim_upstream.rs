@@ -10,11 +10,18 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use kube_sim::{KubeSim, SimConfig, StatusFault, Upstream};
 use serde_json::json;
-use server_support::{Raw, cm, start};
+use server_support::{Raw, cm};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
-async fn proxy_to(upstream: &KubeSim) -> (KubeSim, Raw) {
+/// The upstream: always kube-sim itself (these tests look into its store).
+async fn upstream() -> KubeSim {
+    KubeSim::start(SimConfig::default())
+        .await
+        .expect("the upstream starts")
+}
+
+async fn proxy_to(upstream: &KubeSim) -> (server_support::Sim, Raw) {
     server_support::start_with(SimConfig {
         upstream: Some(Upstream::new(upstream.api_url()).token("t0ken")),
         ..SimConfig::default()
@@ -24,7 +31,7 @@ async fn proxy_to(upstream: &KubeSim) -> (KubeSim, Raw) {
 
 #[tokio::test]
 async fn requests_are_forwarded_and_faults_stop_them_before_the_upstream() {
-    let (up, _) = start().await;
+    let up = upstream().await;
     let (proxy, c) = proxy_to(&up).await;
     assert_eq!(proxy.upstream_url(), Some(up.api_url().as_str()));
 
@@ -84,7 +91,7 @@ async fn requests_are_forwarded_and_faults_stop_them_before_the_upstream() {
 
 #[tokio::test]
 async fn a_proxied_watch_relays_events_and_is_cut() {
-    let (up, _) = start().await;
+    let up = upstream().await;
     let (proxy, c) = proxy_to(&up).await;
     let watch = Raw::new(&c.base);
     let lines = tokio::spawn(async move {
@@ -134,7 +141,7 @@ async fn an_unreachable_upstream_is_a_502_status() {
 
 #[tokio::test]
 async fn store_faults_are_refused_in_proxy_mode() {
-    let (up, _) = start().await;
+    let up = upstream().await;
     let (proxy, _) = proxy_to(&up).await;
     let admin = Raw::new(&proxy.admin_url().unwrap());
     let a = admin.send(Method::POST, "/compact", &[], "").await;
@@ -155,7 +162,7 @@ async fn store_faults_are_refused_in_proxy_mode() {
 
 #[tokio::test]
 async fn the_binary_proxies_to_the_kubeconfig_s_cluster() {
-    let (up, _) = start().await;
+    let up = upstream().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("upstream");
     up.write_kubeconfig(&kubeconfig).unwrap();

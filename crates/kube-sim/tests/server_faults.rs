@@ -299,19 +299,3 @@ async fn stalled_watches_send_nothing_until_resumed() {
     assert_eq!(lines[0]["type"], "ADDED");
     assert_eq!(lines[0]["object"]["metadata"]["name"], "during-stall");
 }
-
-#[tokio::test]
-async fn watch_from_a_future_rv_gets_a_504_error_event() {
-    let (_sim, c) = start().await;
-    let (status, lines) = c
-        .watch_lines(
-            &format!("{CMS}?watch=true&resourceVersion=999999"),
-            3,
-            Duration::from_secs(8),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(lines.len(), 1);
-    assert_eq!(lines[0]["type"], "ERROR");
-    assert_eq!(lines[0]["object"]["code"], 504);
-}

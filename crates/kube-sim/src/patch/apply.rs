@@ -249,18 +249,21 @@ impl Entry {
             && self.str_field("subresource").is_empty()
     }
 
-    /// How conflict messages name a manager: `"m" using v1`, plus subresource and, for
-    /// `Update` entries, the time.
+    /// How conflict messages name a manager, as the real server does: `"m"`, plus its
+    /// subresource, and for `Update` entries `using v1 at TIME`.
     fn describe(&self) -> String {
         let mut s = format!("{:?}", self.str_field("manager"));
         let sub = self.str_field("subresource");
         if !sub.is_empty() {
             s.push_str(&format!(" with subresource {sub:?}"));
         }
-        s.push_str(&format!(" using {}", self.str_field("apiVersion")));
-        let time = self.str_field("time");
-        if self.str_field("operation") == "Update" && !time.is_empty() {
-            s.push_str(&format!(" at {time}"));
+        // An `Apply` manager is named alone; an `Update` manager with its API version and time.
+        if self.str_field("operation") == "Update" {
+            s.push_str(&format!(" using {}", self.str_field("apiVersion")));
+            let time = self.str_field("time");
+            if !time.is_empty() {
+                s.push_str(&format!(" at {time}"));
+            }
         }
         s
     }

@@ -132,9 +132,9 @@ fn conflict_with_other_manager() {
     assert_eq!(
         err,
         PatchError::Conflict {
-            message: "Apply failed with 1 conflict: conflict with \"other\" using v1: .data.x"
+            message: "Apply failed with 1 conflict: conflict with \"other\": .data.x"
                 .into(),
-            causes: vec![(".data.x".into(), "conflict with \"other\" using v1".into())],
+            causes: vec![(".data.x".into(), "conflict with \"other\"".into())],
         }
     );
 }
@@ -182,7 +182,7 @@ fn multiple_conflicts_message() {
     };
     assert_eq!(
         message,
-        "Apply failed with 2 conflicts: conflicts with \"other\" using v1:\n- .data.x\n- .data.y"
+        "Apply failed with 2 conflicts: conflicts with \"other\":\n- .data.x\n- .data.y"
     );
     assert_eq!(causes.len(), 2);
 }

@@ -1,9 +1,24 @@
-//! The gate of tests that need a real API server: `HAWSER_TEST_REAL_KUBE` names a directory made
-//! by `scripts/real-cluster.sh up DIR` (it holds `kubeconfig` and `etcd-url`). Without it such a
-//! test prints one line and returns, unless `HAWSER_TEST_REQUIRE_REAL=1`, which makes it fail.
-#![allow(dead_code, clippy::panic)] // a missing required server is a test failure
+//! Real API servers for tests.
+//!
+//! `HAWSER_TEST_REAL_KUBE` names a directory made by `scripts/real-cluster.sh up DIR` (it holds
+//! `kubeconfig` and `etcd-url`). Without it a test that needs a real server prints one line and
+//! returns, unless `HAWSER_TEST_REQUIRE_REAL=1`, which makes it fail.
+//!
+//! With `HAWSER_TEST_KUBE=real` the conformance suites run against the real thing: their
+//! fixtures start an API server of the test's own on that etcd ([`ApiServer`], under a key
+//! prefix of its own, so tests running at once never see each other's objects) and put kube-sim
+//! in front of it in proxy mode, so the faults and the request log still work. The `hawser`
+//! crate's process suites use [`ApiServer`] the same way.
+#![allow(dead_code, clippy::panic, clippy::expect_used)] // a missing required server is a test failure
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Set to `real` to run the suites against a real API server.
+pub const MODE_ENV: &str = "HAWSER_TEST_KUBE";
+/// Where the shared etcd runs: a directory made by `scripts/real-cluster.sh up`.
+pub const REAL_KUBE_ENV: &str = "HAWSER_TEST_REAL_KUBE";
+/// Set to `1` where the real API server must be there (CI): a test fails instead of not running.
+pub const REQUIRE_ENV: &str = "HAWSER_TEST_REQUIRE_REAL";
 
 /// A running real API server.
 pub struct RealKube {
@@ -11,28 +26,154 @@ pub struct RealKube {
     pub kubeconfig: PathBuf,
 }
 
+/// Whether `HAWSER_TEST_KUBE=real` asks for the real API server.
+pub fn wanted() -> bool {
+    std::env::var(MODE_ENV).as_deref() == Ok("real")
+}
+
+/// The `up` directory, or `None` (after saying so) when no real API server is configured.
+/// Panics when [`REQUIRE_ENV`] asks for one and none is configured.
+pub fn configured(test: &str) -> Option<PathBuf> {
+    match std::env::var_os(REAL_KUBE_ENV) {
+        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+        _ => {
+            assert!(
+                std::env::var(REQUIRE_ENV).as_deref() != Ok("1"),
+                "{test}: {REQUIRE_ENV}=1 but {REAL_KUBE_ENV} is not set \
+                 (start one with scripts/real-cluster.sh up DIR)"
+            );
+            println!(
+                "{test}: not run: {REAL_KUBE_ENV} is not set (scripts/real-cluster.sh up DIR)"
+            );
+            None
+        }
+    }
+}
+
 /// The real server to run `test` against, or `None` (after saying so) when there is none.
 pub fn real_kube(test: &str) -> Option<RealKube> {
-    let dir = std::env::var_os("HAWSER_TEST_REAL_KUBE").filter(|d| !d.is_empty());
-    let Some(dir) = dir else {
-        if std::env::var("HAWSER_TEST_REQUIRE_REAL").as_deref() == Ok("1") {
-            panic!(
-                "{test}: HAWSER_TEST_REQUIRE_REAL=1 but HAWSER_TEST_REAL_KUBE is not set; run \
-                 `scripts/real-cluster.sh up DIR` and set HAWSER_TEST_REAL_KUBE=DIR"
-            );
-        }
-        println!(
-            "{test}: not run: HAWSER_TEST_REAL_KUBE is not set (a directory made by \
-             `scripts/real-cluster.sh up DIR`)"
-        );
-        return None;
-    };
-    let dir = PathBuf::from(dir);
+    let dir = configured(test)?;
     let kubeconfig = dir.join("kubeconfig");
     assert!(
         kubeconfig.is_file(),
-        "{test}: HAWSER_TEST_REAL_KUBE={} has no kubeconfig; is the server up?",
+        "{test}: {REAL_KUBE_ENV}={} has no kubeconfig; is the server up?",
         dir.display()
     );
     Some(RealKube { dir, kubeconfig })
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/real-cluster.sh")
+}
+
+/// One API server of a test's own on the shared etcd, stopped when dropped. It has no
+/// controller manager: namespaces are not emptied and nothing is garbage-collected.
+pub struct ApiServer {
+    dir: tempfile::TempDir,
+}
+
+impl ApiServer {
+    /// Starts an API server on the etcd of the `up` directory `up_dir` (about 3 s).
+    pub async fn start(up_dir: &Path) -> Self {
+        let etcd = std::fs::read_to_string(up_dir.join("etcd-url"))
+            .unwrap_or_else(|e| panic!("{}/etcd-url: {e}", up_dir.display()));
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let prefix = format!("/hawser-test-{:016x}", rand::random::<u64>());
+        let out = tokio::process::Command::new(script())
+            .arg("apiserver")
+            .arg(dir.path())
+            .arg(etcd.trim())
+            .arg(&prefix)
+            .output()
+            .await
+            .expect("scripts/real-cluster.sh runs");
+        assert!(
+            out.status.success(),
+            "the API server did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self { dir }
+    }
+
+    /// Starts one for a test that asked for the real server with [`MODE_ENV`]; panics when
+    /// none is configured.
+    pub async fn for_test() -> Self {
+        let up_dir = configured(MODE_ENV)
+            .unwrap_or_else(|| panic!("{MODE_ENV}=real needs {REAL_KUBE_ENV}"));
+        Self::start(&up_dir).await
+    }
+
+    /// The kubeconfig of the API server itself (an admin token, TLS not verified).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// kube-sim's configuration `config` turned into a proxy in front of this server.
+    pub fn proxied(&self, config: kube_sim::SimConfig) -> kube_sim::SimConfig {
+        let upstream =
+            kube_sim::Upstream::from_kubeconfig(&self.kubeconfig()).expect("the kubeconfig reads");
+        kube_sim::SimConfig {
+            upstream: Some(upstream),
+            ..config
+        }
+    }
+
+    /// The API server's log, for failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("kube-apiserver.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _stopped = std::process::Command::new(script())
+            .arg("down")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A simulator started by a conformance fixture: kube-sim itself, or with
+/// `HAWSER_TEST_KUBE=real` kube-sim in proxy mode in front of an [`ApiServer`] of the test's
+/// own (kept running while this lives).
+pub struct Sim {
+    sim: kube_sim::KubeSim,
+    real: Option<ApiServer>,
+}
+
+impl Sim {
+    /// Starts kube-sim with `config`, as a proxy in front of a fresh real API server when
+    /// [`wanted`] and `config` names no upstream of its own.
+    pub async fn start(config: kube_sim::SimConfig) -> Self {
+        let real = if wanted() && config.upstream.is_none() {
+            Some(ApiServer::for_test().await)
+        } else {
+            None
+        };
+        let config = match &real {
+            Some(real) => real.proxied(config),
+            None => config,
+        };
+        let sim = kube_sim::KubeSim::start(config)
+            .await
+            .expect("simulator starts");
+        Self { sim, real }
+    }
+
+    /// Stops kube-sim, then the real API server behind it.
+    pub async fn shutdown(self) {
+        self.sim.shutdown().await;
+    }
+
+    /// The real API server behind the proxy, if any.
+    pub fn real(&self) -> Option<&ApiServer> {
+        self.real.as_ref()
+    }
+}
+
+impl std::ops::Deref for Sim {
+    type Target = kube_sim::KubeSim;
+    fn deref(&self) -> &kube_sim::KubeSim {
+        &self.sim
+    }
 }

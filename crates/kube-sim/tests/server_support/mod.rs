@@ -9,7 +9,11 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use kube_sim::{KubeSim, SimConfig};
+use kube_sim::SimConfig;
+
+#[path = "../real_kube/mod.rs"]
+pub mod real_kube;
+pub use real_kube::Sim;
 use serde_json::Value;
 
 pub struct Raw {
@@ -40,17 +44,60 @@ impl Answer {
     }
 }
 
-pub async fn start() -> (KubeSim, Raw) {
+/// kube-sim, or with `HAWSER_TEST_KUBE=real` a real API server of the test's own behind it
+/// (see [`real_kube`]), and a raw client of it.
+pub async fn start() -> (Sim, Raw) {
     start_with(SimConfig::default()).await
 }
 
-pub async fn start_with(config: SimConfig) -> (KubeSim, Raw) {
-    let sim = KubeSim::start(config).await.expect("simulator starts");
+pub async fn start_with(config: SimConfig) -> (Sim, Raw) {
+    let sim = Sim::start(config).await;
     let raw = Raw::new(&sim.api_url());
     (sim, raw)
 }
 
 impl Raw {
+    /// Waits (up to 10 s) until GET `path` answers 200, and returns that answer: kube-sim
+    /// serves what it accepted at once, a real server a moment later (a new CRD's resources).
+    pub async fn until_ok(&self, path: &str) -> Answer {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let answer = self.get(path).await;
+            if answer.status == StatusCode::OK {
+                return answer;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "GET {path}: {} {}",
+                answer.status,
+                answer.text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits (up to 10 s) until the CRD `name` is `Established`, and returns that condition.
+    pub async fn until_established(&self, name: &str) -> Value {
+        let path = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let crd = self.get(&path).await.json();
+            let established = crd["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "Established" && c["status"] == "True");
+            if let Some(condition) = established {
+                return condition.clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name} is not established: {crd}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn new(base: &str) -> Raw {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(Duration::from_secs(2)));
