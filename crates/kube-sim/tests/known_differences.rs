@@ -72,7 +72,10 @@ async fn a_deleted_empty_namespace_goes_at_once() {
         )
         .await;
     if sim.real().is_some() {
-        assert_eq!(deleted["metadata"]["deletionGracePeriodSeconds"], json!(null));
+        assert_eq!(
+            deleted["metadata"]["deletionGracePeriodSeconds"],
+            json!(null)
+        );
         assert_eq!(create.status, StatusCode::FORBIDDEN, "{}", create.text());
         return;
     }

@@ -192,7 +192,11 @@ async fn errors_are_full_status_objects() {
         with_rv.json()["message"],
         "resourceVersion should not be set on objects to be created"
     );
-    assert_eq!(with_rv.json()["reason"], json!(null), "an empty reason is left out");
+    assert_eq!(
+        with_rv.json()["reason"],
+        json!(null),
+        "an empty reason is left out"
+    );
 
     let no_ns = c
         .post("/api/v1/namespaces/ghost/configmaps", &cm("a", json!({})))

@@ -33,8 +33,8 @@ use tokio::sync::watch;
 
 use crate::context::{Context, SCHEDULE_LABEL, backup_location_name};
 use crate::metrics::FinalOutcome;
-use crate::records;
 use crate::queue::Handled;
+use crate::records;
 use crate::status::Kind;
 use crate::work::{Taken, record_status, report_final, store_record, test_panic_after_claim};
 use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};

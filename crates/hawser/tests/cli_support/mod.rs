@@ -7,6 +7,8 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod real;
+#[path = "../../../kube-sim/tests/real_kube/mod.rs"]
+pub mod real_kube;
 
 use std::path::PathBuf;
 
@@ -14,9 +16,6 @@ use kube_sim::{KubeSim, SimConfig, SimStore};
 use serde_json::{Value, json};
 
 pub const NS: &str = "velero";
-
-/// `HAWSER_TEST_KUBE=real` runs the cluster tests against a real API server.
-pub const MODE_ENV: &str = "HAWSER_TEST_KUBE";
 
 pub struct Cluster {
     /// kube-sim; against a real API server, kube-sim in front of it as a proxy (its faults and
@@ -139,16 +138,11 @@ impl Cluster {
     pub async fn empty() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
-        let (sim, real) = if std::env::var(MODE_ENV).as_deref() == Ok("real") {
-            let up =
-                real::configured(MODE_ENV).expect("HAWSER_TEST_KUBE=real needs a real API server");
-            let api = real::RealApi::start(&up).await;
-            let sim = KubeSim::start(SimConfig {
-                upstream: Some(kube_sim::Upstream::from_kubeconfig(api.kubeconfig()).unwrap()),
-                ..SimConfig::default()
-            })
-            .await
-            .expect("the proxy starts");
+        let (sim, real) = if real_kube::wanted() {
+            let api = real::RealApi::start().await;
+            let sim = KubeSim::start(api.server().proxied(SimConfig::default()))
+                .await
+                .expect("the proxy starts");
             (sim, Some(api))
         } else {
             let sim = KubeSim::start(SimConfig::default())

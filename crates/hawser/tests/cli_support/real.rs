@@ -1,4 +1,5 @@
-//! A real kube-apiserver for the process tests: one API server per test, on the etcd that
+//! A real kube-apiserver for the process tests: one API server per test (kube-sim's test
+//! fixture [`ApiServer`], shared with its conformance suites), on the etcd that
 //! `scripts/real-cluster.sh up DIR` started (named by `HAWSER_TEST_REAL_KUBE=DIR`), under a key
 //! prefix of its own, so tests running at once never see each other's objects.
 //!
@@ -8,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
@@ -16,68 +16,27 @@ use kube::core::GroupVersionKind;
 use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use serde_json::Value;
 
-/// Where the shared etcd runs: a directory made by `scripts/real-cluster.sh up`.
-pub const REAL_KUBE_ENV: &str = "HAWSER_TEST_REAL_KUBE";
-/// Set to `1` where the real API server must be there (CI): a test fails instead of not running.
-pub const REQUIRE_ENV: &str = "HAWSER_TEST_REQUIRE_REAL";
+use super::real_kube::ApiServer;
 
-/// The `up` directory, or `None` (after saying so) when no real API server is configured.
-/// Panics when [`REQUIRE_ENV`] asks for one and none is configured.
-pub fn configured(test: &str) -> Option<PathBuf> {
-    match std::env::var_os(REAL_KUBE_ENV) {
-        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
-        _ => {
-            assert!(
-                std::env::var(REQUIRE_ENV).as_deref() != Ok("1"),
-                "{test}: {REQUIRE_ENV}=1 but {REAL_KUBE_ENV} is not set \
-                 (start one with scripts/real-cluster.sh up DIR)"
-            );
-            println!(
-                "{test}: not run: {REAL_KUBE_ENV} is not set (scripts/real-cluster.sh up DIR)"
-            );
-            None
-        }
-    }
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/real-cluster.sh")
-}
-
-/// One API server of a test's own, stopped when dropped.
+/// One API server of a test's own (see [`ApiServer`]) and a client of it.
 pub struct RealApi {
-    dir: tempfile::TempDir,
+    server: ApiServer,
     runtime: Option<tokio::runtime::Runtime>,
     client: kube::Client,
     resources: Mutex<HashMap<(String, String), (ApiResource, ApiCapabilities)>>,
 }
 
 impl RealApi {
-    /// Starts an API server on the shared etcd of `up_dir`.
-    pub async fn start(up_dir: &Path) -> Self {
-        let etcd = std::fs::read_to_string(up_dir.join("etcd-url"))
-            .unwrap_or_else(|e| panic!("{}/etcd-url: {e}", up_dir.display()));
-        let dir = tempfile::tempdir().unwrap();
-        let prefix = format!("/hawser-test-{}", uuid::Uuid::new_v4().simple());
-        let out = tokio::process::Command::new(script())
-            .arg("apiserver")
-            .arg(dir.path())
-            .arg(etcd.trim())
-            .arg(&prefix)
-            .output()
-            .await
-            .expect("scripts/real-cluster.sh runs");
-        assert!(
-            out.status.success(),
-            "the API server did not start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    /// Starts an API server on the shared etcd of the `up` directory named by
+    /// `HAWSER_TEST_REAL_KUBE`.
+    pub async fn start() -> Self {
+        let server = ApiServer::for_test().await;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
+        let kubeconfig = server.kubeconfig();
         let client = spawn_wait(&runtime, async move {
             let file = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
             let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
@@ -86,16 +45,16 @@ impl RealApi {
             kube::Client::try_from(config).unwrap()
         });
         Self {
-            dir,
+            server,
             runtime: Some(runtime),
             client,
             resources: Mutex::default(),
         }
     }
 
-    /// The kubeconfig of the API server itself (an admin token, TLS not verified).
-    pub fn kubeconfig(&self) -> PathBuf {
-        self.dir.path().join("kubeconfig")
+    /// The API server itself.
+    pub fn server(&self) -> &ApiServer {
+        &self.server
     }
 
     /// Waits until a CRD's kind can be watched: a real server answers 429 "storage is
@@ -133,11 +92,6 @@ impl RealApi {
             }
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
-    }
-
-    /// The API server's log, for failure messages.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("kube-apiserver.log")).unwrap_or_default()
     }
 
     fn run<T: Send + 'static>(&self, work: impl Future<Output = T> + Send + 'static) -> T {
@@ -273,10 +227,6 @@ impl Drop for RealApi {
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
         }
-        let _ = std::process::Command::new(script())
-            .arg("down")
-            .arg(self.dir.path())
-            .status();
     }
 }
 

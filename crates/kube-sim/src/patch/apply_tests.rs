@@ -132,8 +132,7 @@ fn conflict_with_other_manager() {
     assert_eq!(
         err,
         PatchError::Conflict {
-            message: "Apply failed with 1 conflict: conflict with \"other\": .data.x"
-                .into(),
+            message: "Apply failed with 1 conflict: conflict with \"other\": .data.x".into(),
             causes: vec![(".data.x".into(), "conflict with \"other\"".into())],
         }
     );

@@ -78,7 +78,11 @@ impl ApiServer {
         let etcd = std::fs::read_to_string(up_dir.join("etcd-url"))
             .unwrap_or_else(|e| panic!("{}/etcd-url: {e}", up_dir.display()));
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let prefix = format!("/hawser-test-{:016x}", rand::random::<u64>());
+        // Unique per test: nextest runs each test in a process of its own.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let prefix = format!("/hawser-test-{}-{nanos}", std::process::id());
         let out = tokio::process::Command::new(script())
             .arg("apiserver")
             .arg(dir.path())
@@ -98,8 +102,8 @@ impl ApiServer {
     /// Starts one for a test that asked for the real server with [`MODE_ENV`]; panics when
     /// none is configured.
     pub async fn for_test() -> Self {
-        let up_dir = configured(MODE_ENV)
-            .unwrap_or_else(|| panic!("{MODE_ENV}=real needs {REAL_KUBE_ENV}"));
+        let up_dir =
+            configured(MODE_ENV).unwrap_or_else(|| panic!("{MODE_ENV}=real needs {REAL_KUBE_ENV}"));
         Self::start(&up_dir).await
     }
 
@@ -111,7 +115,7 @@ impl ApiServer {
     /// kube-sim's configuration `config` turned into a proxy in front of this server.
     pub fn proxied(&self, config: kube_sim::SimConfig) -> kube_sim::SimConfig {
         let upstream =
-            kube_sim::Upstream::from_kubeconfig(&self.kubeconfig()).expect("the kubeconfig reads");
+            kube_sim::Upstream::from_kubeconfig(self.kubeconfig()).expect("the kubeconfig reads");
         kube_sim::SimConfig {
             upstream: Some(upstream),
             ..config
