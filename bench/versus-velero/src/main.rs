@@ -4,10 +4,12 @@
 //! 1. backup of N ConfigMaps: wall time and peak RSS of each server (its process tree: Velero's
 //!    plugins run as child processes);
 //! 2. restore of that backup into a mapped namespace: wall time, objects/s, peak RSS;
-//! 3. the seed's scenario: writes of Backups refused by the API server (503 on PATCH and PUT of
-//!    `backups`) from the moment they are `InProgress` for longer than `--resource-timeout`, then
-//!    recovery: how many Backups each server leaves non-final; then a restart of each server:
-//!    how many end with a phase that disagrees with what was uploaded.
+//! 3. the seed's scenario: writes of Backups and Restores refused by the API server (503 on
+//!    PATCH and PUT of `backups` and `restores`) from the moment the first of each is
+//!    `InProgress`, for longer than `--resource-timeout`, then recovery: how many Backups and
+//!    Restores each server leaves non-final; then a restart of each server: how many end with a
+//!    phase that disagrees with the truth (for a Backup, what was uploaded; for a Restore,
+//!    whether every object it restores is in the cluster).
 //!
 //! The last line is `key=value` pairs. Needs `scripts/real-cluster.sh up DIR` (`--real-kube` or
 //! `HAWSER_TEST_REAL_KUBE`), an S3 endpoint (`--s3` or `HAWSER_TEST_S3_ENDPOINT`, moto), the
@@ -36,10 +38,10 @@ struct Args {
     /// ConfigMaps (1 KiB each) in the backed-up namespace.
     #[arg(long, default_value_t = 10_000)]
     objects: usize,
-    /// Backups caught by the outage.
+    /// Backups caught by the outage, and as many Restores.
     #[arg(long, default_value_t = 3)]
     outage_backups: usize,
-    /// How long Backup writes are refused; above `--resource-timeout`.
+    /// How long Backup and Restore writes are refused; above `--resource-timeout`.
     #[arg(long, default_value_t = 75)]
     outage_secs: u64,
     /// Passed to both servers.
@@ -94,6 +96,8 @@ struct Figures {
 }
 
 const BUCKET: &str = "versus-velero";
+/// ConfigMaps in the namespace of the backups and restores caught by the outage.
+const SMALL: usize = 5;
 const FINAL: &[&str] = &["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
 
 fn script(name: &str) -> PathBuf {
@@ -497,7 +501,7 @@ async fn run_one(
     install(&c, &args.s3, run, which).await?;
     let seeded = Instant::now();
     seed(&c, "bench", args.objects).await?;
-    seed(&c, "small", 5).await?;
+    seed(&c, "small", SMALL).await?;
     eprintln!(
         "{}: seeded {} ConfigMaps in {:.1} s",
         which.name(),
@@ -575,12 +579,32 @@ async fn run_one(
         server.stop().await;
         return Ok(figures);
     }
-    // Each backup lists its ConfigMaps slowly, so that the outage meets it InProgress.
-    let slow = c.proxy.faults().latency(
-        LatencyFault::new(Duration::from_secs(3))
-            .verbs(&["list"])
-            .resources(&["configmaps"]),
-    );
+    // The source of the Restores caught by the outage.
+    create(
+        &backups,
+        "Backup",
+        "small-source",
+        json!({"includedNamespaces": ["small"], "snapshotVolumes": false}),
+    )
+    .await?;
+    let done = wait_phase(&backups, "small-source", |p| FINAL.contains(&p), limit).await?;
+    if done != "Completed" {
+        bail!("{}: backup small-source ended {done}", which.name());
+    }
+    // Each backup lists its ConfigMaps slowly and each restore creates them slowly, so that the
+    // outage meets them InProgress.
+    let slow = [
+        c.proxy.faults().latency(
+            LatencyFault::new(Duration::from_secs(3))
+                .verbs(&["list"])
+                .resources(&["configmaps"]),
+        ),
+        c.proxy.faults().latency(
+            LatencyFault::new(Duration::from_secs(3))
+                .verbs(&["create"])
+                .resources(&["configmaps"]),
+        ),
+    ];
     let names: Vec<String> = (1..=args.outage_backups)
         .map(|i| format!("outage-{i}"))
         .collect();
@@ -592,32 +616,42 @@ async fn run_one(
             json!({"includedNamespaces": ["small"], "snapshotVolumes": false}),
         )
         .await?;
+        create(
+            &restores,
+            "Restore",
+            &format!("{name}-restore"),
+            json!({"backupName": "small-source", "namespaceMapping": {"small": format!("{name}-copy")}}),
+        )
+        .await?;
     }
-    // The outage starts once the first is InProgress: its final status write is what is lost.
-    wait_phase(
-        &backups,
-        &names[0],
-        |p| p == "InProgress",
-        Duration::from_secs(60),
-    )
-    .await?;
+    // The outage starts once the first of each is InProgress: their final status writes are
+    // what is lost.
+    let first_restore = format!("{}-restore", names[0]);
+    for (api, first) in [(&backups, &names[0]), (&restores, &first_restore)] {
+        wait_phase(api, first, |p| p == "InProgress", Duration::from_secs(60)).await?;
+    }
     let fault = c.proxy.faults().status(
         StatusFault::new(503)
             .verbs(&["patch", "update"])
-            .resources(&["backups"]),
+            .resources(&["backups", "restores"]),
     );
     tokio::time::sleep(Duration::from_secs(args.outage_secs)).await;
     c.proxy.faults().remove(fault);
-    c.proxy.faults().remove(slow);
+    for id in slow {
+        c.proxy.faults().remove(id);
+    }
     tokio::time::sleep(Duration::from_secs(30)).await;
     for name in &names {
-        let p = backups.get(name).await.map(|o| phase(&o))?;
-        if !FINAL.contains(&p.as_str()) {
-            figures.non_final += 1;
+        let restore = format!("{name}-restore");
+        for (api, name) in [(&backups, name), (&restores, &restore)] {
+            let p = api.get(name).await.map(|o| phase(&o))?;
+            if !FINAL.contains(&p.as_str()) {
+                figures.non_final += 1;
+            }
+            figures
+                .outage_details
+                .push(format!("{name}: {p} after recovery"));
         }
-        figures
-            .outage_details
-            .push(format!("{name}: {p} after recovery"));
     }
     server.stop().await;
     let server = Running::start(which, args, &c, &log)?;
@@ -633,6 +667,28 @@ async fn run_one(
         figures.outage_details.push(format!(
             "{name}: {p} after restart; uploaded: archive {archive}, record {}; true phase {truth}",
             record.as_deref().unwrap_or("none")
+        ));
+
+        let restore = format!("{name}-restore");
+        let p = restores.get(&restore).await.map(|o| phase(&o))?;
+        let copies: Api<ConfigMap> = Api::namespaced(c.client.clone(), &format!("{name}-copy"));
+        let restored = copies
+            .list_metadata(&ListParams::default().labels("app=bench"))
+            .await?
+            .items
+            .len();
+        let complete = restored == SMALL;
+        let truthful = if complete {
+            p == "Completed"
+        } else {
+            matches!(p.as_str(), "Failed" | "PartiallyFailed")
+        };
+        if !truthful {
+            figures.untruthful += 1;
+        }
+        figures.outage_details.push(format!(
+            "{restore}: {p} after restart; in the cluster: {restored} of {SMALL} ConfigMaps; true phase {}",
+            if complete { "Completed" } else { "Failed or PartiallyFailed" }
         ));
     }
     server.stop().await;
