@@ -705,14 +705,17 @@ async fn main() -> Result<()> {
     // moto accepts unsigned requests: the bucket is made with a plain PUT.
     http.put(format!("{}/{BUCKET}", args.s3)).send().await?;
     let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let outage = if args.skip_outage {
+        "no outage".to_owned()
+    } else {
+        format!(
+            "outage {} s over {} backups and {} restores",
+            args.outage_secs, args.outage_backups, args.outage_backups
+        )
+    };
     println!(
-        "versus-velero: {} ConfigMaps (1 KiB), --resource-timeout {}, --client-qps {} --client-burst {}, outage {} s over {} backups",
-        args.objects,
-        args.resource_timeout,
-        args.client_qps,
-        args.client_burst,
-        args.outage_secs,
-        args.outage_backups
+        "versus-velero: {} ConfigMaps (1 KiB), --resource-timeout {}, --client-qps {} --client-burst {}, {outage}",
+        args.objects, args.resource_timeout, args.client_qps, args.client_burst,
     );
     let bucket = object_store::aws::AmazonS3Builder::new()
         .with_endpoint(&args.s3)
@@ -745,18 +748,22 @@ async fn main() -> Result<()> {
         velero.restore_s / hawser.restore_s,
         velero.restore_rss_kib as f64 / hawser.restore_rss_kib.max(1) as f64,
     );
-    println!(
-        "hawser_backup_s={:.2} velero_backup_s={:.2} hawser_restore_s={:.2} velero_restore_s={:.2} hawser_rss_mib={:.1} velero_rss_mib={:.1} hawser_non_final={} velero_non_final={} hawser_untruthful={} velero_untruthful={}",
+    let mut figures = format!(
+        "hawser_backup_s={:.2} velero_backup_s={:.2} hawser_restore_s={:.2} velero_restore_s={:.2} hawser_rss_mib={:.1} velero_rss_mib={:.1}",
         hawser.backup_s,
         velero.backup_s,
         hawser.restore_s,
         velero.restore_s,
         bench_common::mib(hawser.backup_rss_kib.max(hawser.restore_rss_kib)),
         bench_common::mib(velero.backup_rss_kib.max(velero.restore_rss_kib)),
-        hawser.non_final,
-        velero.non_final,
-        hawser.untruthful,
-        velero.untruthful,
     );
+    // With --skip-outage there are no outage figures, rather than zeros.
+    if !args.skip_outage {
+        figures.push_str(&format!(
+            " hawser_non_final={} velero_non_final={} hawser_untruthful={} velero_untruthful={}",
+            hawser.non_final, velero.non_final, hawser.untruthful, velero.untruthful,
+        ));
+    }
+    println!("{figures}");
     Ok(())
 }

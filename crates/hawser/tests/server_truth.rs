@@ -18,6 +18,21 @@ fn record(root: &std::path::Path, name: &str) -> Option<Value> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// Flags of a server whose status writes give up after 1 s (`--resource-timeout`), with the
+/// periodic resync every `resync`.
+fn impatient(resync: &str) -> [&str; 8] {
+    [
+        "--status-resync-period",
+        resync,
+        "--store-validation-frequency",
+        "1s",
+        "--resource-timeout",
+        "1s",
+        "--status-patch-max-backoff",
+        "300ms",
+    ]
+}
+
 fn uid(object: &Value) -> String {
     object["metadata"]["uid"]
         .as_str()
@@ -157,21 +172,7 @@ async fn a_pending_status_of_a_deleted_backup_never_lands_on_its_successor() {
     seed(&cluster, 3);
     filesystem_location(&cluster, "default", root.path());
     let store = cluster.store();
-    let server = Server::start(
-        &cluster,
-        root.path(),
-        &[
-            "--status-resync-period",
-            "1s",
-            "--store-validation-frequency",
-            "1s",
-            "--resource-timeout",
-            "1s",
-            "--status-patch-max-backoff",
-            "300ms",
-        ],
-    )
-    .await;
+    let server = Server::start(&cluster, root.path(), &impatient("1s")).await;
     create_backup(&cluster, "twice", json!({"includedNamespaces": ["shop"]}));
     let first = wait_in_progress(&cluster, &server, "Backup", "twice").await;
     // The first run's final status meets 429s and goes to the re-driver.
@@ -424,21 +425,7 @@ async fn a_backup_and_a_restore_whose_claims_were_refused_start_once_the_api_ans
     seed(&cluster, 3);
     filesystem_location(&cluster, "default", root.path());
     // The periodic resync is far away: only the queue's own retry can start them in time.
-    let server = Server::start(
-        &cluster,
-        root.path(),
-        &[
-            "--status-resync-period",
-            "10m",
-            "--store-validation-frequency",
-            "1s",
-            "--resource-timeout",
-            "1s",
-            "--status-patch-max-backoff",
-            "300ms",
-        ],
-    )
-    .await;
+    let server = Server::start(&cluster, root.path(), &impatient("10m")).await;
     create_backup(&cluster, "source", json!({"includedNamespaces": ["shop"]}));
     assert_eq!(
         phase(&wait_final(&cluster, &server, "Backup", "source").await),

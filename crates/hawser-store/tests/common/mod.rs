@@ -68,30 +68,42 @@ pub async fn read_blocking(location: &Location, key: &str) -> Vec<u8> {
 }
 
 /// An S3-protocol server for a test: `HAWSER_TEST_S3_ENDPOINT` when set, else a moto server
-/// started with `scripts/start-s3.sh` and stopped on drop.
+/// started with `scripts/start-s3.sh` and stopped on drop. With `HAWSER_TEST_S3_SERVER=s3s-fs`
+/// it is always an s3s-fs server of the test's own, which checks every request's signature.
 pub struct S3Server {
     pub endpoint: String,
     pid: Option<u32>,
+    /// s3s-fs only: the directory its buckets live in.
+    s3s_root: Option<PathBuf>,
     _dir: tempfile::TempDir,
 }
 
 impl S3Server {
     pub fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        if let Ok(endpoint) = std::env::var("HAWSER_TEST_S3_ENDPOINT") {
+        let s3s = std::env::var("HAWSER_TEST_S3_SERVER").as_deref() == Ok("s3s-fs");
+        if !s3s && let Ok(endpoint) = std::env::var("HAWSER_TEST_S3_ENDPOINT") {
             return Self {
                 endpoint: endpoint.trim_end_matches('/').to_owned(),
                 pid: None,
+                s3s_root: None,
                 _dir: dir,
             };
         }
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/start-s3.sh");
         let pidfile = dir.path().join("s3.pid");
-        let output = Command::new("bash")
+        let s3s_root = s3s.then(|| dir.path().join("root"));
+        let mut command = Command::new("bash");
+        command
             .arg(&script)
             .env("HAWSER_S3_PIDFILE", &pidfile)
-            .env("HAWSER_S3_LOG", dir.path().join("s3.log"))
-            .output();
+            .env("HAWSER_S3_LOG", dir.path().join("s3.log"));
+        if let Some(root) = &s3s_root {
+            command
+                .env("HAWSER_S3_SERVER", "s3s-fs")
+                .env("HAWSER_S3_ROOT", root);
+        }
+        let output = command.output();
         let output = match output {
             Ok(o) => o,
             Err(e) => panic!(
@@ -119,12 +131,23 @@ impl S3Server {
         Self {
             endpoint,
             pid: Some(pid),
+            s3s_root,
             _dir: dir,
         }
     }
 
-    /// Creates a bucket with an unsigned `PUT /<bucket>` (moto accepts it).
+    /// Whether this is an s3s-fs server (signatures checked).
+    pub fn is_s3s(&self) -> bool {
+        self.s3s_root.is_some()
+    }
+
+    /// Creates a bucket: with an unsigned `PUT /<bucket>` (moto accepts it), or on s3s-fs as
+    /// the directory it keeps a bucket in (the test's setup, not what is under test).
     pub fn create_bucket(&self, bucket: &str) {
+        if let Some(root) = &self.s3s_root {
+            std::fs::create_dir_all(root.join(bucket)).unwrap();
+            return;
+        }
         let host = self.endpoint.trim_start_matches("http://");
         let mut stream = std::net::TcpStream::connect(host).unwrap();
         write!(stream, "PUT /{bucket} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
@@ -138,8 +161,16 @@ impl S3Server {
     }
 
     /// Multipart uploads of `bucket` that were started and neither completed nor aborted
-    /// (`GET /<bucket>?uploads`, unsigned: moto accepts it).
+    /// (`GET /<bucket>?uploads`, unsigned: moto accepts it; s3s-fs keeps one `.upload-ID.json`
+    /// file per upload in its root, for all buckets, and they are listed instead).
     pub fn incomplete_uploads(&self, bucket: &str) -> Vec<String> {
+        if let Some(root) = &self.s3s_root {
+            return std::fs::read_dir(root)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|name| name.starts_with(".upload-") && name.ends_with(".json"))
+                .collect();
+        }
         let host = self.endpoint.trim_start_matches("http://");
         let mut stream = std::net::TcpStream::connect(host).unwrap();
         write!(
