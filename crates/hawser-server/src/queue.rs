@@ -51,7 +51,7 @@ const WATCH_TIMEOUT_SECONDS: u32 = 25;
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 
 use crate::readiness::Watch;
-use crate::status::{Kind, ObjectKey};
+use crate::status::{Kind, ObjectKey, WriteError};
 
 /// What became of an object its worker took up.
 #[must_use]
@@ -63,6 +63,19 @@ pub(crate) enum Handled {
     /// It still waits: the API did not answer while it was being started. It is offered again
     /// after a delay.
     Retry,
+}
+
+impl Handled {
+    /// What becomes of an object whose claim (or other first write) did not land: offered again
+    /// soon when the API did not answer in time; otherwise left to the watch and the periodic
+    /// LIST (it changed or went away meanwhile, or the API refuses the write for good, which a
+    /// quick retry would not change).
+    pub(crate) fn after_failed_claim(error: &WriteError) -> Self {
+        match error {
+            WriteError::Expired { .. } => Self::Retry,
+            _ => Self::Done,
+        }
+    }
 }
 
 /// How long an object handed back for the `attempt`-th time (from 0) waits before it is
@@ -318,6 +331,42 @@ mod tests {
             flag.store(true, Ordering::SeqCst);
         });
         done
+    }
+
+    #[test]
+    fn only_a_claim_that_ran_out_of_time_is_offered_again_soon() {
+        let unanswered = || crate::status::AttemptError::TimedOut(Duration::from_secs(1));
+        let (kind, namespace, name) = ("backup", "velero".to_owned(), "b".to_owned());
+        let expired = WriteError::Expired {
+            kind,
+            namespace: namespace.clone(),
+            name: name.clone(),
+            attempts: 3,
+            source: unanswered(),
+        };
+        assert_eq!(Handled::after_failed_claim(&expired), Handled::Retry);
+        let refused = WriteError::Rejected {
+            kind,
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source: unanswered(),
+        };
+        let gone = WriteError::Gone {
+            kind,
+            namespace,
+            name,
+        };
+        for settled in [refused, gone] {
+            assert_eq!(
+                Handled::after_failed_claim(&settled),
+                Handled::Done,
+                "{settled}"
+            );
+        }
+        assert_eq!(retry_delay(0), Duration::from_secs(1));
+        assert_eq!(retry_delay(3), Duration::from_secs(8));
+        assert_eq!(retry_delay(4), MAX_RETRY_DELAY);
+        assert_eq!(retry_delay(u32::MAX), MAX_RETRY_DELAY);
     }
 
     #[tokio::test(start_paused = true)]

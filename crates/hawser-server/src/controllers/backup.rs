@@ -119,7 +119,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
         Ok(_) => ctx.metrics.backup_attempt(&schedule),
         Err(e) => {
             tracing::info!(backup = %name, category = e.category(), error = %e, "the backup could not be started");
-            return Handled::Retry;
+            return Handled::after_failed_claim(&e);
         }
     }
     backup_queue::renumber(&ctx).await;

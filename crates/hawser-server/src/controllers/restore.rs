@@ -92,7 +92,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
         .field("startTimestamp", json!(Time(started)));
     if let Err(e) = ctx.engine.write(taken.first_write(claim)).await {
         tracing::info!(restore = %name, category = e.category(), error = %e, "the restore could not be started");
-        return Handled::Retry;
+        return Handled::after_failed_claim(&e);
     }
     tracing::info!(restore = %name, backup = %backup.metadata.name.clone().unwrap_or_default(), "restore started");
     test_panic_after_claim(&name);
