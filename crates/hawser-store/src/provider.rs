@@ -226,6 +226,30 @@ fn client_options(
     Ok(client)
 }
 
+/// A custom endpoint from `config[key]` (`storeEndpoint`, `storageAccountURI`), without a
+/// trailing `/`; an `http://` one allows plain HTTP in `client`.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] when the value is not an `http://` or `https://` URL.
+fn endpoint<'a>(
+    config: &'a BTreeMap<String, String>,
+    key: &str,
+    client: &mut ClientOptions,
+) -> Result<Option<&'a str>, ConfigError> {
+    let Some(url) = non_empty(config, key) else {
+        return Ok(None);
+    };
+    if url.starts_with("http://") {
+        *client = std::mem::take(client).with_allow_http(true);
+    } else if !url.starts_with("https://") {
+        return Err(ConfigError::Invalid {
+            field: format!("spec.config.{key}"),
+            reason: format!("`{url}` must start with http:// or https://"),
+        });
+    }
+    Ok(Some(url.trim_end_matches('/')))
+}
+
 fn retry(options: &LocationOptions) -> RetryConfig {
     RetryConfig {
         backoff: BackoffConfig::default(),
@@ -490,10 +514,11 @@ fn gcp(
         })?;
         builder = builder.with_service_account_key(key);
     }
-    if let Some(endpoint) = non_empty(config, "storeEndpoint") {
+    let mut client = client_options(spec, options)?;
+    if let Some(endpoint) = endpoint(config, "storeEndpoint", &mut client)? {
         builder = builder.with_base_url(endpoint);
     }
-    builder = builder.with_client_options(client_options(spec, options)?);
+    builder = builder.with_client_options(client);
     let store = builder.build().map_err(|source| ConfigError::Client {
         provider: provider.name(),
         source,
@@ -567,11 +592,8 @@ fn azure(
         }
     }
     let mut client = client_options(spec, options)?;
-    if let Some(uri) = non_empty(config, "storageAccountURI") {
-        if uri.starts_with("http://") {
-            client = client.with_allow_http(true);
-        }
-        builder = builder.with_endpoint(uri.trim_end_matches('/').to_owned());
+    if let Some(uri) = endpoint(config, "storageAccountURI", &mut client)? {
+        builder = builder.with_endpoint(uri.to_owned());
     }
     if let Some(authority) = non_empty(config, "activeDirectoryAuthorityURI") {
         builder = builder.with_authority_host(authority);
@@ -681,6 +703,50 @@ mod tests {
             err.to_string(),
             "spec.config.checksumAlgorithm is invalid: `CRC32` is not supported by hawser: use \"\" (no checksum) or SHA256"
         );
+    }
+
+    /// `storeEndpoint` and `storageAccountURI` take `http://` (a local emulator, a proxy) as
+    /// `s3Url` does, and refuse what is not a URL.
+    #[test]
+    fn custom_endpoints_of_gcp_and_azure() {
+        let options = LocationOptions::default();
+        let policy = LocationPolicy::default();
+        let gcp = |url: &str| {
+            LocationSpec::new("gcp", "b")
+                .with_config("storeEndpoint", url)
+                .with_credentials("{}")
+        };
+        let azure = |url: &str| {
+            LocationSpec::new("azure", "b")
+                .with_config("storageAccount", "acct")
+                .with_config("storageAccountURI", url)
+                .with_config("storageAccountKeyEnvVar", "KEY")
+                .with_credentials("KEY=a2V5")
+        };
+        for (provider, spec, key) in [
+            (
+                Provider::Gcp,
+                gcp as fn(&str) -> LocationSpec,
+                "storeEndpoint",
+            ),
+            (Provider::Azure, azure, "storageAccountURI"),
+        ] {
+            let mut client = ClientOptions::new();
+            let config = spec("http://127.0.0.1:4443/").config;
+            assert_eq!(
+                endpoint(&config, key, &mut client).unwrap(),
+                Some("http://127.0.0.1:4443")
+            );
+            let Err(err) = build(provider, &spec("127.0.0.1:4443"), &options, &policy) else {
+                panic!("{key} without a scheme is refused");
+            };
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "spec.config.{key} is invalid: `127.0.0.1:4443` must start with http:// or https://"
+                )
+            );
+        }
     }
 
     #[test]

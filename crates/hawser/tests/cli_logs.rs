@@ -302,7 +302,7 @@ async fn s3_location_logs_through_a_presigned_url() {
     let bucket = s3.bucket("logs");
     s3.create_bucket(&bucket);
     let cluster = Cluster::start().await;
-    s3_location(&cluster, &s3.endpoint, &bucket, "c1");
+    storage_location(&cluster, &s3.spec(&bucket), "c1", None);
     seed(&cluster, 2);
     let logs = tempfile::tempdir().unwrap();
     let server = Server::start(&cluster, logs.path(), FAST).await;

@@ -406,31 +406,6 @@ async fn a_storage_failure_mid_upload_ends_failed_and_the_record_says_failed() {
 }
 
 #[tokio::test]
-async fn a_backup_to_an_s3_location_completes() {
-    let s3 = store_common::S3Server::start();
-    let bucket = format!("e2e-{}", std::process::id());
-    s3.create_bucket(&bucket);
-    let cluster = Cluster::start().await;
-    let logs = tempfile::tempdir().unwrap();
-    seed(&cluster, 3);
-    server_support::s3_location(&cluster, &s3.endpoint, &bucket, "cluster-a");
-    let server = Server::start(&cluster, logs.path(), FAST).await;
-    create_backup(&cluster, "to-s3", json!({"includedNamespaces": ["shop"]}));
-    let done = wait_final(&cluster, &server, "Backup", "to-s3").await;
-    assert_eq!(phase(&done), "Completed", "{}", server.log_text());
-
-    let location = hawser_store::Location::new(&s3.spec(&bucket).with_prefix("cluster-a")).unwrap();
-    let stored = location
-        .backup_metadata("to-s3")
-        .await
-        .unwrap()
-        .expect("velero-backup.json in S3");
-    let stored: Value = serde_json::from_slice(&stored).unwrap();
-    assert_eq!(stored["status"]["phase"], "Completed");
-    assert_eq!(stored["status"]["progress"]["itemsBackedUp"], 6);
-}
-
-#[tokio::test]
 async fn concurrent_backups_with_different_filters_each_hold_exactly_their_items() {
     let cluster = Cluster::start().await;
     let root = tempfile::tempdir().unwrap();

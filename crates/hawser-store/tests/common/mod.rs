@@ -1,5 +1,6 @@
-//! Shared fixtures of the integration tests: artifact bytes, an S3 test server, a TCP proxy
-//! that can cut the connection to it, and a listing of a directory as it is on disk.
+//! Shared fixtures of the integration tests: artifact bytes, storage test servers (S3 and
+//! Azure), a TCP proxy that can cut the connection to one, and a listing of a directory as it is
+//! on disk.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -67,10 +68,56 @@ pub async fn read_blocking(location: &Location, key: &str) -> Vec<u8> {
     .unwrap()
 }
 
-/// An S3-protocol server for a test: `HAWSER_TEST_S3_ENDPOINT` when set, else a moto server
-/// started with `scripts/start-s3.sh` and stopped on drop. With `HAWSER_TEST_S3_SERVER=s3s-fs`
-/// it is always an s3s-fs server of the test's own, which checks every request's signature.
-pub struct S3Server {
+/// The storage test servers, one per provider protocol (`scripts/start-storage.sh`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// moto's server mode: S3, any credentials accepted.
+    Moto,
+    /// s3s-fs: S3, every request's SigV4 signature checked.
+    S3sFs,
+    /// Azurite's blob service: Azure, SharedKey and SAS signatures checked.
+    Azurite,
+}
+
+impl Kind {
+    /// The S3 server of this run: s3s-fs with `HAWSER_TEST_S3_SERVER=s3s-fs`, else moto.
+    pub fn s3() -> Self {
+        if std::env::var("HAWSER_TEST_S3_SERVER").as_deref() == Ok("s3s-fs") {
+            Self::S3sFs
+        } else {
+            Self::Moto
+        }
+    }
+
+    /// The server's name for `scripts/start-storage.sh`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Moto => "moto",
+            Self::S3sFs => "s3s-fs",
+            Self::Azurite => "azurite",
+        }
+    }
+
+    /// The location provider that speaks this server's protocol.
+    pub fn provider(self) -> &'static str {
+        match self {
+            Self::Moto | Self::S3sFs => "aws",
+            Self::Azurite => "azure",
+        }
+    }
+}
+
+/// Azurite's account and its well-known key (published with the emulator).
+pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
+pub const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// A storage server for a test, stopped on drop. For S3 (`StorageServer::start`) it is
+/// `HAWSER_TEST_S3_ENDPOINT` when set, else a moto server started with `scripts/start-storage.sh`;
+/// with `HAWSER_TEST_S3_SERVER=s3s-fs` always an s3s-fs server of the test's own. Azurite
+/// (`StorageServer::of`) is always the test's own.
+pub struct StorageServer {
+    pub kind: Kind,
     pub endpoint: String,
     pid: Option<u32>,
     /// s3s-fs only: the directory its buckets live in.
@@ -78,48 +125,63 @@ pub struct S3Server {
     _dir: tempfile::TempDir,
 }
 
-impl S3Server {
+/// The S3 test server, by its older name.
+pub type S3Server = StorageServer;
+
+impl StorageServer {
+    /// The S3 server of this run (see [`Kind::s3`]).
     pub fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let s3s = std::env::var("HAWSER_TEST_S3_SERVER").as_deref() == Ok("s3s-fs");
-        if !s3s && let Ok(endpoint) = std::env::var("HAWSER_TEST_S3_ENDPOINT") {
+        let kind = Kind::s3();
+        if kind == Kind::Moto
+            && let Ok(endpoint) = std::env::var("HAWSER_TEST_S3_ENDPOINT")
+        {
             return Self {
+                kind,
                 endpoint: endpoint.trim_end_matches('/').to_owned(),
                 pid: None,
                 s3s_root: None,
-                _dir: dir,
+                _dir: tempfile::tempdir().unwrap(),
             };
         }
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/start-s3.sh");
-        let pidfile = dir.path().join("s3.pid");
-        let s3s_root = s3s.then(|| dir.path().join("root"));
+        Self::of(kind)
+    }
+
+    /// A server of `kind` of the test's own.
+    pub fn of(kind: Kind) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/start-storage.sh");
+        let pidfile = dir.path().join("server.pid");
+        let s3s_root = (kind == Kind::S3sFs).then(|| dir.path().join("root"));
         let mut command = Command::new("bash");
         command
             .arg(&script)
-            .env("HAWSER_S3_PIDFILE", &pidfile)
-            .env("HAWSER_S3_LOG", dir.path().join("s3.log"));
+            .arg(kind.name())
+            .env("HAWSER_STORAGE_PIDFILE", &pidfile)
+            .env("HAWSER_STORAGE_LOG", dir.path().join("server.log"));
         if let Some(root) = &s3s_root {
-            command
-                .env("HAWSER_S3_SERVER", "s3s-fs")
-                .env("HAWSER_S3_ROOT", root);
+            command.env("HAWSER_STORAGE_ROOT", root);
         }
-        let output = command.output();
-        let output = match output {
+        let output = match command.output() {
             Ok(o) => o,
             Err(e) => panic!(
                 "{}",
-                how_to_provide(&format!("running {} failed: {e}", script.display()))
+                how_to_provide(kind, &format!("running {} failed: {e}", script.display()))
             ),
         };
         if !output.status.success() {
             panic!(
                 "{}",
-                how_to_provide(&format!(
-                    "{} exited with {}:\n{}",
-                    script.display(),
-                    output.status,
-                    String::from_utf8_lossy(&output.stderr)
-                ))
+                how_to_provide(
+                    kind,
+                    &format!(
+                        "{} {} exited with {}:\n{}",
+                        script.display(),
+                        kind.name(),
+                        output.status,
+                        String::from_utf8_lossy(&output.stderr)
+                    )
+                )
             );
         }
         let endpoint = String::from_utf8_lossy(&output.stdout).trim().to_owned();
@@ -129,6 +191,7 @@ impl S3Server {
             .parse()
             .unwrap();
         Self {
+            kind,
             endpoint,
             pid: Some(pid),
             s3s_root,
@@ -138,25 +201,45 @@ impl S3Server {
 
     /// Whether this is an s3s-fs server (signatures checked).
     pub fn is_s3s(&self) -> bool {
-        self.s3s_root.is_some()
+        self.kind == Kind::S3sFs
     }
 
-    /// Creates a bucket: with an unsigned `PUT /<bucket>` (moto accepts it), or on s3s-fs as
-    /// the directory it keeps a bucket in (the test's setup, not what is under test).
+    /// `host:port` of the server.
+    pub fn host(&self) -> &str {
+        let rest = self.endpoint.trim_start_matches("http://");
+        rest.split('/').next().unwrap()
+    }
+
+    /// Creates a bucket (a container on Azurite), as the test's setup rather than through what
+    /// is under test: with an unsigned `PUT /<bucket>` on moto, as s3s-fs's directory, with a
+    /// SharedKey-signed `PUT ?restype=container` on Azurite.
     pub fn create_bucket(&self, bucket: &str) {
-        if let Some(root) = &self.s3s_root {
-            std::fs::create_dir_all(root.join(bucket)).unwrap();
-            return;
-        }
-        let host = self.endpoint.trim_start_matches("http://");
-        let mut stream = std::net::TcpStream::connect(host).unwrap();
-        write!(stream, "PUT /{bucket} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .unwrap();
+        let (request, created) = match self.kind {
+            Kind::S3sFs => {
+                std::fs::create_dir_all(self.s3s_root.as_ref().unwrap().join(bucket)).unwrap();
+                return;
+            }
+            Kind::Moto => (
+                format!(
+                    "PUT /{bucket} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\n",
+                    self.host()
+                ),
+                "HTTP/1.1 200",
+            ),
+            Kind::Azurite => (
+                azurite_create_container(self.host(), bucket),
+                "HTTP/1.1 201",
+            ),
+        };
+        let request = format!("{request}Connection: close\r\n\r\n");
+        let mut stream = std::net::TcpStream::connect(self.host()).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).unwrap();
         assert!(
-            answer.starts_with("HTTP/1.1 200"),
-            "creating bucket {bucket} failed: {answer}"
+            answer.starts_with(created),
+            "creating bucket {bucket} on {} failed: {answer}",
+            self.kind.name()
         );
     }
 
@@ -171,7 +254,8 @@ impl S3Server {
                 .filter(|name| name.starts_with(".upload-") && name.ends_with(".json"))
                 .collect();
         }
-        let host = self.endpoint.trim_start_matches("http://");
+        assert_eq!(self.kind, Kind::Moto, "only S3 has multipart uploads");
+        let host = self.host();
         let mut stream = std::net::TcpStream::connect(host).unwrap();
         write!(
             stream,
@@ -197,10 +281,86 @@ impl S3Server {
         format!("{base}-{}", std::process::id())
     }
 
-    /// A path-style `aws` spec for `bucket` on this server with `[default]` credentials.
+    /// A location spec for `bucket` on this server with working credentials, in the form a
+    /// Velero user writes for that provider.
     pub fn spec(&self, bucket: &str) -> LocationSpec {
-        spec_for(&self.endpoint, bucket)
+        match self.kind {
+            Kind::Moto | Kind::S3sFs => spec_for(&self.endpoint, bucket),
+            Kind::Azurite => azurite_spec(&self.endpoint, bucket, AZURITE_KEY),
+        }
     }
+
+    /// The spec with credentials this server refuses, where it checks any (s3s-fs, Azurite).
+    pub fn spec_with_wrong_credentials(&self, bucket: &str) -> Option<LocationSpec> {
+        match self.kind {
+            Kind::S3sFs => Some(spec_for(&self.endpoint, bucket).with_credentials(
+                "[default]\naws_access_key_id = testing\naws_secret_access_key = not-the-secret\n",
+            )),
+            // A key of the right form (64 bytes, base64) that is not the account's.
+            Kind::Azurite => Some(azurite_spec(
+                &self.endpoint,
+                bucket,
+                &AZURITE_KEY.replace('E', "F"),
+            )),
+            Kind::Moto => None,
+        }
+    }
+
+    /// The spec of a location on this server's protocol at `endpoint` (e.g. a closed port).
+    pub fn spec_at(&self, endpoint: &str, bucket: &str) -> LocationSpec {
+        let mut spec = self.spec(bucket);
+        let key = match self.kind {
+            Kind::Moto | Kind::S3sFs => "s3Url",
+            Kind::Azurite => "storageAccountURI",
+        };
+        let path = self.endpoint.trim_start_matches("http://");
+        let path = path.find('/').map_or("", |at| &path[at..]);
+        spec.config
+            .insert(key.to_owned(), format!("{endpoint}{path}"));
+        spec
+    }
+}
+
+/// An `azure` spec for Azurite at `endpoint`, the account key given as Velero's plugin reads it:
+/// a variable of the credentials file named by `storageAccountKeyEnvVar`.
+pub fn azurite_spec(endpoint: &str, container: &str, key: &str) -> LocationSpec {
+    LocationSpec::new("azure", container)
+        .with_config("storageAccount", AZURITE_ACCOUNT)
+        .with_config("storageAccountURI", endpoint)
+        .with_config(
+            "storageAccountKeyEnvVar",
+            "AZURE_STORAGE_ACCOUNT_ACCESS_KEY",
+        )
+        .with_credentials(format!(
+            "AZURE_STORAGE_ACCOUNT_ACCESS_KEY={key}\nAZURE_CLOUD_NAME=AzurePublicCloud\n"
+        ))
+}
+
+/// The head of a Create Container request for Azurite, signed with the account's SharedKey
+/// (the string to sign as the Blob service documents it: verb, eleven empty standard headers,
+/// the `x-ms-` headers, then `/<account>/<path>` and the query parameters).
+fn azurite_create_container(host: &str, container: &str) -> String {
+    use base64::Engine as _;
+    use hmac::Mac as _;
+    let date = jiff::fmt::rfc2822::DateTimePrinter::new()
+        .timestamp_to_rfc9110_string(&jiff::Timestamp::now())
+        .unwrap();
+    let version = "2021-08-06";
+    let path = format!("/{AZURITE_ACCOUNT}/{container}");
+    let to_sign = format!(
+        "PUT{}x-ms-date:{date}\nx-ms-version:{version}\n/{AZURITE_ACCOUNT}{path}\nrestype:container",
+        "\n".repeat(12)
+    );
+    let engine = base64::engine::general_purpose::STANDARD;
+    let mut mac =
+        hmac::Hmac::<sha2::Sha256>::new_from_slice(&engine.decode(AZURITE_KEY).unwrap()).unwrap();
+    mac.update(to_sign.as_bytes());
+    let signature = engine.encode(mac.finalize().into_bytes());
+    format!(
+        "PUT {path}?restype=container HTTP/1.1\r\nHost: {host}\r\nx-ms-date: {date}\r\n\
+         x-ms-version: {version}\r\nAuthorization: SharedKey {AZURITE_ACCOUNT}:{signature}\r\n\
+         Content-Length: 0\r\n"
+    )
 }
 
 pub fn spec_for(endpoint: &str, bucket: &str) -> LocationSpec {
@@ -213,15 +373,23 @@ pub fn spec_for(endpoint: &str, bucket: &str) -> LocationSpec {
         )
 }
 
-fn how_to_provide(problem: &str) -> String {
+fn how_to_provide(kind: Kind, problem: &str) -> String {
+    let how = match kind {
+        Kind::Moto => {
+            "`pip install 'moto[server]'` (then the tests start moto_server themselves), \
+             or run `scripts/start-s3.sh` and export HAWSER_TEST_S3_ENDPOINT=<the URL it prints>"
+        }
+        Kind::S3sFs => "`scripts/install-s3s-fs.sh` (cargo install of s3s-fs 0.14.1)",
+        Kind::Azurite => "`scripts/install-azurite.sh` (npm install of Azurite)",
+    };
     format!(
-        "the S3 tests need an S3-protocol server and could not start one: {problem}\n\
-         Provide one of: `pip install 'moto[server]'` (then the tests start moto_server themselves), \
-         or run `scripts/start-s3.sh` and export HAWSER_TEST_S3_ENDPOINT=<the URL it prints>."
+        "the {} tests need a {} server and could not start one: {problem}\nProvide it with {how}.",
+        kind.provider(),
+        kind.name()
     )
 }
 
-impl Drop for S3Server {
+impl Drop for StorageServer {
     fn drop(&mut self) {
         if let Some(pid) = self.pid {
             let _ = Command::new("kill").arg(pid.to_string()).status();

@@ -314,32 +314,40 @@ pub fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
         .unwrap();
 }
 
-/// Inserts the Secret `cloud-credentials` with the S3 test server's keys and the `aws`
-/// BackupStorageLocation `default` on `bucket` under `prefix` at `endpoint` (path style).
-pub fn s3_location(cluster: &Cluster, endpoint: &str, bucket: &str, prefix: &str) {
+/// Inserts the BackupStorageLocation `default` of `spec` under `prefix`, its credentials (if
+/// any) in the Secret `cloud-credentials` under the key `cloud`, as `velero install
+/// --secret-file` makes them. `sync_period` is its `spec.backupSyncPeriod`.
+pub fn storage_location(
+    cluster: &Cluster,
+    spec: &hawser_store::LocationSpec,
+    prefix: &str,
+    sync_period: Option<&str>,
+) {
     use base64::Engine as _;
     let store = cluster.store();
-    let credentials = base64::engine::general_purpose::STANDARD
-        .encode("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n");
-    store
-        .insert(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "cloud-credentials", "namespace": NS},
-            "data": {"cloud": credentials}
-        }))
-        .unwrap();
-    store
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-            "metadata": {"name": "default", "namespace": NS},
-            "spec": {
-                "provider": "aws",
-                "objectStorage": {"bucket": bucket, "prefix": prefix},
-                "credential": {"name": "cloud-credentials", "key": "cloud"},
-                "config": {"region": "us-east-1", "s3Url": endpoint, "s3ForcePathStyle": "true"}
-            }
-        }))
-        .unwrap();
+    let mut bsl = json!({
+        "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+        "metadata": {"name": "default", "namespace": NS},
+        "spec": {
+            "provider": spec.provider,
+            "objectStorage": {"bucket": spec.bucket, "prefix": prefix},
+            "config": spec.config,
+        }
+    });
+    if let Some(credentials) = &spec.credentials {
+        store
+            .insert(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "cloud-credentials", "namespace": NS},
+                "data": {"cloud": base64::engine::general_purpose::STANDARD.encode(credentials)}
+            }))
+            .unwrap();
+        bsl["spec"]["credential"] = json!({"name": "cloud-credentials", "key": "cloud"});
+    }
+    if let Some(period) = sync_period {
+        bsl["spec"]["backupSyncPeriod"] = json!(period);
+    }
+    store.insert(bsl).unwrap();
 }
 
 /// The phases the work ends in.
