@@ -9,7 +9,7 @@ use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use hawser_core::layout::Layout;
 use object_store::path::Path;
 use object_store::signer::{Method, Signer};
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutOptions, PutPayload, TagSet};
 
 use crate::error::{ConfigError, StoreError};
 use crate::policy::LocationPolicy;
@@ -35,6 +35,8 @@ pub struct Location {
     signer: Option<Arc<dyn Signer>>,
     /// Who serves this location's files, and the name they know it by (`filesystem`).
     served_by: Option<(Arc<FileUrls>, String)>,
+    /// Tags of every object written (`aws`'s `tagging`); empty otherwise.
+    tags: TagSet,
 }
 
 /// Keys are relative to the prefix: they are the keys of a layout without root.
@@ -97,6 +99,7 @@ impl Location {
             options,
             signer: clients.signer,
             served_by: None,
+            tags: clients.tags,
         })
     }
 
@@ -185,6 +188,11 @@ impl Location {
         &self.store
     }
 
+    /// The tags every object written gets.
+    pub(crate) fn tags(&self) -> &TagSet {
+        &self.tags
+    }
+
     /// The full object path of a key.
     pub(crate) fn path(&self, key: &str) -> Result<Path, StoreError> {
         let key = key.trim_matches('/');
@@ -232,8 +240,12 @@ impl Location {
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
         self.check_writable("write", key)?;
         let path = self.path(key)?;
+        let options = PutOptions {
+            tags: self.tags.clone(),
+            ..PutOptions::default()
+        };
         self.store
-            .put(&path, PutPayload::from_bytes(bytes))
+            .put_opts(&path, PutPayload::from_bytes(bytes), options)
             .await
             .map_err(|e| StoreError::storage("put", key, e))?;
         Ok(())

@@ -12,7 +12,7 @@ use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::signer::Signer;
-use object_store::{BackoffConfig, Certificate, ClientOptions, ObjectStore, RetryConfig};
+use object_store::{BackoffConfig, Certificate, ClientOptions, ObjectStore, RetryConfig, TagSet};
 
 use crate::credentials::{parse_aws_credentials, parse_env_file};
 use crate::error::ConfigError;
@@ -82,9 +82,10 @@ pub(crate) const AWS_KEYS: &[&str] = &[
     "kmsKeyId",
     "enableSharedConfig",
     "checksumAlgorithm",
+    "tagging",
 ];
 /// Keys Velero's AWS plugin knows that hawser refuses rather than silently ignores.
-const AWS_UNSUPPORTED: &[&str] = &["customerKeyEncryptionFile", "tagging"];
+const AWS_UNSUPPORTED: &[&str] = &["customerKeyEncryptionFile"];
 pub(crate) const GCP_KEYS: &[&str] = &["serviceAccount", "storeEndpoint"];
 const GCP_UNSUPPORTED: &[&str] = &["kmsKeyName"];
 pub(crate) const AZURE_KEYS: &[&str] = &[
@@ -100,11 +101,12 @@ pub(crate) const AZURE_KEYS: &[&str] = &[
 const AZURE_UNSUPPORTED: &[&str] = &["encryptionScope"];
 pub(crate) const FILESYSTEM_KEYS: &[&str] = &["root"];
 
-/// A location's clients: the store, and what signs its download URLs (`None` for
-/// `filesystem`, whose files hawser server serves itself).
+/// A location's clients: the store, what signs its download URLs (`None` for `filesystem`,
+/// whose files hawser server serves itself), and the tags every stored object gets.
 pub(crate) struct Clients {
     pub(crate) store: Arc<dyn ObjectStore>,
     pub(crate) signer: Option<Arc<dyn Signer>>,
+    pub(crate) tags: TagSet,
 }
 
 /// The same client storing and signing.
@@ -113,6 +115,7 @@ fn signing<S: ObjectStore + Signer>(store: S) -> Clients {
     Clients {
         store: store.clone(),
         signer: Some(store),
+        tags: TagSet::default(),
     }
 }
 
@@ -135,6 +138,7 @@ pub(crate) fn build(
         Provider::Filesystem => filesystem(spec, policy).map(|store| Clients {
             store,
             signer: None,
+            tags: TagSet::default(),
         }),
     }
 }
@@ -395,7 +399,37 @@ fn aws(
     if public_signer.is_some() {
         clients.signer = public_signer;
     }
+    if let Some(tagging) = non_empty(config, "tagging") {
+        clients.tags = parse_tagging(tagging)?;
+    }
     Ok(clients)
+}
+
+/// `tagging`: the tags of every object written, in the form of a URL query (`key1=value1&
+/// key2=value2`, percent-encoded), as Velero's AWS plugin takes it for S3's `x-amz-tagging`.
+fn parse_tagging(tagging: &str) -> Result<TagSet, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        field: "spec.config.tagging".to_owned(),
+        reason,
+    };
+    let decode = |part: &str| {
+        percent_encoding::percent_decode_str(&part.replace('+', " "))
+            .decode_utf8()
+            .map(std::borrow::Cow::into_owned)
+            .map_err(|_| invalid(format!("`{part}` is not UTF-8 once percent-decoded")))
+    };
+    let mut tags = TagSet::default();
+    for pair in tagging.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = decode(key)?;
+        if key.is_empty() {
+            return Err(invalid(format!(
+                "`{pair}` has no tag key (use key1=value1&key2=value2)"
+            )));
+        }
+        tags.push(&key, &decode(value)?);
+    }
+    Ok(tags)
 }
 
 /// A parsed `s3Url` (or `publicUrl`).
@@ -747,6 +781,21 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn tagging_is_a_url_query_of_tags() {
+        let tags = parse_tagging("backup-tool=hawser&team=platform%20ops&empty=&x+y=1").unwrap();
+        assert_eq!(
+            tags.encoded(),
+            "backup-tool=hawser&team=platform+ops&empty=&x+y=1"
+        );
+        let err = parse_tagging("a=1&=v").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.config.tagging is invalid: `=v` has no tag key (use key1=value1&key2=value2)"
+        );
+        assert!(parse_tagging("a=%FF").is_err());
     }
 
     #[test]

@@ -26,7 +26,8 @@ impl ArtifactWriter {
     pub(crate) fn new(location: &Location, key: &str, path: Path) -> Self {
         let options = location.options();
         let inner = BufWriter::with_capacity(location.store().clone(), path, options.part_size)
-            .with_max_concurrency(options.max_in_flight_parts.max(1));
+            .with_max_concurrency(options.max_in_flight_parts.max(1))
+            .with_tags(location.tags().clone());
         Self {
             inner: Some(inner),
             key: key.to_owned(),

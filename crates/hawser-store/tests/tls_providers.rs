@@ -131,7 +131,7 @@ async fn s3_and_kube_clients_in_one_process_both_complete_tls_handshakes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_without_the_ca_fails_the_handshake_as_unreachable() {
+async fn without_the_ca_the_handshake_fails_as_unreachable_unless_told_to_skip_verification() {
     let (port, seen) = tls_server().await;
     let spec = LocationSpec::new("aws", "b")
         .with_config("s3Url", format!("https://127.0.0.1:{port}"))
@@ -141,7 +141,7 @@ async fn a_client_without_the_ca_fails_the_handshake_as_unreachable() {
         max_retries: 0,
         ..LocationOptions::default()
     };
-    let location = Location::with_options(&spec, options).unwrap();
+    let location = Location::with_options(&spec, options.clone()).unwrap();
     let err = location
         .exists("backups/b1/velero-backup.json")
         .await
@@ -154,4 +154,16 @@ async fn a_client_without_the_ca_fails_the_handshake_as_unreachable() {
     );
     assert_eq!(seen.handshakes.load(Ordering::SeqCst), 0);
     assert!(seen.requests.lock().unwrap().is_empty());
+
+    // `insecureSkipTLSVerify: "true"` (Velero's AWS plugin key) accepts the certificate it
+    // cannot verify: the same request now completes its handshake and is answered.
+    let insecure = spec.with_config("insecureSkipTLSVerify", "true");
+    let location = Location::with_options(&insecure, options).unwrap();
+    let exists = location.exists("backups/b1/velero-backup.json").await;
+    assert!(
+        matches!(exists, Ok(false)),
+        "{:?}",
+        exists.map_err(|e| e.full_message())
+    );
+    assert_eq!(seen.handshakes.load(Ordering::SeqCst), 1);
 }

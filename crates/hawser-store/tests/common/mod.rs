@@ -275,6 +275,27 @@ impl StorageServer {
             .collect()
     }
 
+    /// What a second, independent S3 client sees of an object: boto3 (which moto brings),
+    /// signing with the test keys (`s3_inspect.py`). `what` is `tags` (`key=value` lines) or
+    /// `encryption` (the `ServerSideEncryption` and `SSEKMSKeyId` of a HEAD, one line each).
+    pub fn inspect(&self, what: &str, bucket: &str, key: &str) -> Vec<String> {
+        const INSPECT: &str = include_str!("s3_inspect.py");
+        let output = Command::new("python3")
+            .args(["-c", INSPECT, &self.endpoint, what, bucket, key])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "reading the {what} of {key} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// A bucket name of this test process: a server given through `HAWSER_TEST_S3_ENDPOINT`
     /// outlives one run, so a fixed name would meet the previous run's objects.
     pub fn bucket(&self, base: &str) -> String {
