@@ -1,5 +1,6 @@
-//! Every storage provider that has a server of its protocol here, through `hawser server`:
-//! `aws` against moto (or s3s-fs with `HAWSER_TEST_S3_SERVER=s3s-fs`), `azure` against Azurite.
+//! Every storage provider through `hawser server`: `aws` against moto (or s3s-fs with
+//! `HAWSER_TEST_S3_SERVER=s3s-fs`), `azure` against Azurite, `gcp` against moto serving GCS's
+//! XML API (hawser-store's `tests/providers.rs` says why).
 //! A backup in one cluster, its logs read through a download URL, the backup synced into a
 //! second cluster pointed at the same bucket and restored there, then deleted from the first
 //! cluster: its keys leave the bucket and the second cluster's copy goes with the next sync.
@@ -24,7 +25,7 @@ use store_common::{Kind, StorageServer};
 async fn round_trip(kind: Kind) {
     let storage = match kind {
         Kind::Moto | Kind::S3sFs => StorageServer::start(),
-        Kind::Azurite => StorageServer::of(kind),
+        Kind::Azurite | Kind::GcsOnMoto => StorageServer::of(kind),
     };
     let bucket = storage.bucket("e2e");
     storage.create_bucket(&bucket);
@@ -142,4 +143,4 @@ macro_rules! suite {
     )*};
 }
 
-suite!(aws => super::Kind::s3(), azure => super::Kind::Azurite);
+suite!(aws => super::Kind::s3(), azure => super::Kind::Azurite, gcp => super::Kind::GcsOnMoto);

@@ -1,5 +1,5 @@
-//! Shared fixtures of the integration tests: artifact bytes, storage test servers (S3 and
-//! Azure), a TCP proxy that can cut the connection to one, and a listing of a directory as it is
+//! Shared fixtures of the integration tests: artifact bytes, storage test servers (S3, Azure,
+//! and S3 serving GCS's XML API), a TCP proxy that can cut the connection to one, and a listing of a directory as it is
 //! on disk.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -77,6 +77,10 @@ pub enum Kind {
     S3sFs,
     /// Azurite's blob service: Azure, SharedKey and SAS signatures checked.
     Azurite,
+    /// moto again, for the `gcp` provider: GCS's XML API, which hawser's GCS client speaks, is
+    /// S3's protocol (Google documents it as interoperable), so moto serves it. It checks no
+    /// token and no signature, and is no GCS: see docs/storage.md.
+    GcsOnMoto,
 }
 
 impl Kind {
@@ -92,7 +96,7 @@ impl Kind {
     /// The server's name for `scripts/start-storage.sh`.
     pub fn name(self) -> &'static str {
         match self {
-            Self::Moto => "moto",
+            Self::Moto | Self::GcsOnMoto => "moto",
             Self::S3sFs => "s3s-fs",
             Self::Azurite => "azurite",
         }
@@ -103,6 +107,7 @@ impl Kind {
         match self {
             Self::Moto | Self::S3sFs => "aws",
             Self::Azurite => "azure",
+            Self::GcsOnMoto => "gcp",
         }
     }
 }
@@ -114,8 +119,8 @@ pub const AZURITE_KEY: &str =
 
 /// A storage server for a test, stopped on drop. For S3 (`StorageServer::start`) it is
 /// `HAWSER_TEST_S3_ENDPOINT` when set, else a moto server started with `scripts/start-storage.sh`;
-/// with `HAWSER_TEST_S3_SERVER=s3s-fs` always an s3s-fs server of the test's own. Azurite
-/// (`StorageServer::of`) is always the test's own.
+/// with `HAWSER_TEST_S3_SERVER=s3s-fs` always an s3s-fs server of the test's own. The others
+/// (`StorageServer::of`) are always the test's own.
 pub struct StorageServer {
     pub kind: Kind,
     pub endpoint: String,
@@ -219,7 +224,7 @@ impl StorageServer {
                 std::fs::create_dir_all(self.s3s_root.as_ref().unwrap().join(bucket)).unwrap();
                 return;
             }
-            Kind::Moto => (
+            Kind::Moto | Kind::GcsOnMoto => (
                 format!(
                     "PUT /{bucket} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\n",
                     self.host()
@@ -254,7 +259,10 @@ impl StorageServer {
                 .filter(|name| name.starts_with(".upload-") && name.ends_with(".json"))
                 .collect();
         }
-        assert_eq!(self.kind, Kind::Moto, "only S3 has multipart uploads");
+        assert!(
+            matches!(self.kind, Kind::Moto | Kind::GcsOnMoto),
+            "uploads are listed on moto and s3s-fs"
+        );
         let host = self.host();
         let mut stream = std::net::TcpStream::connect(host).unwrap();
         write!(
@@ -308,6 +316,9 @@ impl StorageServer {
         match self.kind {
             Kind::Moto | Kind::S3sFs => spec_for(&self.endpoint, bucket),
             Kind::Azurite => azurite_spec(&self.endpoint, bucket, AZURITE_KEY),
+            Kind::GcsOnMoto => LocationSpec::new("gcp", bucket)
+                .with_config("storeEndpoint", &self.endpoint)
+                .with_credentials(GCP_SERVICE_ACCOUNT),
         }
     }
 
@@ -323,7 +334,7 @@ impl StorageServer {
                 bucket,
                 &AZURITE_KEY.replace('E', "F"),
             )),
-            Kind::Moto => None,
+            Kind::Moto | Kind::GcsOnMoto => None,
         }
     }
 
@@ -333,6 +344,7 @@ impl StorageServer {
         let key = match self.kind {
             Kind::Moto | Kind::S3sFs => "s3Url",
             Kind::Azurite => "storageAccountURI",
+            Kind::GcsOnMoto => "storeEndpoint",
         };
         let path = self.endpoint.trim_start_matches("http://");
         let path = path.find('/').map_or("", |at| &path[at..]);
@@ -341,6 +353,9 @@ impl StorageServer {
         spec
     }
 }
+
+/// The test service-account key file (`tests/fixtures/README.md`).
+pub const GCP_SERVICE_ACCOUNT: &str = include_str!("../fixtures/gcp-service-account.json");
 
 /// An `azure` spec for Azurite at `endpoint`, the account key given as Velero's plugin reads it:
 /// a variable of the credentials file named by `storageAccountKeyEnvVar`.
@@ -396,7 +411,7 @@ pub fn spec_for(endpoint: &str, bucket: &str) -> LocationSpec {
 
 fn how_to_provide(kind: Kind, problem: &str) -> String {
     let how = match kind {
-        Kind::Moto => {
+        Kind::Moto | Kind::GcsOnMoto => {
             "`pip install 'moto[server]'` (then the tests start moto_server themselves), \
              or run `scripts/start-s3.sh` and export HAWSER_TEST_S3_ENDPOINT=<the URL it prints>"
         }
