@@ -40,7 +40,7 @@ use crate::work::{Taken, record_status, report_final, store_record, test_panic_a
 use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
 
 enum Checked {
-    Valid(Box<Restore>, Box<Backup>, Location),
+    Valid(Box<Restore>, Box<Backup>, Box<Location>),
     Invalid(Vec<String>),
     Retry(String),
 }
@@ -62,7 +62,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
         .unwrap_or_default()
         .to_owned();
     let (restore, backup, location) = match check(&ctx, taken.json.clone()).await {
-        Checked::Valid(restore, backup, location) => (restore, backup, location),
+        Checked::Valid(restore, backup, location) => (restore, backup, *location),
         Checked::Retry(why) => {
             tracing::info!(restore = %name, reason = %why, "validation could not finish; the restore waits");
             return Handled::Retry;
@@ -292,7 +292,7 @@ async fn check(ctx: &Context, json: Value) -> Checked {
     }
     let mut restore = restore;
     restore.spec.backup_name = Some(backup_name);
-    Checked::Valid(Box::new(restore), Box::new(backup), location)
+    Checked::Valid(Box::new(restore), Box::new(backup), Box::new(location))
 }
 
 /// The newest `Completed` backup (by `startTimestamp`) labelled with `schedule`. Backups are
