@@ -264,8 +264,14 @@ fn spec_errors_name_the_bsl_field() {
         (
             LocationSpec::new("aws", "b")
                 .with_config("region", "r")
-                .with_config("tagging", "a=b"),
-            "spec.config.tagging is invalid: hawser does not support this `aws` setting",
+                .with_config("customerKeyEncryptionFile", "/keys/k"),
+            "spec.config.customerKeyEncryptionFile is invalid: hawser does not support this `aws` setting",
+        ),
+        (
+            LocationSpec::new("aws", "b")
+                .with_config("region", "r")
+                .with_config("tagging", "=b"),
+            "spec.config.tagging is invalid: `=b` has no tag key",
         ),
         (
             LocationSpec::new("azure", "c"),
@@ -293,7 +299,7 @@ fn spec_errors_name_the_bsl_field() {
 
 #[test]
 fn provider_clients_build_from_velero_config() {
-    // gcp and azure are only built here (no emulator runs in the tests).
+    // Built only: the requests are in tests/providers.rs.
     let azure = LocationSpec::new("azure", "velero")
         .with_config("storageAccount", "acct")
         .with_config(
