@@ -21,14 +21,6 @@ use common::{
 use hawser_store::faults::{StoreFault, StoreFaults};
 use hawser_store::{FailureKind, Location, validate};
 
-/// The server of `kind` for one test: the run's S3 server for `aws`, else one of the test's own.
-fn server(kind: Kind) -> StorageServer {
-    match kind {
-        Kind::Moto | Kind::S3sFs => StorageServer::start(),
-        Kind::Azurite | Kind::GcsOnMoto => StorageServer::of(kind),
-    }
-}
-
 /// A bucket of the test's own on `server`, and a location on it under the prefix `cluster-a`.
 fn location(server: &StorageServer, base: &str) -> (String, Location) {
     let bucket = server.bucket(base);
@@ -44,7 +36,7 @@ fn location(server: &StorageServer, base: &str) -> (String, Location) {
 /// back byte for byte; the sync's listing sees every backup and its record; deleting a backup removes
 /// every key it had and nothing of another backup's.
 async fn large_artifact_listing_and_deletion(kind: Kind) {
-    let server = server(kind);
+    let server = StorageServer::for_test(kind);
     let (_, location) = location(&server, "round-trip");
     validate(&location).await.unwrap();
 
@@ -108,7 +100,7 @@ async fn large_artifact_listing_and_deletion(kind: Kind) {
 /// An upload that fails after its first part stores nothing: no object under the key, nothing
 /// else in the backup's directory, and the error names the key.
 async fn failure_mid_upload_stores_nothing(kind: Kind) {
-    let server = server(kind);
+    let server = StorageServer::for_test(kind);
     let (_, location) = location(&server, "cut");
     let faults = StoreFaults::default();
     faults.add(StoreFault::on("b1.tar.gz").after_parts(1));
@@ -139,7 +131,7 @@ async fn failure_mid_upload_stores_nothing(kind: Kind) {
 /// object's URL answers 404; where the server checks signatures, a URL whose signature was
 /// changed is refused.
 async fn download_url_is_readable_with_a_plain_get(kind: Kind) {
-    let server = server(kind);
+    let server = StorageServer::for_test(kind);
     let (bucket, location) = location(&server, "signed");
     let key = "backups/b1/b1-logs.gz";
     let body = Bytes::from_static(b"\x1f\x8bnot really gzip");
@@ -179,7 +171,7 @@ async fn download_url_is_readable_with_a_plain_get(kind: Kind) {
 /// A location that cannot be used says why: no such bucket, an endpoint nobody answers on, and
 /// (where the server checks credentials) credentials it refuses.
 async fn validation_names_the_cause(kind: Kind) {
-    let server = server(kind);
+    let server = StorageServer::for_test(kind);
     let bucket = server.bucket("causes");
     server.create_bucket(&bucket);
     let check = |spec: hawser_store::LocationSpec, want: FailureKind, says: &'static str| async move {

@@ -308,6 +308,20 @@ async fn read_only_location_refuses_writes() {
     assert_eq!(sink, b"{}");
 }
 
+/// Stores backup `b1`'s record (one request) and an 11 MiB archive (three parts), as a backup
+/// does; returns the archive's bytes.
+async fn record_and_archive(location: &Location) -> Vec<u8> {
+    let archive = artifact(11 * 1024 * 1024, 5);
+    write_blocking(location, "backups/b1/b1.tar.gz", archive.clone())
+        .await
+        .unwrap();
+    location
+        .commit_backup("b1", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    archive
+}
+
 /// `tagging` (Velero's AWS plugin key) tags every object written: one sent in one request and
 /// an archive sent in parts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,17 +333,7 @@ async fn tagging_tags_every_object_written() {
         .spec(&bucket)
         .with_config("tagging", "backup-tool=hawser&team=platform%20ops");
     let location = Location::with_options(&spec, test_options()).unwrap();
-    location
-        .commit_backup("b1", Bytes::from_static(b"{}"))
-        .await
-        .unwrap();
-    write_blocking(
-        &location,
-        "backups/b1/b1.tar.gz",
-        artifact(11 * 1024 * 1024, 5),
-    )
-    .await
-    .unwrap();
+    record_and_archive(&location).await;
     // s3s-fs takes the signed tagging header but has no GetObjectTagging to show the tags.
     if s3.is_s3s() {
         return;
@@ -365,17 +369,7 @@ async fn server_side_encryption_is_asked_for_every_object_written() {
             spec = spec.with_config(key, value);
         }
         let location = Location::with_options(&spec, test_options()).unwrap();
-        location
-            .commit_backup("b1", Bytes::from_static(b"{}"))
-            .await
-            .unwrap();
-        write_blocking(
-            &location,
-            "backups/b1/b1.tar.gz",
-            artifact(11 * 1024 * 1024, 9),
-        )
-        .await
-        .unwrap();
+        record_and_archive(&location).await;
         for key in ["velero-backup.json", "b1.tar.gz"] {
             let path = format!("{}/backups/b1/{key}", location.prefix());
             assert_eq!(s3.inspect("encryption", &bucket, &path), want, "{path}");
@@ -397,14 +391,7 @@ async fn sha256_checksums_are_sent_and_accepted() {
             .with_prefix(format!("c{}", algorithm.len()))
             .with_config("checksumAlgorithm", algorithm);
         let location = Location::with_options(&spec, test_options()).unwrap();
-        let archive = artifact(11 * 1024 * 1024, 11);
-        write_blocking(&location, "backups/b1/b1.tar.gz", archive.clone())
-            .await
-            .unwrap();
-        location
-            .commit_backup("b1", Bytes::from_static(b"{}"))
-            .await
-            .unwrap();
+        let archive = record_and_archive(&location).await;
         assert_eq!(
             read_blocking(&location, "backups/b1/b1.tar.gz").await,
             archive,

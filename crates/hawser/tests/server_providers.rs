@@ -23,10 +23,7 @@ use server_support::{
 use store_common::{Kind, StorageServer};
 
 async fn round_trip(kind: Kind) {
-    let storage = match kind {
-        Kind::Moto | Kind::S3sFs => StorageServer::start(),
-        Kind::Azurite | Kind::GcsOnMoto => StorageServer::of(kind),
-    };
+    let storage = StorageServer::for_test(kind);
     let bucket = storage.bucket("e2e");
     storage.create_bucket(&bucket);
     let spec = storage.spec(&bucket);

@@ -61,14 +61,29 @@ fn check(discovery: &Discovery) {
     assert!(discovery.has_group("apps"));
 }
 
+/// Runs discovery until it lists the Widget CRD: a real API server publishes a CRD in its
+/// discovery documents shortly after the CRD is `Established`, not with it (kube-sim at once).
+async fn discovered<F, Fut>(run: F) -> Discovery
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = kube::Result<Discovery>>,
+{
+    let widget = GroupVersionKind::gvk("simtest.example.com", "v1", "Widget");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let discovery = run().await.expect("discovery succeeds");
+        if discovery.resolve_gvk(&widget).is_some() || std::time::Instant::now() > deadline {
+            return discovery;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn legacy_discovery_finds_builtins_and_crds() {
     let (_sim, client) = start().await;
     install_widgets(&client).await;
-    let discovery = Discovery::new(client)
-        .run()
-        .await
-        .expect("legacy discovery succeeds");
+    let discovery = discovered(|| Discovery::new(client.clone()).run()).await;
     check(&discovery);
 }
 
@@ -76,10 +91,7 @@ async fn legacy_discovery_finds_builtins_and_crds() {
 async fn aggregated_discovery_finds_builtins_and_crds() {
     let (_sim, client) = start().await;
     install_widgets(&client).await;
-    let discovery = Discovery::new(client)
-        .run_aggregated()
-        .await
-        .expect("aggregated discovery succeeds");
+    let discovery = discovered(|| Discovery::new(client.clone()).run_aggregated()).await;
     check(&discovery);
 }
 

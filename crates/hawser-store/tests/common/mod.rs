@@ -151,6 +151,15 @@ impl StorageServer {
         Self::of(kind)
     }
 
+    /// A server of `kind` for one test: the run's S3 server (see [`start`](Self::start)) for
+    /// the S3 kinds, else one of the test's own.
+    pub fn for_test(kind: Kind) -> Self {
+        match kind {
+            Kind::Moto | Kind::S3sFs => Self::start(),
+            Kind::Azurite | Kind::GcsOnMoto => Self::of(kind),
+        }
+    }
+
     /// A server of `kind` of the test's own.
     pub fn of(kind: Kind) -> Self {
         let dir = tempfile::tempdir().unwrap();
