@@ -1,8 +1,10 @@
 //! Backup engine wall time and peak memory against a floor measured in the same run.
 //! `cargo run --release -p bench-backup`. kube-sim runs in this (parent) process; the floor
 //! and the backup each run in a child process (this binary in worker mode) whose own peak RSS
-//! (`VmHWM`) is reported. Goals are printed with PASS/MISS, never asserted.
+//! (`VmHWM`) is reported. With `--through-server` the same backup also runs through `hawser
+//! server` as its own process (`server.rs`). Goals are printed with PASS/MISS, never asserted.
 
+mod server;
 mod worker;
 
 use std::path::PathBuf;
@@ -21,6 +23,13 @@ struct Args {
     /// Object counts, ascending (the first and last are compared for the RSS growth goal).
     #[arg(long, env = "BENCH_SIZES", value_delimiter = ',', default_values_t = [10_000, 100_000])]
     sizes: Vec<usize>,
+    /// Also back each size up through `hawser server` (a process of its own, against the same
+    /// kube-sim): the end-to-end time, its ratio to the engine's, and the server's peak RSS.
+    #[arg(long, env = "BENCH_THROUGH_SERVER")]
+    through_server: bool,
+    /// The `hawser` binary for `--through-server` (default: the one beside this binary).
+    #[arg(long)]
+    hawser: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -59,6 +68,12 @@ async fn main() -> Result<()> {
     seed::install_crd(&client).await?;
     let store = sim.store();
     seed::namespaces(&store)?;
+    let hawser = if args.through_server {
+        server::install(&client).await?;
+        Some(server::hawser_binary(args.hawser.as_deref())?)
+    } else {
+        None
+    };
 
     let mut rows = Vec::new();
     let mut loaded = 0;
@@ -102,6 +117,16 @@ async fn main() -> Result<()> {
             mib(backup.peak_rss_kib),
             backup.secs / floor.secs
         );
+        if let Some(hawser) = &hawser {
+            let run = server::backup(&client, &url, hawser, n).await?;
+            println!(
+                "server   n={n} items={} secs={:.3} peak_rss_mib={:.1} ratio_to_engine={:.2}",
+                run.items,
+                run.secs,
+                mib(run.peak_rss_kib),
+                run.secs / backup.secs
+            );
+        }
         rows.push((n, floor, backup));
     }
 
