@@ -2,7 +2,7 @@
 //! `cargo run --release -p bench-backup`. kube-sim runs in this (parent) process; the floor
 //! and the backup each run in a child process (this binary in worker mode) whose own peak RSS
 //! (`VmHWM`) is reported. With `--through-server` the same backup also runs through `hawser
-//! server` as its own process (`server.rs`). Goals are printed with PASS/MISS, never asserted.
+//! server` in a child process (`server.rs`). Goals are printed with PASS/MISS, never asserted.
 
 mod server;
 mod worker;
@@ -23,13 +23,10 @@ struct Args {
     /// Object counts, ascending (the first and last are compared for the RSS growth goal).
     #[arg(long, env = "BENCH_SIZES", value_delimiter = ',', default_values_t = [10_000, 100_000])]
     sizes: Vec<usize>,
-    /// Also back each size up through `hawser server` (a process of its own, against the same
+    /// Also back each size up through `hawser server` (in a child process, against the same
     /// kube-sim): the end-to-end time, its ratio to the engine's, and the server's peak RSS.
     #[arg(long, env = "BENCH_THROUGH_SERVER")]
     through_server: bool,
-    /// The `hawser` binary for `--through-server` (default: the one beside this binary).
-    #[arg(long)]
-    hawser: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -46,6 +43,15 @@ enum Worker {
         #[arg(long)]
         root: PathBuf,
     },
+    /// Child: `hawser server` with its location under `root`, and Backup `name` through it.
+    Server {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        root: String,
+        #[arg(long)]
+        name: String,
+    },
 }
 
 #[tokio::main]
@@ -54,6 +60,9 @@ async fn main() -> Result<()> {
     match args.worker {
         Some(Worker::Floor { url }) => return worker::floor(&url).await,
         Some(Worker::Backup { url, root }) => return worker::backup(&url, &root).await,
+        Some(Worker::Server { url, root, name }) => {
+            return server::backup(&url, &root, &name).await;
+        }
         None => {}
     }
     anyhow::ensure!(!args.sizes.is_empty(), "--sizes is empty");
@@ -68,12 +77,15 @@ async fn main() -> Result<()> {
     seed::install_crd(&client).await?;
     let store = sim.store();
     seed::namespaces(&store)?;
-    let hawser = if args.through_server {
-        server::install(&client).await?;
-        Some(server::hawser_binary(args.hawser.as_deref())?)
-    } else {
-        None
-    };
+    // The server's location: one directory for the run, a backup per size.
+    let server_dir = tempfile::tempdir().context("temporary directory")?;
+    let server_root = server_dir
+        .path()
+        .to_str()
+        .context("temporary directory is not UTF-8")?;
+    if args.through_server {
+        bench_common::server::install(&store, server_root)?;
+    }
 
     let mut rows = Vec::new();
     let mut loaded = 0;
@@ -117,14 +129,34 @@ async fn main() -> Result<()> {
             mib(backup.peak_rss_kib),
             backup.secs / floor.secs
         );
-        if let Some(hawser) = &hawser {
-            let run = server::backup(&client, &url, hawser, n).await?;
+        if args.through_server {
+            let name = format!("bench-server-{n}");
+            let served = run_child(&[
+                "server",
+                "--url",
+                &url,
+                "--root",
+                server_root,
+                "--name",
+                &name,
+            ])
+            .await?;
+            let phase = served.extra.get("server.phase").map_or("?", String::as_str);
+            anyhow::ensure!(
+                phase == "Completed",
+                "the backup through the server ended {phase}"
+            );
+            let record = server_dir.path().join("bench/backups").join(&name);
+            anyhow::ensure!(
+                record.join("velero-backup.json").is_file(),
+                "the server stored no velero-backup.json"
+            );
             println!(
                 "server   n={n} items={} secs={:.3} peak_rss_mib={:.1} ratio_to_engine={:.2}",
-                run.items,
-                run.secs,
-                mib(run.peak_rss_kib),
-                run.secs / backup.secs
+                served.objects,
+                served.secs,
+                mib(served.peak_rss_kib),
+                served.secs / backup.secs
             );
         }
         rows.push((n, floor, backup));

@@ -1,8 +1,10 @@
-//! What the release benchmarks share: the seeded cluster ([`seed`]) and the measured worker
+//! What the release benchmarks share: the seeded cluster ([`seed`]), the measured worker
 //! process ([`worker`]): the parent runs kube-sim and re-executes its own binary in worker mode,
-//! so that the peak RSS a worker reports is its own.
+//! so that the peak RSS a worker reports is its own; and `hawser server` in a worker
+//! ([`server`]).
 
 pub mod seed;
+pub mod server;
 pub mod worker;
 
 /// KiB as MiB, for printing.

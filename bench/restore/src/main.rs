@@ -86,6 +86,8 @@ enum Worker {
         #[arg(long)]
         url: String,
         #[arg(long)]
+        root: String,
+        #[arg(long)]
         run: usize,
         #[arg(long)]
         namespaces: usize,
@@ -140,29 +142,15 @@ fn count(store: &SimStore, to: fn(usize) -> String) -> usize {
 /// The objects the server runs read: the location under `root` as BackupStorageLocation
 /// `default`, and the backup as a `Completed` Backup in it.
 fn server_objects(store: &SimStore, root: &str) -> Result<()> {
-    let ns = server::NAMESPACE;
-    for crd in hawser_api::crd::crds() {
-        store
-            .insert(serde_json::to_value(crd)?)
-            .context("installing a velero.io CRD")?;
-    }
-    for object in [
-        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-        serde_json::json!({
-            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-            "metadata": {"name": "default", "namespace": ns},
-            "spec": {"provider": "filesystem", "objectStorage": {"bucket": "bench"},
-                     "config": {"root": root}, "default": true}
-        }),
-        serde_json::json!({
+    bench_common::server::install(store, root)?;
+    store
+        .insert(serde_json::json!({
             "apiVersion": "velero.io/v1", "kind": "Backup",
-            "metadata": {"name": plan::BACKUP, "namespace": ns},
+            "metadata": {"name": plan::BACKUP, "namespace": bench_common::server::NAMESPACE},
             "spec": {"storageLocation": "default"},
             "status": {"phase": "Completed"}
-        }),
-    ] {
-        store.insert(object).context("storing a server object")?;
-    }
+        }))
+        .context("storing the Backup")?;
     Ok(())
 }
 
@@ -170,6 +158,7 @@ fn server_objects(store: &SimStore, root: &str) -> Result<()> {
 async fn through_server(
     store: &SimStore,
     url: &str,
+    root: &str,
     run: usize,
     namespaces: usize,
     limit: &str,
@@ -180,6 +169,8 @@ async fn through_server(
         "server",
         "--url",
         url,
+        "--root",
+        root,
         "--run",
         &run_text,
         "--namespaces",
@@ -245,10 +236,11 @@ async fn main() -> Result<()> {
         }) => return worker::restore(&url, &root, concurrency, look_ahead_mib << 20).await,
         Some(Worker::Server {
             url,
+            root,
             run,
             namespaces,
             flags,
-        }) => return server::restore(&url, run, namespaces, &flags).await,
+        }) => return server::restore(&url, &root, run, namespaces, &flags).await,
         None => {}
     }
     let n = args.size;
@@ -344,7 +336,7 @@ async fn main() -> Result<()> {
         server_objects(&store, root)?;
         let namespaces = args.server_namespaces.clamp(1, NAMESPACES);
         for (run, limit) in limits.into_iter().enumerate() {
-            through_server(&store, &url, run, namespaces, limit).await?;
+            through_server(&store, &url, root, run, namespaces, limit).await?;
         }
     }
     sim.shutdown().await;
