@@ -60,10 +60,16 @@ async fn round_trip(kind: Kind) {
     let record: serde_json::Value = serde_json::from_slice(&record).unwrap();
     assert_eq!(record["status"]["phase"], "Completed");
 
-    // The backup's log, through a DownloadRequest and the URL the server signed for it.
+    // The backup's log, through a DownloadRequest and the URL the server signed for it: the
+    // stored log, whole.
     let run = first.hawser(&["backup", "logs", "b1"]).await;
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, first_server.log_text());
-    assert!(run.stdout.contains("b1"), "{}", run.stdout);
+    let stored = location.get("backups/b1/b1-logs.gz").await.unwrap();
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&stored[..]), &mut log)
+        .unwrap();
+    assert!(!log.is_empty());
+    assert_eq!(run.stdout, log);
 
     // A second cluster pointed at the same bucket and prefix syncs the backup and restores it.
     let second = Cluster::start().await;
