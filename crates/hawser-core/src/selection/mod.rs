@@ -11,7 +11,8 @@
 //!   ([`Selection::list_label_selectors`]),
 //! * whether one item is kept ([`Selection::check_item`], the per-item checks of §6.7),
 //! * which Namespace objects are kept ([`Selection::namespace_tracker`]),
-//! * in which order listed items of one type go ([`sort_by_order`], `spec.orderedResources`).
+//! * in which order listed items of one type go ([`sort_by_order`], `spec.orderedResources`),
+//! * which items the listed ones bring with them ([`related`], Velero's built-in item actions).
 //!
 //! Resource filters come in two styles. The old style (`includedResources`,
 //! `excludedResources`, `includeClusterResources`) is used when any of those is set; otherwise
@@ -39,6 +40,7 @@ mod glob;
 mod labels;
 mod namespaces;
 mod ordered;
+pub mod related;
 pub(crate) mod validate;
 
 use std::collections::HashSet;

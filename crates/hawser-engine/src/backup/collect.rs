@@ -8,12 +8,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hawser_core::selection::{
-    ApiResource, BackedUpItems, NamespaceScope, Selection, order_for_type, sort_by_order,
+    ApiResource, BackedUpItems, NamespaceScope, Selection, SkipReason, order_for_type,
+    sort_by_order,
 };
 use kube::Client;
 use tokio::sync::mpsc;
 
 use super::progress::ProgressHandle;
+use super::related::{NAMES_PER_LINE, Related};
 use super::results::{Messages, Scope};
 use super::sink::Batch;
 use crate::cluster::path::{Collection, page_url};
@@ -30,6 +32,10 @@ pub(crate) struct ResourceReport {
     pub messages: Messages,
     /// The archive task is gone: stop listing.
     pub stopped: bool,
+    /// Items skipped because they are being deleted (`deletionTimestamp` set).
+    pub being_deleted: usize,
+    /// The first [`NAMES_PER_LINE`] of those, `ns/name`.
+    pub being_deleted_names: Vec<String>,
 }
 
 /// Shared settings of the listing tasks.
@@ -44,6 +50,10 @@ pub(crate) struct Lister<'a> {
     pub sender: mpsc::Sender<Batch>,
     /// `spec.orderedResources`: plural → comma list of `ns/name` (or `name`).
     pub ordered: &'a BTreeMap<String, String>,
+    /// Types listed at the same time (and GETs of related items in flight).
+    pub concurrency: usize,
+    /// What the listed items name (the built-in item actions).
+    pub related: Related,
 }
 
 /// Resumptions of one LIST after an expired continue token.
@@ -100,7 +110,7 @@ impl Lister<'_> {
     }
 
     /// Hands `items` of `r` to the archive; `false` when the archive task is gone.
-    async fn send(&self, r: &ApiResource, items: Vec<serde_json::Value>) -> bool {
+    pub(crate) async fn send(&self, r: &ApiResource, items: Vec<serde_json::Value>) -> bool {
         let batch = Batch {
             group_resource: r.group_resource(),
             version: r.version.clone(),
@@ -126,6 +136,7 @@ impl Lister<'_> {
             selector,
         } = list;
         let group_resource = r.group_resource();
+        let observed = Related::matters(&group_resource);
         let api_version = r.api_version();
         let scope = match namespace {
             Some(ns) => Scope::Namespace(ns.to_owned()),
@@ -172,8 +183,16 @@ impl Lister<'_> {
                     obj.insert("apiVersion".to_owned(), api_version.clone().into());
                     obj.insert("kind".to_owned(), r.kind.clone().into());
                 }
-                if self.selection.check_item(r, &item, false).is_err() {
-                    continue;
+                match self.selection.check_item(r, &item, false) {
+                    Ok(()) => {}
+                    Err(SkipReason::BeingDeleted) => {
+                        report.being_deleted += 1;
+                        if report.being_deleted_names.len() < NAMES_PER_LINE {
+                            report.being_deleted_names.push(full_name(&item));
+                        }
+                        continue;
+                    }
+                    Err(_) => continue,
                 }
                 if let Some(seen) = seen.as_deref_mut()
                     && seen.insert(&item).is_err()
@@ -187,6 +206,9 @@ impl Lister<'_> {
                     && !report.namespaces.contains(ns)
                 {
                     report.namespaces.insert(ns.to_owned());
+                }
+                if observed {
+                    self.related.observe(&group_resource, &item);
                 }
                 items.push(item);
             }

@@ -29,6 +29,7 @@
 mod collect;
 mod error;
 mod progress;
+mod related;
 mod results;
 mod sink;
 
@@ -45,7 +46,7 @@ use std::time::Duration;
 use hawser_core::duration::GoDuration;
 use hawser_core::layout::Layout;
 use hawser_core::selection::{
-    ApiResource, BackupFilters, CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, Selection,
+    ApiResource, BackupFilters, CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, Selection, SkipReason,
     namespaces_excluded_by_label,
 };
 use hawser_store::Location;
@@ -65,8 +66,7 @@ use progress::ProgressHandle;
 use results::{BackupLog, Messages, Scope};
 use sink::Batch;
 
-/// The type whose items' volume data a backup does not hold (no snapshots are taken).
-const PERSISTENT_VOLUME_CLAIMS: &str = "persistentvolumeclaims";
+use hawser_core::selection::related::PERSISTENT_VOLUME_CLAIMS;
 
 /// Velero's default `spec.ttl` (30 days).
 const DEFAULT_TTL: &str = "720h0m0s";
@@ -361,6 +361,8 @@ async fn run_named(
         progress: progress.clone(),
         sender,
         ordered: &ordered,
+        concurrency,
+        related: related::Related::default(),
     };
     // Owned resources and a plain reference keep the future `Send` (no higher-ranked closure).
     let owned: Vec<ApiResource> = types.iter().map(|r| (*r).clone()).collect();
@@ -386,6 +388,14 @@ async fn run_named(
                 report.selected
             ));
         }
+        if report.being_deleted > 0 {
+            log.info(&related::skipped_line(
+                &group_resource,
+                SkipReason::BeingDeleted.as_str(),
+                report.being_deleted,
+                &report.being_deleted_names,
+            ));
+        }
         log.messages(&report.messages);
         if report.selected > 0 {
             custom_types.push(group_resource);
@@ -395,6 +405,9 @@ async fn run_named(
     }
 
     if !stopped {
+        let added = related::back_up_related(&lister, &catalogue, &mut log, &mut messages).await;
+        claims += added.claims;
+        item_namespaces.extend(added.namespaces);
         if let Some(r) = namespace_type.first() {
             let mut tracker = selection.namespace_tracker(&namespace_objects);
             for ns in &item_namespaces {
