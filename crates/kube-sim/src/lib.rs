@@ -12,7 +12,11 @@
 //!
 //! In proxy mode ([`SimConfig::upstream`]) `server` hands requests to `proxy` instead of `api`:
 //! a real API server answers, and faults and the request log work as before.
+//!
+//! [`csi`] plays the CSI side of a cluster (snapshot CRDs, a snapshot controller, a
+//! provisioner) as an API client, opt-in, against kube-sim or a real API server.
 
+pub mod csi;
 pub mod openapi;
 pub mod patch;
 pub mod resource;
