@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod backoff;
 pub mod clock;
+pub mod csi;
 pub mod duration;
 pub mod errors;
 pub mod layout;

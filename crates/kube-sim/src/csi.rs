@@ -11,8 +11,9 @@
 //!   A claim whose `dataSource` is a VolumeSnapshot waits until that snapshot is ready; its
 //!   volume carries the annotation [`RESTORED_FROM`] with the snapshot's handle.
 //! * **snapshot controller**: a VolumeSnapshot of a claim gets a VolumeSnapshotContent
-//!   (`snapcontent-<snapshot uid>`, the class's `deletionPolicy`) and, [`CsiConfig::ready_after`]
-//!   later, `readyToUse: true` with a `snapshotHandle` on both. A VolumeSnapshot naming an
+//!   (`snapcontent-<snapshot uid>`, the class's `deletionPolicy`) with its `snapshotHandle`
+//!   (`snap-<snapshot uid>`: the snapshot is cut) and, [`CsiConfig::ready_after`] later,
+//!   `readyToUse: true` on both (as a driver that uploads its snapshots reports them). A VolumeSnapshot naming an
 //!   existing content (a pre-provisioned one, as a restore creates) is bound to it and ready at
 //!   once. A content whose snapshot is gone is deleted when its policy is `Delete`.
 //! * **faults**, per source claim, by its annotation [`SNAPSHOT_FAULT`]: `never-ready` (the
@@ -531,6 +532,15 @@ async fn snapshot(
                 }),
             )
             .await?;
+            merge(
+                client,
+                &contents(),
+                None,
+                &content_name,
+                json!({"status": {"snapshotHandle": format!("snap-{uid}"), "readyToUse": false}}),
+                true,
+            )
+            .await?;
             merge(client, &snapshots(), Some(namespace), name, json!({"status": {"boundVolumeSnapshotContentName": content_name, "readyToUse": false}}), true).await?;
             state.bound_at.insert(uid.to_owned(), Instant::now());
             continue;
@@ -547,8 +557,7 @@ async fn snapshot(
             .or_else(|| claim.pointer("/spec/resources/requests/storage"))
             .cloned()
             .unwrap_or(json!("1Gi"));
-        let handle = format!("snap-{uid}");
-        merge(client, &contents(), None, &content_name, json!({"status": {"snapshotHandle": handle, "readyToUse": true, "restoreSize": 1_073_741_824_u64, "creationTime": now_nanos}}), true).await?;
+        merge(client, &contents(), None, &content_name, json!({"status": {"readyToUse": true, "restoreSize": 1_073_741_824_u64, "creationTime": now_nanos}}), true).await?;
         merge(client, &snapshots(), Some(namespace), name, json!({"status": {"boundVolumeSnapshotContentName": content_name, "readyToUse": true, "restoreSize": size, "creationTime": now.to_string()}}), true).await?;
         state.bound_at.remove(uid);
     }

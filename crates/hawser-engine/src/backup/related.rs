@@ -166,7 +166,8 @@ pub(crate) async fn back_up_related(
     }
 }
 
-/// GETs the items of `keys`, [`Lister::concurrency`] at a time, and keeps those passing the
+/// GETs the items of `keys`, [`Lister::concurrency`] at a time (answers kept in key order), and
+/// keeps those passing the
 /// per-item checks.
 async fn fetch(
     lister: &Lister<'_>,
@@ -188,7 +189,7 @@ async fn fetch(
                 (key, answer)
             }
         })
-        .buffer_unordered(lister.concurrency.max(1))
+        .buffered(lister.concurrency.max(1))
         .collect()
         .await;
     let mut items = Vec::new();

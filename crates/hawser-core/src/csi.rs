@@ -1,0 +1,526 @@
+//! CSI volume snapshots of a backup, the pure part: which VolumeSnapshotClass a claim's driver
+//! gets, the VolumeSnapshot to create, what a snapshot's state says, and the item operations
+//! file (`<backup>-itemoperations.json.gz`) in Velero's shape.
+//!
+//! The class, in Velero's order: the claim's annotation `velero.io/csi-volumesnapshot-class`;
+//! the backup's annotation `velero.io/csi-volumesnapshot-class_<driver>`; the one class of the
+//! driver labelled `velero.io/csi-volumesnapshot-class: "true"`. A named class must exist and
+//! be of the driver.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The snapshot API group.
+pub const SNAPSHOT_GROUP: &str = "snapshot.storage.k8s.io";
+/// VolumeSnapshots' group resource.
+pub const VOLUME_SNAPSHOTS: &str = "volumesnapshots.snapshot.storage.k8s.io";
+/// VolumeSnapshotContents' group resource.
+pub const VOLUME_SNAPSHOT_CONTENTS: &str = "volumesnapshotcontents.snapshot.storage.k8s.io";
+/// VolumeSnapshotClasses' group resource.
+pub const VOLUME_SNAPSHOT_CLASSES: &str = "volumesnapshotclasses.snapshot.storage.k8s.io";
+/// Label of the default class of a driver; annotation of a claim naming its class.
+pub const CLASS_LABEL: &str = "velero.io/csi-volumesnapshot-class";
+/// Prefix of the backup annotation naming the class of a driver (the driver follows).
+pub const BACKUP_CLASS_ANNOTATION_PREFIX: &str = "velero.io/csi-volumesnapshot-class_";
+/// The item action Velero records for a CSI snapshot's operation.
+pub const SNAPSHOT_ACTION: &str = "velero.io/csi-volumesnapshot-backupper";
+/// Velero's default `spec.csiSnapshotTimeout`.
+pub const DEFAULT_SNAPSHOT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+/// Velero's default `spec.itemOperationTimeout`.
+pub const DEFAULT_OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(4 * 3600);
+
+fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The VolumeSnapshotClass for a claim of `driver` (see the module docs); the error says why
+/// there is none.
+pub fn choose_class(
+    driver: &str,
+    claim: &Value,
+    backup_annotations: &BTreeMap<String, String>,
+    classes: &[Value],
+) -> Result<String, String> {
+    let of_driver = |c: &&Value| text(c, "/driver") == driver;
+    let named = |name: &str, source: &str| {
+        classes
+            .iter()
+            .find(|c| text(c, "/metadata/name") == name)
+            .ok_or_else(|| format!("VolumeSnapshotClass {name}, named by {source}, does not exist"))
+            .and_then(|c| {
+                if of_driver(&c) {
+                    Ok(name.to_owned())
+                } else {
+                    Err(format!(
+                        "VolumeSnapshotClass {name}, named by {source}, is of driver {}, not {driver}",
+                        text(c, "/driver")
+                    ))
+                }
+            })
+    };
+    let claim_choice = claim
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(CLASS_LABEL))
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    if let Some(name) = claim_choice {
+        return named(name, &format!("the claim's annotation {CLASS_LABEL}"));
+    }
+    let backup_key = format!("{BACKUP_CLASS_ANNOTATION_PREFIX}{driver}");
+    if let Some(name) = backup_annotations
+        .get(&backup_key)
+        .filter(|n| !n.is_empty())
+    {
+        return named(name, &format!("the backup's annotation {backup_key}"));
+    }
+    let labelled: Vec<&str> = classes
+        .iter()
+        .filter(of_driver)
+        .filter(|c| {
+            c.pointer("/metadata/labels")
+                .and_then(|l| l.get(CLASS_LABEL))
+                .and_then(Value::as_str)
+                == Some("true")
+        })
+        .map(|c| text(c, "/metadata/name"))
+        .collect();
+    match labelled.as_slice() {
+        [one] => Ok((*one).to_owned()),
+        [] => Err(format!(
+            "no VolumeSnapshotClass of driver {driver} is labelled {CLASS_LABEL}: \"true\"; label one, or name one in the claim's annotation {CLASS_LABEL} or the backup's annotation {backup_key}"
+        )),
+        many => Err(format!(
+            "{} VolumeSnapshotClasses of driver {driver} are labelled {CLASS_LABEL}: \"true\" ({}); label one only",
+            many.len(),
+            many.join(", ")
+        )),
+    }
+}
+
+/// The name of the VolumeSnapshot of `claim` for the backup with `backup_uid`: Velero's
+/// `velero-<claim>-` prefix and five characters that depend on both, so that the same backup
+/// taken up again finds its snapshot instead of making another.
+#[must_use]
+pub fn snapshot_name(claim: &str, backup_uid: &str) -> String {
+    // FNV-1a: a stable hash with no dependency; not a security boundary.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in backup_uid.bytes().chain([0]).chain(claim.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let alphabet = b"bcdfghjklmnpqrstvwxz2456789";
+    let suffix: String = (0..5)
+        .map(|i| {
+            let index = (hash >> (i * 8)) % alphabet.len() as u64;
+            char::from(alphabet[usize::try_from(index).unwrap_or(0)])
+        })
+        .collect();
+    let prefix: String = format!("velero-{claim}").chars().take(246).collect();
+    format!("{prefix}-{suffix}")
+}
+
+/// The VolumeSnapshot of claim `namespace/claim` for a backup, labelled with the backup's name
+/// and uid.
+#[must_use]
+pub fn volume_snapshot(
+    namespace: &str,
+    claim: &str,
+    class: &str,
+    backup_name: &str,
+    backup_uid: &str,
+) -> Value {
+    json!({
+        "apiVersion": format!("{SNAPSHOT_GROUP}/v1"),
+        "kind": "VolumeSnapshot",
+        "metadata": {
+            "name": snapshot_name(claim, backup_uid),
+            "namespace": namespace,
+            "labels": {
+                "velero.io/backup-name": crate::restore::clean::valid_label_value(backup_name),
+                "velero.io/backup-uid": backup_uid,
+            }
+        },
+        "spec": {
+            "volumeSnapshotClassName": class,
+            "source": {"persistentVolumeClaimName": claim}
+        }
+    })
+}
+
+/// Where one snapshot is, read from its VolumeSnapshot and (once bound) its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotState {
+    /// Not bound to a content with a handle yet.
+    Pending,
+    /// Cut: the content has a snapshot handle; not yet ready to use.
+    Cut {
+        /// The content's name.
+        content: String,
+        /// The driver's handle.
+        handle: String,
+    },
+    /// Ready to use.
+    Ready {
+        /// The content's name.
+        content: String,
+        /// The driver's handle.
+        handle: String,
+    },
+    /// The snapshot or its content reports an error.
+    Failed(String),
+}
+
+/// The state of `snapshot` given its bound `content`, if read.
+#[must_use]
+pub fn snapshot_state(snapshot: &Value, content: Option<&Value>) -> SnapshotState {
+    let error = |v: &Value| {
+        v.pointer("/status/error/message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    if let Some(message) = error(snapshot).or_else(|| content.and_then(error)) {
+        return SnapshotState::Failed(message);
+    }
+    let name = text(snapshot, "/status/boundVolumeSnapshotContentName");
+    let Some(content) = content.filter(|c| !name.is_empty() && text(c, "/metadata/name") == name)
+    else {
+        return SnapshotState::Pending;
+    };
+    let handle = text(content, "/status/snapshotHandle");
+    if handle.is_empty() {
+        return SnapshotState::Pending;
+    }
+    let ready = |v: &Value| v.pointer("/status/readyToUse") == Some(&Value::Bool(true));
+    if ready(snapshot) && ready(content) {
+        SnapshotState::Ready {
+            content: name.to_owned(),
+            handle: handle.to_owned(),
+        }
+    } else {
+        SnapshotState::Cut {
+            content: name.to_owned(),
+            handle: handle.to_owned(),
+        }
+    }
+}
+
+/// `velero.ResourceIdentifier`: a group resource, a namespace and a name, with Go's field names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceIdentifier {
+    /// API group.
+    #[serde(rename = "Group", default)]
+    pub group: String,
+    /// Plural resource.
+    #[serde(rename = "Resource", default)]
+    pub resource: String,
+    /// Namespace, empty for cluster-scoped.
+    #[serde(rename = "Namespace", default)]
+    pub namespace: String,
+    /// Name.
+    #[serde(rename = "Name", default)]
+    pub name: String,
+}
+
+/// What one operation is for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationSpec {
+    /// The backup's name.
+    pub backup_name: String,
+    /// The backup's uid.
+    #[serde(rename = "backupUID")]
+    pub backup_uid: String,
+    /// The action that started it.
+    pub backup_item_action: String,
+    /// The item it is about (the VolumeSnapshot).
+    pub resource_identifier: ResourceIdentifier,
+    /// Its id.
+    #[serde(rename = "operationID")]
+    pub operation_id: String,
+    /// Items backed up again once it is done (the content).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub post_operation_items: Vec<ResourceIdentifier>,
+}
+
+/// `New`, `InProgress`, `Completed`, `Failed` or `Canceled`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OperationPhase {
+    /// Not started.
+    #[default]
+    New,
+    /// Started, not finished.
+    InProgress,
+    /// Finished well.
+    Completed,
+    /// Finished with an error (or timed out).
+    Failed,
+    /// Cancelled.
+    Canceled,
+}
+
+impl OperationPhase {
+    /// Whether the operation has ended.
+    #[must_use]
+    pub fn is_done(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Canceled)
+    }
+}
+
+/// How one operation stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationStatus {
+    /// Its phase.
+    pub phase: OperationPhase,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    /// Units done.
+    #[serde(rename = "nCompleted", default, skip_serializing_if = "is_zero")]
+    pub n_completed: i64,
+    /// Units in all.
+    #[serde(rename = "nTotal", default, skip_serializing_if = "is_zero")]
+    pub n_total: i64,
+    /// What a unit is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub operation_units: String,
+    /// A line for people.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// When it was created (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    /// When it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
+    /// When it last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<String>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// One entry of `<backup>-itemoperations.json.gz`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupOperation {
+    /// What it is for.
+    pub spec: OperationSpec,
+    /// How it stands.
+    pub status: OperationStatus,
+}
+
+impl BackupOperation {
+    /// The operation of the VolumeSnapshot `namespace/name`, cut at `now` (RFC 3339), bound to
+    /// `content`.
+    #[must_use]
+    pub fn snapshot(
+        backup_name: &str,
+        backup_uid: &str,
+        namespace: &str,
+        name: &str,
+        content: &str,
+        now: &str,
+    ) -> Self {
+        Self {
+            spec: OperationSpec {
+                backup_name: backup_name.to_owned(),
+                backup_uid: backup_uid.to_owned(),
+                backup_item_action: SNAPSHOT_ACTION.to_owned(),
+                resource_identifier: ResourceIdentifier {
+                    group: SNAPSHOT_GROUP.to_owned(),
+                    resource: "volumesnapshots".to_owned(),
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                },
+                operation_id: format!("{namespace}/{name}"),
+                post_operation_items: vec![ResourceIdentifier {
+                    group: SNAPSHOT_GROUP.to_owned(),
+                    resource: "volumesnapshotcontents".to_owned(),
+                    namespace: String::new(),
+                    name: content.to_owned(),
+                }],
+            },
+            status: OperationStatus {
+                phase: OperationPhase::InProgress,
+                n_total: 1,
+                operation_units: "snapshot".to_owned(),
+                description: format!(
+                    "waiting for VolumeSnapshot {namespace}/{name} to be ready to use"
+                ),
+                created: Some(now.to_owned()),
+                started: Some(now.to_owned()),
+                updated: Some(now.to_owned()),
+                ..OperationStatus::default()
+            },
+        }
+    }
+
+    /// `ns/name` of the VolumeSnapshot.
+    #[must_use]
+    pub fn snapshot_full_name(&self) -> String {
+        let r = &self.spec.resource_identifier;
+        format!("{}/{}", r.namespace, r.name)
+    }
+
+    /// Ends the operation at `now` (RFC 3339): `Completed`, or `Failed` with `error`.
+    pub fn finish(&mut self, error: Option<String>, now: &str) {
+        self.status.updated = Some(now.to_owned());
+        match error {
+            None => {
+                self.status.phase = OperationPhase::Completed;
+                self.status.n_completed = self.status.n_total;
+                self.status.description = format!(
+                    "VolumeSnapshot {} is ready to use",
+                    self.snapshot_full_name()
+                );
+            }
+            Some(error) => {
+                self.status.phase = OperationPhase::Failed;
+                self.status.error = error;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(name: &str, driver: &str, default: bool) -> Value {
+        let labels = if default {
+            json!({CLASS_LABEL: "true"})
+        } else {
+            json!({})
+        };
+        json!({"metadata": {"name": name, "labels": labels}, "driver": driver})
+    }
+
+    #[test]
+    fn the_class_comes_from_the_claim_then_the_backup_then_the_label() {
+        let classes = [
+            class("fast", "ebs", false),
+            class("default-ebs", "ebs", true),
+            class("other", "pd", true),
+            class("pinned", "ebs", false),
+        ];
+        let plain = json!({"metadata": {}});
+        let none = BTreeMap::new();
+        assert_eq!(
+            choose_class("ebs", &plain, &none, &classes),
+            Ok("default-ebs".into())
+        );
+        let by_backup = BTreeMap::from([(
+            format!("{BACKUP_CLASS_ANNOTATION_PREFIX}ebs"),
+            "fast".to_owned(),
+        )]);
+        assert_eq!(
+            choose_class("ebs", &plain, &by_backup, &classes),
+            Ok("fast".into())
+        );
+        let by_claim = json!({"metadata": {"annotations": {CLASS_LABEL: "pinned"}}});
+        assert_eq!(
+            choose_class("ebs", &by_claim, &by_backup, &classes),
+            Ok("pinned".into())
+        );
+
+        let wrong_driver = json!({"metadata": {"annotations": {CLASS_LABEL: "other"}}});
+        let err = choose_class("ebs", &wrong_driver, &none, &classes).unwrap_err();
+        assert!(err.contains("is of driver pd, not ebs"), "{err}");
+        let missing = json!({"metadata": {"annotations": {CLASS_LABEL: "gone"}}});
+        let err = choose_class("ebs", &missing, &none, &classes).unwrap_err();
+        assert!(err.contains("VolumeSnapshotClass gone"), "{err}");
+        let err = choose_class("nfs", &plain, &none, &classes).unwrap_err();
+        assert!(
+            err.contains("no VolumeSnapshotClass of driver nfs"),
+            "{err}"
+        );
+        let two = [class("a", "ebs", true), class("b", "ebs", true)];
+        let err = choose_class("ebs", &plain, &none, &two).unwrap_err();
+        assert!(
+            err.contains("2 VolumeSnapshotClasses of driver ebs") && err.contains("a, b"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_name_is_stable_per_backup_and_claim() {
+        let a = snapshot_name("data", "uid-1");
+        assert_eq!(a, snapshot_name("data", "uid-1"));
+        assert!(
+            a.starts_with("velero-data-") && a.len() == "velero-data-".len() + 5,
+            "{a}"
+        );
+        assert_ne!(a, snapshot_name("data", "uid-2"));
+        assert_ne!(a, snapshot_name("logs", "uid-1"));
+        assert!(snapshot_name(&"x".repeat(300), "u").len() <= 253);
+    }
+
+    #[test]
+    fn the_state_follows_the_snapshot_and_its_content() {
+        let snap = |status: Value| json!({"status": status});
+        let content = |status: Value| json!({"metadata": {"name": "c1"}, "status": status});
+        assert_eq!(
+            snapshot_state(&snap(json!({})), None),
+            SnapshotState::Pending
+        );
+        let bound = snap(json!({"boundVolumeSnapshotContentName": "c1"}));
+        assert_eq!(
+            snapshot_state(&bound, Some(&content(json!({})))),
+            SnapshotState::Pending
+        );
+        let cut = SnapshotState::Cut {
+            content: "c1".into(),
+            handle: "h".into(),
+        };
+        assert_eq!(
+            snapshot_state(&bound, Some(&content(json!({"snapshotHandle": "h"})))),
+            cut
+        );
+        let ready = snap(json!({"boundVolumeSnapshotContentName": "c1", "readyToUse": true}));
+        assert_eq!(
+            snapshot_state(
+                &ready,
+                Some(&content(json!({"snapshotHandle": "h", "readyToUse": true})))
+            ),
+            SnapshotState::Ready {
+                content: "c1".into(),
+                handle: "h".into()
+            }
+        );
+        let failed = snap(json!({"error": {"message": "quota"}}));
+        assert_eq!(
+            snapshot_state(&failed, None),
+            SnapshotState::Failed("quota".into())
+        );
+    }
+
+    #[test]
+    fn an_operation_serialises_in_velero_shape() {
+        let mut op = BackupOperation::snapshot(
+            "b1",
+            "u1",
+            "shop",
+            "velero-data-abcde",
+            "snapcontent-1",
+            "2026-12-04T00:00:00Z",
+        );
+        op.finish(None, "2026-12-04T00:01:00Z");
+        let v = serde_json::to_value(&op).unwrap();
+        assert_eq!(v["spec"]["backupUID"], "u1");
+        assert_eq!(v["spec"]["operationID"], "shop/velero-data-abcde");
+        assert_eq!(
+            v["spec"]["resourceIdentifier"],
+            json!({"Group": "snapshot.storage.k8s.io", "Resource": "volumesnapshots", "Namespace": "shop", "Name": "velero-data-abcde"})
+        );
+        assert_eq!(v["spec"]["postOperationItems"][0]["Name"], "snapcontent-1");
+        assert_eq!(v["status"]["phase"], "Completed");
+        assert_eq!(v["status"]["nCompleted"], 1);
+        let back: BackupOperation = serde_json::from_value(v).unwrap();
+        assert_eq!(back, op);
+    }
+}
