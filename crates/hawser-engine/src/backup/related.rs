@@ -167,8 +167,7 @@ pub(crate) async fn back_up_related(
 }
 
 /// GETs the items of `keys`, [`Lister::concurrency`] at a time (answers kept in key order), and
-/// keeps those passing the
-/// per-item checks.
+/// keeps those passing the per-item checks.
 async fn fetch(
     lister: &Lister<'_>,
     r: &ApiResource,
