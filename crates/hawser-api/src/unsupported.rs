@@ -42,7 +42,7 @@ impl BackupSpec {
             .is_some_and(|l| !l.is_empty())
         {
             warnings.push(
-                "spec.volumeSnapshotLocations: hawser takes no volume snapshots, so the named locations were not used"
+                "spec.volumeSnapshotLocations: hawser takes no native (VolumeSnapshotLocation) snapshots, only CSI ones, so the named locations were not used"
                     .to_owned(),
             );
         }
@@ -55,7 +55,7 @@ impl BackupSpec {
     pub fn unsnapshotted_claims(&self, claims: u64) -> Option<String> {
         (claims > 0 && self.snapshot_volumes != Some(false)).then(|| {
             format!(
-                "spec.snapshotVolumes: {claims} PersistentVolumeClaims were backed up as objects only; hawser takes no volume snapshots, so their data is not in this backup (set snapshotVolumes: false to say that this is intended)"
+                "spec.snapshotVolumes: {claims} PersistentVolumeClaims were backed up as objects only (unbound, or their volumes are not CSI volumes, which are the only ones hawser snapshots), so their data is not in this backup (set snapshotVolumes: false to say that this is intended)"
             )
         })
     }

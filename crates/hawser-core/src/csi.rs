@@ -388,6 +388,7 @@ impl BackupOperation {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
 mod tests {
     use super::*;
 

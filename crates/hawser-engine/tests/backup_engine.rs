@@ -610,6 +610,7 @@ fn record_expiration_is_start_plus_ttl() {
         results: Results::default(),
         archive_bytes: 100,
         failure_reason: None,
+        operations: Vec::new(),
     };
     let record = backup::record(&Backup::named("b"), &outcome).unwrap();
     assert_eq!(

@@ -47,6 +47,15 @@ pub enum BackupError {
         #[source]
         source: GzJsonError,
     },
+    /// A gzipped JSON artifact read back (to be extended) cannot be decoded.
+    #[error("reading `{key}`")]
+    Decode {
+        /// The artifact's key.
+        key: String,
+        /// The cause.
+        #[source]
+        source: GzJsonError,
+    },
     /// The archive-writing task ended without a result.
     #[error("the archive writer stopped unexpectedly")]
     WriterGone(#[source] tokio::task::JoinError),
@@ -74,6 +83,7 @@ impl BackupError {
             Self::Storage { .. } => "StorageFailed",
             Self::Archive(_) => "ArchiveWriteFailed",
             Self::Encode { .. } => "EncodeFailed",
+            Self::Decode { .. } => "DecodeFailed",
             Self::WriterGone(_) => "ArchiveWriterStopped",
             Self::Unnamed => "InvalidBackupObject",
         }

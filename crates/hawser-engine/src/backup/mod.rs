@@ -28,10 +28,12 @@
 
 mod collect;
 mod error;
+pub mod operations;
 mod progress;
 mod related;
 mod results;
 mod sink;
+mod snapshots;
 
 use std::collections::BTreeSet;
 
@@ -41,6 +43,7 @@ use hawser_api::phase::BackupPhase;
 use hawser_api::{Backup, BackupProgress};
 use hawser_core::archive::gzjson::{Results, to_gz_json};
 use hawser_core::archive::{FORMAT_VERSION, WriterOptions};
+use hawser_core::csi::BackupOperation;
 use std::time::Duration;
 
 use hawser_core::duration::GoDuration;
@@ -65,8 +68,6 @@ use collect::{Lister, ResourceReport};
 use progress::ProgressHandle;
 use results::{BackupLog, Messages, Scope};
 use sink::Batch;
-
-use hawser_core::selection::related::PERSISTENT_VOLUME_CLAIMS;
 
 /// Velero's default `spec.ttl` (30 days).
 const DEFAULT_TTL: &str = "720h0m0s";
@@ -169,6 +170,9 @@ pub struct BackupOutcome {
     pub archive_bytes: u64,
     /// Why the backup failed (only for `Failed`).
     pub failure_reason: Option<String>,
+    /// The item operations (CSI snapshots waiting for `readyToUse`); when there are some, the
+    /// phase is `WaitingForPluginOperations[PartiallyFailed]` and [`operations`] ends the backup.
+    pub operations: Vec<BackupOperation>,
 }
 
 impl BackupOutcome {
@@ -200,6 +204,7 @@ impl BackupOutcome {
             results: Results::default(),
             archive_bytes: 0,
             failure_reason: Some(error.full_message()),
+            operations: Vec::new(),
         }
     }
 }
@@ -375,12 +380,10 @@ async fn run_named(
 
     let mut item_namespaces = BTreeSet::new();
     let mut stopped = false;
+    let mut objects_only = 0;
+    let mut operations = Vec::new();
     let mut custom_types = Vec::new();
-    let mut claims = 0;
     for (group_resource, report) in reports {
-        if group_resource == PERSISTENT_VOLUME_CLAIMS {
-            claims += report.selected;
-        }
         stopped |= report.stopped;
         if !report.stopped {
             log.info(&format!(
@@ -406,8 +409,18 @@ async fn run_named(
 
     if !stopped {
         let added = related::back_up_related(&lister, &catalogue, &mut log, &mut messages).await;
-        claims += added.claims;
         item_namespaces.extend(added.namespaces);
+        let taken = snapshots::take_snapshots(
+            &lister,
+            &catalogue,
+            backup,
+            &options.clock,
+            &mut log,
+            &mut messages,
+        )
+        .await;
+        objects_only = taken.objects_only;
+        operations = taken.operations;
         if let Some(r) = namespace_type.first() {
             let mut tracker = selection.namespace_tracker(&namespace_objects);
             for ns in &item_namespaces {
@@ -453,7 +466,7 @@ async fn run_named(
         }
     }
     drop(lister);
-    if let Some(warning) = backup.spec.unsnapshotted_claims(claims) {
+    if let Some(warning) = backup.spec.unsnapshotted_claims(objects_only) {
         log.line("warning", &warning);
         messages.warn(Scope::Velero, warning);
     }
@@ -475,8 +488,17 @@ async fn run_named(
     .await?;
     put_gz(location, &layout.backup_results(&name), &results).await?;
     // What Velero writes for a backup without volumes or plugin operations, so that Velero's
-    // clients (`describe`, DownloadRequests) find every file they look for.
-    for (key, json) in layout.empty_backup_side_files(&name) {
+    // clients (`describe`, DownloadRequests) find every file they look for; the operations
+    // when there are some.
+    if !operations.is_empty() {
+        put_gz(location, &layout.backup_item_operations(&name), &operations).await?;
+    }
+    let operations_key = layout.backup_item_operations(&name);
+    for (key, json) in layout
+        .empty_backup_side_files(&name)
+        .into_iter()
+        .filter(|(key, _)| operations.is_empty() || *key != operations_key)
+    {
         let bytes =
             hawser_core::archive::gzjson::gzip_bytes(json.as_bytes()).map_err(|source| {
                 BackupError::Encode {
@@ -489,10 +511,11 @@ async fn run_named(
             .await
             .map_err(|source| BackupError::storage(key, source))?;
     }
-    let phase = if results.errors.count() > 0 {
-        BackupPhase::PartiallyFailed
-    } else {
-        BackupPhase::Completed
+    let phase = match (results.errors.count() > 0, operations.is_empty()) {
+        (false, true) => BackupPhase::Completed,
+        (true, true) => BackupPhase::PartiallyFailed,
+        (false, false) => BackupPhase::WaitingForPluginOperations,
+        (true, false) => BackupPhase::WaitingForPluginOperationsPartiallyFailed,
     };
     log.info(&format!(
         "Backup finished: {} items, {} warnings, {} errors, phase {phase:?}",
@@ -521,6 +544,7 @@ async fn run_named(
         results,
         archive_bytes: report.size,
         failure_reason: None,
+        operations,
     })
 }
 
@@ -548,7 +572,7 @@ fn filters_of(backup: &Backup, namespaces: &[serde_json::Value]) -> BackupFilter
 }
 
 /// Sets `apiVersion` and `kind` (absent on the items of a LIST).
-fn typed(mut obj: serde_json::Value, r: &ApiResource) -> serde_json::Value {
+pub(crate) fn typed(mut obj: serde_json::Value, r: &ApiResource) -> serde_json::Value {
     if let Some(map) = obj.as_object_mut() {
         map.insert("apiVersion".to_owned(), r.api_version().into());
         map.insert("kind".to_owned(), r.kind.clone().into());
@@ -604,7 +628,7 @@ async fn crds_of(
     crds
 }
 
-async fn put_gz<T: serde::Serialize>(
+pub(crate) async fn put_gz<T: serde::Serialize + ?Sized>(
     location: &Location,
     key: &str,
     value: &T,

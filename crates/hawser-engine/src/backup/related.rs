@@ -40,6 +40,8 @@ struct Noted {
     wanted: BTreeSet<ItemKey>,
     held: HashSet<ItemKey>,
     accounts: BTreeSet<(String, String)>,
+    /// The backed-up claims, trimmed to what a snapshot needs (see [`trimmed_claim`]).
+    claims: Vec<Value>,
 }
 
 impl Related {
@@ -56,6 +58,9 @@ impl Related {
         if ADDABLE_TYPES.contains(&group_resource) {
             noted.held.insert(ItemKey::of(group_resource, item));
         }
+        if group_resource == PERSISTENT_VOLUME_CLAIMS {
+            noted.claims.push(trimmed_claim(item));
+        }
         if group_resource == SERVICE_ACCOUNTS {
             let key = ItemKey::of(group_resource, item);
             noted.accounts.insert((key.namespace, key.name));
@@ -68,6 +73,11 @@ impl Related {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The backed-up claims noted so far, trimmed (see [`trimmed_claim`]).
+    pub(crate) fn take_claims(&self) -> Vec<Value> {
+        std::mem::take(&mut self.lock().claims)
     }
 
     /// The named items not yet held, grouped by type (claims before volumes), now counted as
@@ -88,13 +98,32 @@ impl Related {
     }
 }
 
+/// A claim's namespace, name, volume and the annotation naming its snapshot class: all a
+/// snapshot of it needs, kept for every backed-up claim until the LISTs are done.
+fn trimmed_claim(claim: &Value) -> Value {
+    let class = claim
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(hawser_core::csi::CLASS_LABEL))
+        .cloned();
+    let mut annotations = serde_json::Map::new();
+    if let Some(class) = class {
+        annotations.insert(hawser_core::csi::CLASS_LABEL.to_owned(), class);
+    }
+    serde_json::json!({
+        "metadata": {
+            "namespace": claim.pointer("/metadata/namespace"),
+            "name": claim.pointer("/metadata/name"),
+            "annotations": annotations,
+        },
+        "spec": {"volumeName": claim.pointer("/spec/volumeName")},
+    })
+}
+
 /// What [`back_up_related`] added.
 #[derive(Debug, Default)]
 pub(crate) struct Added {
     /// Namespaces of the added items.
     pub namespaces: BTreeSet<String>,
-    /// Added PersistentVolumeClaims.
-    pub claims: u64,
 }
 
 /// Backs up the items named by the listed ones (see the module docs).
@@ -143,9 +172,6 @@ pub(crate) async fn back_up_related(
                 "Backed up {} additional items of {group_resource} named by backed-up items",
                 items.len()
             ));
-            if group_resource == PERSISTENT_VOLUME_CLAIMS {
-                added.claims += items.len() as u64;
-            }
             for item in &items {
                 lister.related.observe(&group_resource, item);
                 if let Some(ns) = item

@@ -213,6 +213,22 @@ pub(crate) async fn replace(
     write(client, Method::PUT, path, obj, JSON, budget).await
 }
 
+/// DELETE `path`, retried like a read for up to `budget` (deleting twice is answered 404, which
+/// callers take as done).
+pub(crate) async fn delete(
+    client: &Client,
+    path: &str,
+    budget: Duration,
+) -> Result<(), kube::Error> {
+    let request = http::Request::delete(path)
+        .header(CONTENT_TYPE, JSON)
+        .body(Vec::new())
+        .map_err(kube::Error::HttpError)?;
+    exchange::<Value>(client, request, budget, Failure::is_transient)
+        .await
+        .map(drop)
+}
+
 /// HTTP status of an API error, when the server answered.
 pub(crate) fn code(error: &kube::Error) -> Option<u16> {
     match error {

@@ -1,0 +1,365 @@
+//! The asynchronous end of a backup with item operations (CSI snapshots cut while it was
+//! `InProgress`): `WaitingForPluginOperations` until every operation has ended, then
+//! `Finalizing`, then `Completed` or `PartiallyFailed`. The caller writes those phases; this
+//! module does the work of each, from what is stored, so that a backup taken up again after a
+//! restart goes on where it was.
+//!
+//! * [`SnapshotOperations::poll`]: one round over the unfinished operations. A snapshot ready
+//!   to use completes its operation; one that reports an error, or whose VolumeSnapshot is
+//!   gone, fails it; one still not ready when `spec.itemOperationTimeout` (default 4h) has passed
+//!   since the operation was created fails it with the timeout named. A snapshot that cannot be
+//!   read (the API unreachable past the read budget) stays as it was until the next round.
+//! * [`store`] / [`load`]: `<backup>-itemoperations.json.gz`, stored after every round that
+//!   changed something.
+//! * [`SnapshotOperations::finalize`]: reads each snapshot once more for
+//!   `<backup>-volumeinfo.json.gz`, deletes the VolumeSnapshot objects (their contents, set to
+//!   `Retain` when cut, keep the snapshots, as in Velero), adds one error per failed operation to
+//!   the results file and the log (once, should finalizing run again), and returns the final
+//!   phase. The archive keeps the VolumeSnapshots and contents as they were when cut (with their
+//!   snapshot handles); it is not rewritten with their ready state.
+
+use std::io::Cursor;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hawser_api::Backup;
+use hawser_api::phase::BackupPhase;
+use hawser_core::archive::gzjson::{Results, Scope, gunzip_limited, gzip_bytes, read_gz_json};
+use hawser_core::csi::{
+    BackupOperation, DEFAULT_OPERATION_TIMEOUT, OperationPhase, SnapshotState, snapshot_state,
+};
+use hawser_core::layout::Layout;
+use hawser_core::selection::ApiResource;
+use hawser_store::Location;
+use serde_json::{Value, json};
+
+use super::error::BackupError;
+use super::results::BackupLog;
+use super::snapshots::read_snapshot;
+use crate::cluster::path::Collection;
+use crate::cluster::request;
+
+/// Largest operations, results or log file read back (64 MiB).
+const READ_LIMIT: u64 = 64 << 20;
+
+/// Whether every operation has ended.
+#[must_use]
+pub fn all_done(operations: &[BackupOperation]) -> bool {
+    operations.iter().all(|o| o.status.phase.is_done())
+}
+
+/// How many operations ended `Completed` and how many `Failed` (or `Canceled`).
+#[must_use]
+pub fn counts(operations: &[BackupOperation]) -> (u64, u64) {
+    let count = |f: fn(OperationPhase) -> bool| {
+        operations.iter().filter(|o| f(o.status.phase)).count() as u64
+    };
+    (
+        count(|p| p == OperationPhase::Completed),
+        count(|p| matches!(p, OperationPhase::Failed | OperationPhase::Canceled)),
+    )
+}
+
+/// Stores `<backup>-itemoperations.json.gz`.
+///
+/// # Errors
+/// [`BackupError::Encode`] or [`BackupError::Storage`].
+pub async fn store(
+    location: &Location,
+    backup: &str,
+    operations: &[BackupOperation],
+) -> Result<(), BackupError> {
+    super::put_gz(
+        location,
+        &Layout::new(None).backup_item_operations(backup),
+        &operations,
+    )
+    .await
+}
+
+/// Reads `<backup>-itemoperations.json.gz`.
+///
+/// # Errors
+/// [`BackupError::Storage`] or [`BackupError::Decode`].
+pub async fn load(location: &Location, backup: &str) -> Result<Vec<BackupOperation>, BackupError> {
+    let key = Layout::new(None).backup_item_operations(backup);
+    let bytes = location
+        .get(&key)
+        .await
+        .map_err(|source| BackupError::storage(key.clone(), source))?;
+    let operations: Option<Vec<BackupOperation>> = read_gz_json(Cursor::new(bytes), READ_LIMIT)
+        .map_err(|source| BackupError::Decode { key, source })?;
+    Ok(operations.unwrap_or_default())
+}
+
+/// The snapshot operations of backups, against one cluster.
+#[derive(Clone)]
+pub struct SnapshotOperations {
+    client: kube::Client,
+    snapshots: ApiResource,
+    contents: ApiResource,
+    api_retry: Duration,
+    clock: hawser_core::clock::Clock,
+}
+
+fn snapshot_type(kind: &str, plural: &str, namespaced: bool) -> ApiResource {
+    ApiResource {
+        group: hawser_core::csi::SNAPSHOT_GROUP.to_owned(),
+        version: "v1".to_owned(),
+        kind: kind.to_owned(),
+        plural: plural.to_owned(),
+        singular: String::new(),
+        short_names: Vec::new(),
+        namespaced,
+        verbs: Vec::new(),
+    }
+}
+
+impl SnapshotOperations {
+    /// Operations read through `client`, each read retried for up to `api_retry`, timed by
+    /// `clock`.
+    #[must_use]
+    pub fn new(
+        client: kube::Client,
+        api_retry: Duration,
+        clock: hawser_core::clock::Clock,
+    ) -> Self {
+        Self {
+            client,
+            snapshots: snapshot_type("VolumeSnapshot", "volumesnapshots", true),
+            contents: snapshot_type("VolumeSnapshotContent", "volumesnapshotcontents", false),
+            api_retry,
+            clock,
+        }
+    }
+
+    /// How often to poll: a twentieth of the backup's operation timeout, between 50 ms and 1 s.
+    #[must_use]
+    pub fn interval(backup: &Backup) -> Duration {
+        super::snapshots::poll_interval(operation_timeout(backup))
+    }
+
+    /// One round over the unfinished operations (see the module docs); `true` when one of
+    /// them ended.
+    pub async fn poll(&self, backup: &Backup, operations: &mut [BackupOperation]) -> bool {
+        let timeout = operation_timeout(backup);
+        let now = self.clock.now();
+        let stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let mut changed = false;
+        for operation in operations.iter_mut().filter(|o| !o.status.phase.is_done()) {
+            let r = &operation.spec.resource_identifier;
+            let (namespace, name) = (r.namespace.clone(), r.name.clone());
+            let path = Collection::of(&self.snapshots).item_path(Some(&namespace), &name);
+            let read = match request::get(&self.client, &path, self.api_retry).await {
+                Err(e) if request::code(&e) == Some(404) => {
+                    Some(Err(format!("VolumeSnapshot {namespace}/{name} is gone")))
+                }
+                Err(_) => None,
+                Ok(_) => match read_snapshot(
+                    &self.client,
+                    &self.snapshots,
+                    &self.contents,
+                    &namespace,
+                    &name,
+                    self.api_retry,
+                )
+                .await
+                {
+                    Ok((snapshot, content)) => match snapshot_state(&snapshot, content.as_ref()) {
+                        SnapshotState::Ready { .. } => Some(Ok(())),
+                        SnapshotState::Failed(why) => Some(Err(format!(
+                            "VolumeSnapshot {namespace}/{name} failed: {why}"
+                        ))),
+                        SnapshotState::Pending | SnapshotState::Cut { .. } => None,
+                    },
+                    Err(_) => None,
+                },
+            };
+            let expired = operation
+                .status
+                .created
+                .as_deref()
+                .and_then(|c| c.parse::<jiff::Timestamp>().ok())
+                .and_then(|created| hawser_api::time::add(created, timeout.into()))
+                .is_some_and(|deadline| now >= deadline);
+            let ended = match read {
+                Some(result) => Some(result.err()),
+                None if expired => Some(Some(format!(
+                    "VolumeSnapshot {namespace}/{name} was not ready to use within the item operation timeout ({})",
+                    hawser_core::duration::GoDuration::from(timeout)
+                ))),
+                None => None,
+            };
+            if let Some(error) = ended {
+                operation.finish(error, &stamp);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Ends a backup whose operations have all ended (see the module docs): `outcome` with its
+    /// final phase, counts and results.
+    ///
+    /// # Errors
+    /// Storing or reading an artifact failed; the backup can be finalized again.
+    pub async fn finalize(
+        &self,
+        location: &Location,
+        backup: &Backup,
+        operations: &[BackupOperation],
+        mut outcome: super::BackupOutcome,
+    ) -> Result<super::BackupOutcome, BackupError> {
+        let name = backup.metadata.name.clone().unwrap_or_default();
+        let layout = Layout::new(None);
+        let mut volume_info = Vec::new();
+        for operation in operations {
+            let r = &operation.spec.resource_identifier;
+            if let Ok((snapshot, content)) = read_snapshot(
+                &self.client,
+                &self.snapshots,
+                &self.contents,
+                &r.namespace,
+                &r.name,
+                self.api_retry,
+            )
+            .await
+            {
+                volume_info.push(volume_info_of(operation, &snapshot, content.as_ref()));
+            }
+            let path = Collection::of(&self.snapshots).item_path(Some(&r.namespace), &r.name);
+            match request::delete(&self.client, &path, self.api_retry).await {
+                Ok(()) => {}
+                Err(e) if request::code(&e) == Some(404) => {}
+                Err(e) => {
+                    tracing::warn!(backup = %name, snapshot = %format!("{}/{}", r.namespace, r.name), error = %request::text(&e), "the VolumeSnapshot could not be deleted; its content keeps the snapshot")
+                }
+            }
+        }
+        if !volume_info.is_empty() {
+            super::put_gz(location, &layout.backup_volume_info(&name), &volume_info).await?;
+        }
+        store(location, &name, operations).await?;
+
+        let results_key = layout.backup_results(&name);
+        let bytes = location
+            .get(&results_key)
+            .await
+            .map_err(|source| BackupError::storage(results_key.clone(), source))?;
+        let mut results: Results =
+            read_gz_json(Cursor::new(bytes), READ_LIMIT).map_err(|source| BackupError::Decode {
+                key: results_key.clone(),
+                source,
+            })?;
+        let mut log = BackupLog::new(
+            format!(
+                "{}/{name}",
+                backup.metadata.namespace.as_deref().unwrap_or_default()
+            ),
+            self.clock.clone(),
+        );
+        for operation in operations.iter().filter(|o| !o.status.error.is_empty()) {
+            let message = format!(
+                "operation {} of {} failed: {}",
+                operation.spec.operation_id,
+                operation.spec.backup_item_action,
+                operation.status.error
+            );
+            let scope = Scope::of(Some(&operation.spec.resource_identifier.namespace));
+            let already = match &scope {
+                Scope::Namespace(ns) => results
+                    .errors
+                    .namespaces
+                    .get(ns)
+                    .is_some_and(|m| m.contains(&message)),
+                _ => results.errors.velero.contains(&message),
+            };
+            if !already {
+                log.line("error", &message);
+                results.errors.push(&scope, message);
+            }
+        }
+        let (completed, failed) = counts(operations);
+        log.info(&format!(
+            "Item operations ended: {completed} completed, {failed} failed"
+        ));
+        super::put_gz(location, &results_key, &results).await?;
+        append_log(location, &layout.backup_log(&name), log).await?;
+
+        outcome.phase = if results.errors.count() > 0 {
+            BackupPhase::PartiallyFailed
+        } else {
+            BackupPhase::Completed
+        };
+        outcome.results = results;
+        outcome.completed = self.clock.now();
+        outcome.operations = operations.to_vec();
+        Ok(outcome)
+    }
+}
+
+/// `spec.itemOperationTimeout`, else Velero's default.
+fn operation_timeout(backup: &Backup) -> Duration {
+    backup
+        .spec
+        .item_operation_timeout
+        .and_then(|t| t.to_std())
+        .filter(|t| !t.is_zero())
+        .unwrap_or(DEFAULT_OPERATION_TIMEOUT)
+}
+
+/// One `BackupVolumeInfo` of a CSI snapshot.
+fn volume_info_of(operation: &BackupOperation, snapshot: &Value, content: Option<&Value>) -> Value {
+    let text = |v: Option<&Value>, p: &str| {
+        v.and_then(|v| v.pointer(p))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let content_name = operation
+        .spec
+        .post_operation_items
+        .first()
+        .map(|i| i.name.clone())
+        .unwrap_or_default();
+    json!({
+        "pvcName": text(Some(snapshot), "/spec/source/persistentVolumeClaimName"),
+        "pvcNamespace": operation.spec.resource_identifier.namespace,
+        "backupMethod": "CSISnapshot",
+        "snapshotDataMoved": false,
+        "skipped": false,
+        "result": if operation.status.phase == OperationPhase::Completed { "succeeded" } else { "failed" },
+        "startTimestamp": operation.status.started,
+        "completionTimestamp": operation.status.updated,
+        "csiSnapshotInfo": {
+            "operationID": operation.spec.operation_id,
+            "snapshotHandle": text(content, "/status/snapshotHandle"),
+            "driver": text(content, "/spec/driver"),
+            "vscName": content_name,
+            "size": content.and_then(|c| c.pointer("/status/restoreSize")).and_then(Value::as_i64).unwrap_or(0),
+        },
+    })
+}
+
+/// Appends the lines of `log` to the stored log at `key`.
+async fn append_log(location: &Location, key: &str, log: BackupLog) -> Result<(), BackupError> {
+    let mut text = match location.get(key).await {
+        Ok(bytes) => gunzip_limited(Cursor::new(bytes), READ_LIMIT).map_err(|source| {
+            BackupError::Decode {
+                key: key.to_owned(),
+                source,
+            }
+        })?,
+        Err(e) if e.is_not_found() => Vec::new(),
+        Err(source) => return Err(BackupError::storage(key.to_owned(), source)),
+    };
+    text.extend(log.into_bytes());
+    let bytes = gzip_bytes(&text).map_err(|source| BackupError::Encode {
+        key: key.to_owned(),
+        source,
+    })?;
+    location
+        .put(key, Bytes::from(bytes))
+        .await
+        .map_err(|source| BackupError::storage(key.to_owned(), source))
+}
