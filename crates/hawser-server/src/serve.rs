@@ -215,8 +215,12 @@ pub async fn serve(
 
     let workers = Workers::default();
     let mut controllers = JoinSet::new();
+    // Backups whose record says their item operations go on are handed back, not resolved.
+    let (resumer, resumed) = tokio::sync::mpsc::unbounded_channel();
+    engine.resume_with(resumer);
     let recovery = engine.clone();
     controllers.spawn(async move { recovery.run_recovery(records).await });
+    controllers.spawn(controllers::operations::run(ctx.clone(), resumed));
     controllers.spawn(controllers::bsl::run(ctx.clone(), location_watch));
     controllers.spawn(controllers::schedule::run(ctx.clone(), schedule_watch));
     controllers.spawn(controllers::gc::run(ctx.clone()));

@@ -242,6 +242,16 @@ pub fn record(
         items_backed_up: Some(items),
     });
     status.failure_reason = outcome.failure_reason.clone();
+    if !outcome.operations.is_empty() {
+        let count = |n: u64| Some(i64::try_from(n).unwrap_or(i64::MAX));
+        let (completed, failed) = operations::counts(&outcome.operations);
+        let attempted = count(outcome.operations.len() as u64);
+        status.backup_item_operations_attempted = attempted;
+        status.backup_item_operations_completed = count(completed);
+        status.backup_item_operations_failed = count(failed);
+        status.csi_volume_snapshots_attempted = attempted;
+        status.csi_volume_snapshots_completed = count(completed);
+    }
     backup.status = Some(status);
     serde_json::to_value(&backup)
 }

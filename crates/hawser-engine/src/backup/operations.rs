@@ -92,6 +92,20 @@ pub async fn load(location: &Location, backup: &str) -> Result<Vec<BackupOperati
     Ok(operations.unwrap_or_default())
 }
 
+/// Reads `<backup>-results.gz`.
+///
+/// # Errors
+/// [`BackupError::Storage`] or [`BackupError::Decode`].
+pub async fn load_results(location: &Location, backup: &str) -> Result<Results, BackupError> {
+    let key = Layout::new(None).backup_results(backup);
+    let bytes = location
+        .get(&key)
+        .await
+        .map_err(|source| BackupError::storage(key.clone(), source))?;
+    read_gz_json(Cursor::new(bytes), READ_LIMIT)
+        .map_err(|source| BackupError::Decode { key, source })
+}
+
 /// The snapshot operations of backups, against one cluster.
 #[derive(Clone)]
 pub struct SnapshotOperations {
@@ -241,16 +255,7 @@ impl SnapshotOperations {
         }
         store(location, &name, operations).await?;
 
-        let results_key = layout.backup_results(&name);
-        let bytes = location
-            .get(&results_key)
-            .await
-            .map_err(|source| BackupError::storage(results_key.clone(), source))?;
-        let mut results: Results =
-            read_gz_json(Cursor::new(bytes), READ_LIMIT).map_err(|source| BackupError::Decode {
-                key: results_key.clone(),
-                source,
-            })?;
+        let mut results = load_results(location, &name).await?;
         let mut log = BackupLog::new(
             format!(
                 "{}/{name}",
@@ -283,7 +288,7 @@ impl SnapshotOperations {
         log.info(&format!(
             "Item operations ended: {completed} completed, {failed} failed"
         ));
-        super::put_gz(location, &results_key, &results).await?;
+        super::put_gz(location, &layout.backup_results(&name), &results).await?;
         append_log(location, &layout.backup_log(&name), log).await?;
 
         outcome.phase = if results.errors.count() > 0 {

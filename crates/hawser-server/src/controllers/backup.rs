@@ -14,7 +14,8 @@
 //!    [`PROGRESS_INTERVAL`](crate::work::PROGRESS_INTERVAL).
 //! 4. **Commit**: `velero-backup.json`, carrying the final status, is stored last. A backup is
 //!    `Completed`/`PartiallyFailed` only once it is stored; when storing it fails the backup is
-//!    `Failed`. A failed run stores a `Failed` record too (best effort), so that recovery finds
+//!    `Failed`. A run that cut CSI snapshots stores it with `WaitingForPluginOperations*` and
+//!    goes on in [`operations`] instead of step 5. A failed run stores a `Failed` record too (best effort), so that recovery finds
 //!    the truth if the status write below does not land before a restart.
 //! 5. **Final status** through the status engine: retried until `--resource-timeout`, then
 //!    handed to the re-driver, which keeps trying; recovery reconciles to the record after a
@@ -37,7 +38,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::context::{Context, schedule_of};
-use crate::controllers::backup_queue;
+use crate::controllers::{backup_queue, operations};
 use crate::metrics::{BackupFinished, FinalOutcome};
 use crate::queue::Handled;
 use crate::status::Kind;
@@ -141,6 +142,15 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
     reporter.abort();
 
     let outcome = commit(&ctx, &location, &backup, result, started).await;
+    if !outcome.operations.is_empty() && !outcome.phase.is_final() {
+        let target = operations::Target {
+            key: key.clone(),
+            uid: taken.uid.clone(),
+            taken_up: None,
+        };
+        operations::drive(&ctx, target, &backup, &location, outcome).await;
+        return Handled::Done;
+    }
     let record = record_status(backup::record(&backup, &outcome).ok().as_ref());
     let update = taken.update(outcome.phase.clone()).fields(record);
     report_final(ctx.engine.write(update).await, &key);
@@ -150,7 +160,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
 
 /// Stores `velero-backup.json` for the run's result; returns the outcome that was stored (or
 /// `Failed` when storing the record of a successful run failed).
-async fn commit(
+pub(crate) async fn commit(
     ctx: &Context,
     location: &Location,
     backup: &Backup,
@@ -216,7 +226,7 @@ async fn source_cluster(ctx: &Context) -> Option<k8s_openapi::apimachinery::pkg:
     }
 }
 
-fn finished(outcome: &BackupOutcome) -> BackupFinished {
+pub(crate) fn finished(outcome: &BackupOutcome) -> BackupFinished {
     let duration = outcome.completed.duration_since(outcome.started);
     BackupFinished {
         outcome: match outcome.phase {

@@ -6,6 +6,7 @@ pub(crate) mod bsl;
 pub(crate) mod deletion;
 pub(crate) mod download;
 pub(crate) mod gc;
+pub(crate) mod operations;
 mod requests;
 pub(crate) mod restore;
 pub(crate) mod schedule;

@@ -110,6 +110,9 @@ pub(crate) struct Inner {
     pub(crate) progress_pauses: super::progress::ProgressPauses,
     /// Whether this instance's Lease has been written (before its first claim).
     beaten: tokio::sync::OnceCell<()>,
+    /// Where recovery hands a Backup whose record says its work can go on (see
+    /// [`StatusEngine::resume_with`]).
+    pub(crate) resumer: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<ObjectKey>>,
     pub(crate) shutdown: CancellationToken,
 }
 
@@ -178,11 +181,19 @@ impl StatusEngine {
             abandoned: Mutex::default(),
             progress_pauses: super::progress::ProgressPauses::default(),
             beaten: tokio::sync::OnceCell::new(),
+            resumer: std::sync::OnceLock::new(),
             shutdown: CancellationToken::new(),
         };
         Self {
             inner: Arc::new(inner),
         }
+    }
+
+    /// Has recovery send on `resumer`, instead of resolving it, every orphaned Backup whose
+    /// record says `WaitingForPluginOperations*` or `Finalizing*`: its work goes on from what
+    /// is stored. Set once; without it such a Backup is resolved like one without a record.
+    pub fn resume_with(&self, resumer: tokio::sync::mpsc::UnboundedSender<ObjectKey>) {
+        let _ = self.inner.resumer.set(resumer);
     }
 
     /// The id written into the owner annotation.

@@ -5,7 +5,10 @@
 //! `Finalizing*`) → skip those owned here (a live worker, a write in progress, or a pending status
 //! in the re-driver, all behind the owner annotation naming this instance) → ask the
 //! [`RecordSource`] for the recorded outcome → write it, or `Failed` with a reason saying the
-//! server restarted during the work when there is no record. Writes go through
+//! server restarted during the work when there is no record. A Backup whose record says
+//! `WaitingForPluginOperations*` or `Finalizing*` (its items are stored, its item operations
+//! were under way) is not resolved but handed to the resumer set with
+//! [`StatusEngine::resume_with`], which goes on with its work. Writes go through
 //! [`StatusEngine::write`] (same deadline, re-driver, transition table).
 //!
 //! A record source that cannot be read (storage down, a location, Secret or backup missing)
@@ -131,8 +134,25 @@ pub struct RecoveryReport {
     pub from_record: usize,
     /// Resolved to `Failed` for lack of a record.
     pub failed_without_record: usize,
+    /// Handed back to work: Backups whose record says their item operations go on.
+    pub resumed: usize,
     /// Not resolved this round (record unreadable, write handed over, dropped, refused).
     pub unresolved: usize,
+}
+
+/// Whether work recorded at `phase` can go on from what is stored: a Backup waiting for its
+/// item operations or finalizing.
+fn is_resumable(phase: &Phase) -> bool {
+    use hawser_api::phase::BackupPhase as B;
+    matches!(
+        phase,
+        Phase::Backup(
+            B::WaitingForPluginOperations
+                | B::WaitingForPluginOperationsPartiallyFailed
+                | B::Finalizing
+                | B::FinalizingPartiallyFailed
+        )
+    )
 }
 
 /// `failureReason` of an orphan with no record.
@@ -153,6 +173,7 @@ pub fn abandoned_failure_reason(kind: Kind, why: &str) -> String {
 
 enum Resolution {
     FromRecord,
+    Resumed,
     WithoutRecord,
     Unresolved,
 }
@@ -239,6 +260,7 @@ impl StatusEngine {
             for r in results {
                 match r {
                     Resolution::FromRecord => report.from_record += 1,
+                    Resolution::Resumed => report.resumed += 1,
                     Resolution::WithoutRecord => report.failed_without_record += 1,
                     Resolution::Unresolved => report.unresolved += 1,
                 }
@@ -259,9 +281,17 @@ impl StatusEngine {
         phase: Phase,
     ) -> Resolution {
         let record = match records.outcome(key.kind, &key.namespace, &key.name).await {
-            Ok(r) => r
-                .map(|o| (Phase::parse(key.kind, &o.phase), o.status))
-                .filter(|(recorded, _)| recorded.is_final()),
+            Ok(r) => {
+                let r = r.map(|o| (Phase::parse(key.kind, &o.phase), o.status));
+                if let (Some((recorded, _)), Some(resumer)) = (&r, self.inner.resumer.get())
+                    && is_resumable(recorded)
+                    && resumer.send(key.clone()).is_ok()
+                {
+                    tracing::info!(object = %key, recorded = %recorded, "the record says the work can go on; it is taken up again");
+                    return Resolution::Resumed;
+                }
+                r.filter(|(recorded, _)| recorded.is_final())
+            }
             Err(e) => {
                 let why = hawser_core::errors::chain_text(&e);
                 tracing::warn!(object = %key, error = %why, "outcome record unreadable; object left for the next round");

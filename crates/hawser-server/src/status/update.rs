@@ -30,6 +30,7 @@ pub struct StatusUpdate {
     pub(crate) labels: Map<String, Value>,
     pub(crate) annotations: Map<String, Value>,
     pub(crate) restores_record: bool,
+    pub(crate) takes_over: bool,
 }
 
 impl StatusUpdate {
@@ -55,6 +56,7 @@ impl StatusUpdate {
             labels: Map::new(),
             annotations: Map::new(),
             restores_record: false,
+            takes_over: false,
         }
     }
 
@@ -98,6 +100,15 @@ impl StatusUpdate {
     /// (used when entering `InProgress`; see the module docs for how it is written).
     pub fn claim(mut self) -> Self {
         self.claim = true;
+        self
+    }
+
+    /// A [`claim`](Self::claim) of work another instance started and recovery found orphaned
+    /// (its owner's Lease not alive): it may claim an object that is not waiting. Only with
+    /// [`observed`](Self::observed), so that it lands on the object as recovery saw it.
+    pub fn take_over(mut self) -> Self {
+        self.claim = true;
+        self.takes_over = true;
         self
     }
 

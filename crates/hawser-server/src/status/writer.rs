@@ -194,8 +194,8 @@ impl Writer {
         };
         // A claim takes work only from a waiting phase: an object another writer (another
         // server) has started is not taken over, even though writing its phase again would be
-        // allowed.
-        let taken_elsewhere = u.claim && !current.is_waiting() && !st.claimed;
+        // allowed; unless recovery found that work orphaned and hands it over.
+        let taken_elsewhere = u.claim && !current.is_waiting() && !st.claimed && !u.takes_over;
         let record_over_lost_status =
             u.restores_record && u.uid.is_some() && current.is_waiting() && u.phase.is_final();
         if taken_elsewhere || !(current.can_transition_to(&u.phase) || record_over_lost_status) {

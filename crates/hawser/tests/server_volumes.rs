@@ -1,0 +1,263 @@
+//! CSI volume snapshots through the `hawser server` process, with kube-sim's CSI side on: a
+//! backup of a namespace with a Deployment, its Pod and claim ends `Completed` through
+//! `WaitingForPluginOperations` and `Finalizing`; a snapshot that never becomes ready ends the
+//! backup `PartiallyFailed` at the operation timeout, the operation named; a server killed
+//! while the backup waits is replaced by one that takes the backup up again and completes it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli_support;
+mod server_support;
+
+use std::time::Duration;
+
+use cli_support::{Cluster, NS};
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams, WatchEvent, WatchParams};
+use kube::core::GroupVersionKind;
+use kube_sim::csi::{self, CsiConfig, CsiSim};
+use serde_json::{Value, json};
+use server_support::*;
+
+fn client(cluster: &Cluster) -> kube::Client {
+    kube::Client::try_from(kube::Config::new(cluster.sim.api_url().parse().unwrap())).unwrap()
+}
+
+fn api(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    ns: &str,
+) -> Api<DynamicObject> {
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+async fn create(api: &Api<DynamicObject>, object: Value) {
+    let object: DynamicObject = serde_json::from_value(object).unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
+}
+
+/// The CSI side (snapshots ready `ready_after` after they are cut) and, in namespace `shop`, a
+/// Deployment `db` with its Pod and the Pod's claim `data` (bound), the claim annotated with
+/// `fault` when given.
+async fn application(cluster: &Cluster, ready_after: Duration, fault: &str) -> CsiSim {
+    let client = client(cluster);
+    let csi = CsiSim::start(
+        client.clone(),
+        CsiConfig {
+            ready_after,
+            ..CsiConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    cluster
+        .store()
+        .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}))
+        .unwrap();
+    let claims = api(
+        &client,
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        "shop",
+    );
+    create(
+        &claims,
+        json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "shop", "annotations": {csi::SNAPSHOT_FAULT: fault}},
+            "spec": {"storageClassName": csi::STORAGE_CLASS, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}
+        }),
+    )
+    .await;
+    let template = json!({
+        "metadata": {"labels": {"app": "db"}},
+        "spec": {"containers": [{"name": "db", "image": "postgres:17"}],
+                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+    });
+    create(
+        &api(&client, "apps", "v1", "Deployment", "deployments", "shop"),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "db", "namespace": "shop"},
+               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "db"}}, "template": template}}),
+    )
+    .await;
+    let mut pod = template.clone();
+    pod["apiVersion"] = json!("v1");
+    pod["kind"] = json!("Pod");
+    pod["metadata"]["name"] = json!("db-0");
+    pod["metadata"]["namespace"] = json!("shop");
+    create(&api(&client, "", "v1", "Pod", "pods", "shop"), pod).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while claims.get("data").await.unwrap().data["spec"]["volumeName"]
+        .as_str()
+        .is_none()
+    {
+        assert!(tokio::time::Instant::now() < deadline, "the claim is bound");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    csi
+}
+
+/// Records every phase the Backup `name` shows, from now until it is final.
+fn watch_phases(cluster: &Cluster, name: &str) -> tokio::task::JoinHandle<Vec<String>> {
+    let backups = api(&client(cluster), "velero.io", "v1", "Backup", "backups", NS);
+    let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+    tokio::spawn(async move {
+        let mut phases: Vec<String> = Vec::new();
+        let mut stream = backups.watch(&params, "0").await.unwrap().boxed();
+        while let Some(event) = stream.next().await {
+            let object = match event.unwrap() {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) => o,
+                _ => continue,
+            };
+            let phase = object.data["status"]["phase"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if phases.last() != Some(&phase) && !phase.is_empty() {
+                phases.push(phase.clone());
+            }
+            if matches!(
+                phase.as_str(),
+                "Completed" | "PartiallyFailed" | "Failed" | "FailedValidation"
+            ) {
+                return phases;
+            }
+        }
+        phases
+    })
+}
+
+fn archive(root: &std::path::Path, name: &str) -> Vec<String> {
+    archive_paths(&artifact(root, name, &format!("{name}.tar.gz")))
+}
+
+#[tokio::test]
+async fn a_backup_with_a_volume_ends_completed_through_waiting_and_finalizing() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let _csi = application(&cluster, Duration::from_millis(1500), "").await;
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    let phases = watch_phases(&cluster, "with-data");
+
+    create_backup(
+        &cluster,
+        "with-data",
+        json!({"includedNamespaces": ["shop"], "itemOperationTimeout": "1m"}),
+    );
+
+    let done = wait_final(&cluster, &server, "Backup", "with-data").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    assert_eq!(
+        phases.await.unwrap(),
+        [
+            "Queued",
+            "InProgress",
+            "WaitingForPluginOperations",
+            "Finalizing",
+            "Completed"
+        ]
+    );
+    let status = &done["status"];
+    assert_eq!(status["backupItemOperationsAttempted"], 1, "{status:#}");
+    assert_eq!(status["backupItemOperationsCompleted"], 1, "{status:#}");
+    assert_eq!(status["csiVolumeSnapshotsCompleted"], 1, "{status:#}");
+    let paths = archive(root.path(), "with-data");
+    for prefix in [
+        "resources/deployments.apps/namespaces/shop/db.json",
+        "resources/pods/namespaces/shop/db-0.json",
+        "resources/persistentvolumeclaims/namespaces/shop/data.json",
+        "resources/persistentvolumes/cluster/pvc-",
+        "resources/volumesnapshots.snapshot.storage.k8s.io/namespaces/shop/velero-data-",
+        "resources/volumesnapshotcontents.snapshot.storage.k8s.io/cluster/snapcontent-",
+    ] {
+        assert!(
+            paths.iter().any(|p| p.starts_with(prefix)),
+            "{prefix} in {paths:#?}"
+        );
+    }
+    let record: Value = serde_json::from_slice(
+        &std::fs::read(artifact(root.path(), "with-data", "velero-backup.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["status"]["phase"], "Completed");
+}
+
+#[tokio::test]
+async fn a_snapshot_never_ready_ends_the_backup_partially_failed_at_the_timeout() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let _csi = application(&cluster, Duration::from_millis(200), "never-ready").await;
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+
+    create_backup(
+        &cluster,
+        "stuck",
+        json!({"includedNamespaces": ["shop"], "itemOperationTimeout": "2s"}),
+    );
+
+    let done = wait_final(&cluster, &server, "Backup", "stuck").await;
+    assert_eq!(
+        phase(&done),
+        "PartiallyFailed",
+        "{done:#}\n{}",
+        server.log_text()
+    );
+    assert_eq!(done["status"]["backupItemOperationsFailed"], 1, "{done:#}");
+    assert_eq!(done["status"]["errors"], 1, "{done:#}");
+    let results = std::fs::read(artifact(root.path(), "stuck", "stuck-results.gz")).unwrap();
+    let results: Value =
+        hawser_core::archive::gzjson::read_gz_json(std::io::Cursor::new(results), 1 << 20).unwrap();
+    let error = results["errors"]["namespaces"]["shop"][0].as_str().unwrap();
+    assert!(
+        error.starts_with("operation shop/velero-data-")
+            && error.contains("not ready to use within the item operation timeout (2s)"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_backup_waiting_when_its_server_is_killed_completes_under_the_next_one() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let _csi = application(&cluster, Duration::from_secs(4), "").await;
+    filesystem_location(&cluster, "default", root.path());
+    let mut first = Server::start(&cluster, root.path(), FAST).await;
+
+    create_backup(
+        &cluster,
+        "survivor",
+        json!({"includedNamespaces": ["shop"]}),
+    );
+    let waiting = wait_for(
+        &cluster,
+        Some(&first),
+        "Backup",
+        "survivor",
+        Duration::from_secs(20),
+        |o| phase(o) == "WaitingForPluginOperations",
+    )
+    .await;
+    first.kill().await;
+
+    let second = Server::start(&cluster, root.path(), FAST).await;
+    let done = wait_final(&cluster, &second, "Backup", "survivor").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", second.log_text());
+    assert_eq!(
+        done["status"]["backupItemOperationsCompleted"], 1,
+        "{done:#}"
+    );
+    assert_ne!(
+        done["metadata"]["annotations"]["hawser.io/owner"],
+        waiting["metadata"]["annotations"]["hawser.io/owner"],
+        "the second server took it over"
+    );
+}
