@@ -261,3 +261,77 @@ async fn a_backup_waiting_when_its_server_is_killed_completes_under_the_next_one
         "the second server took it over"
     );
 }
+
+fn record(root: &std::path::Path, name: &str) -> Option<Value> {
+    let bytes = std::fs::read(artifact(root, name, "velero-backup.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The API goes away for 4 s the moment the record says `recorded`, i.e. while the status
+/// write that follows it (out of `InProgress`, out of `WaitingForPluginOperations`, out of
+/// `Finalizing`) is under way; the backup still ends `Completed`, after the outage.
+async fn outage_when_recorded(recorded: &str) {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let _csi = application(&cluster, Duration::from_secs(1), "").await;
+    filesystem_location(&cluster, "default", root.path());
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--resource-timeout",
+        "1s",
+        "--status-patch-max-backoff",
+        "250ms",
+    ]);
+    let server = Server::start(&cluster, root.path(), &args).await;
+    // Reads of the Backup take a while, so the write after the record is under way when the
+    // API goes.
+    slow_reads(&cluster, "backups");
+    create_backup(&cluster, "outage", json!({"includedNamespaces": ["shop"]}));
+    poll(&server, &format!("the record saying {recorded}"), || {
+        record(root.path(), "outage").filter(|r| r["status"]["phase"] == recorded)
+    })
+    .await;
+    let outage = Duration::from_secs(4);
+    cluster.sim.faults().refuse(Some(outage));
+    let outage_start = std::time::Instant::now();
+
+    let done = wait_for(
+        &cluster,
+        Some(&server),
+        "Backup",
+        "outage",
+        Duration::from_secs(40),
+        is_final,
+    )
+    .await;
+
+    assert_eq!(
+        phase(&done),
+        "Completed",
+        "after {recorded}: {done:#}\n{}",
+        server.log_text()
+    );
+    assert!(
+        outage_start.elapsed() >= outage - Duration::from_millis(200),
+        "after {recorded}: the status landed before the outage ended"
+    );
+    assert_eq!(
+        record(root.path(), "outage").unwrap()["status"]["phase"],
+        "Completed"
+    );
+}
+
+#[tokio::test]
+async fn an_api_outage_past_the_resource_timeout_while_leaving_in_progress_still_ends_final() {
+    outage_when_recorded("WaitingForPluginOperations").await;
+}
+
+#[tokio::test]
+async fn an_api_outage_past_the_resource_timeout_while_leaving_waiting_still_ends_final() {
+    outage_when_recorded("Finalizing").await;
+}
+
+#[tokio::test]
+async fn an_api_outage_past_the_resource_timeout_while_leaving_finalizing_still_ends_final() {
+    outage_when_recorded("Completed").await;
+}
