@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 /// The snapshot API group.
 pub const SNAPSHOT_GROUP: &str = "snapshot.storage.k8s.io";
@@ -26,6 +27,12 @@ pub const CLASS_LABEL: &str = "velero.io/csi-volumesnapshot-class";
 pub const BACKUP_CLASS_ANNOTATION_PREFIX: &str = "velero.io/csi-volumesnapshot-class_";
 /// The item action Velero records for a CSI snapshot's operation.
 pub const SNAPSHOT_ACTION: &str = "velero.io/csi-volumesnapshot-backupper";
+/// Annotation of an archived VolumeSnapshot: its snapshot handle (what a restore needs).
+pub const HANDLE_ANNOTATION: &str = "velero.io/csi-volumesnapshot-handle";
+/// Annotation of an archived VolumeSnapshot: its driver.
+pub const DRIVER_ANNOTATION: &str = "velero.io/csi-driver-name";
+/// Annotation of an archived VolumeSnapshot: its content's restore size in bytes.
+pub const RESTORE_SIZE_ANNOTATION: &str = "velero.io/csi-volumesnapshot-restore-size";
 /// Velero's default `spec.csiSnapshotTimeout`.
 pub const DEFAULT_SNAPSHOT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 /// Velero's default `spec.itemOperationTimeout`.
@@ -104,18 +111,16 @@ pub fn choose_class(
 /// taken up again finds its snapshot instead of making another.
 #[must_use]
 pub fn snapshot_name(claim: &str, backup_uid: &str) -> String {
-    // FNV-1a: a stable hash with no dependency; not a security boundary.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in backup_uid.bytes().chain([0]).chain(claim.bytes()) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
+    let digest = Sha256::new()
+        .chain_update(backup_uid.as_bytes())
+        .chain_update([0])
+        .chain_update(claim.as_bytes())
+        .finalize();
     let alphabet = b"bcdfghjklmnpqrstvwxz2456789";
-    let suffix: String = (0..5)
-        .map(|i| {
-            let index = (hash >> (i * 8)) % alphabet.len() as u64;
-            char::from(alphabet[usize::try_from(index).unwrap_or(0)])
-        })
+    let suffix: String = digest
+        .iter()
+        .take(5)
+        .map(|b| char::from(alphabet[usize::from(*b) % alphabet.len()]))
         .collect();
     let prefix: String = format!("velero-{claim}").chars().take(246).collect();
     format!("{prefix}-{suffix}")
@@ -147,6 +152,85 @@ pub fn volume_snapshot(
             "source": {"persistentVolumeClaimName": claim}
         }
     })
+}
+
+/// Adds to `snapshot` (the copy that goes into the archive) what a restore needs from its
+/// `content`: the handle, the driver and the restore size, as annotations.
+pub fn annotate_for_restore(snapshot: &mut Value, content: &Value) {
+    let Some(metadata) = snapshot.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+    if let Some(annotations) = annotations.as_object_mut() {
+        annotations.insert(
+            HANDLE_ANNOTATION.to_owned(),
+            json!(text(content, "/status/snapshotHandle")),
+        );
+        annotations.insert(
+            DRIVER_ANNOTATION.to_owned(),
+            json!(text(content, "/spec/driver")),
+        );
+        if let Some(size) = content
+            .pointer("/status/restoreSize")
+            .and_then(Value::as_i64)
+        {
+            annotations.insert(RESTORE_SIZE_ANNOTATION.to_owned(), json!(size.to_string()));
+        }
+    }
+}
+
+/// The name of the VolumeSnapshotContent a restore creates for the VolumeSnapshot
+/// `namespace/snapshot`: `velero-<snapshot>-` and five characters that depend on the restore
+/// and the namespace (contents are cluster-scoped).
+#[must_use]
+pub fn restored_content_name(restore: &str, namespace: &str, snapshot: &str) -> String {
+    snapshot_name(snapshot, &format!("{restore}/{namespace}"))
+}
+
+/// The pre-provisioned VolumeSnapshotContent that brings back the archived `snapshot` as
+/// `namespace/name`: its handle and driver from the annotations of [`annotate_for_restore`],
+/// `deletionPolicy: Retain` (deleting what the restore made never deletes the backup's
+/// snapshot). The error says what the archived snapshot lacks.
+pub fn restored_content(
+    snapshot: &Value,
+    namespace: &str,
+    name: &str,
+    content_name: &str,
+) -> Result<Value, String> {
+    let annotation = |key: &str| {
+        snapshot
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    let handle = annotation(HANDLE_ANNOTATION).ok_or_else(|| {
+        format!("the archived VolumeSnapshot has no {HANDLE_ANNOTATION} annotation")
+    })?;
+    let driver = annotation(DRIVER_ANNOTATION).ok_or_else(|| {
+        format!("the archived VolumeSnapshot has no {DRIVER_ANNOTATION} annotation")
+    })?;
+    let mut spec = json!({
+        "deletionPolicy": "Retain",
+        "driver": driver,
+        "source": {"snapshotHandle": handle},
+        "volumeSnapshotRef": {
+            "apiVersion": format!("{SNAPSHOT_GROUP}/v1"),
+            "kind": "VolumeSnapshot",
+            "namespace": namespace,
+            "name": name
+        }
+    });
+    let class = text(snapshot, "/spec/volumeSnapshotClassName");
+    if !class.is_empty() {
+        spec["volumeSnapshotClassName"] = json!(class);
+    }
+    Ok(json!({
+        "apiVersion": format!("{SNAPSHOT_GROUP}/v1"),
+        "kind": "VolumeSnapshotContent",
+        "metadata": {"name": content_name},
+        "spec": spec
+    }))
 }
 
 /// Where one snapshot is, read from its VolumeSnapshot and (once bound) its content.
@@ -497,6 +581,31 @@ mod tests {
         assert_eq!(
             snapshot_state(&failed, None),
             SnapshotState::Failed("quota".into())
+        );
+    }
+
+    #[test]
+    fn a_restore_brings_a_snapshot_back_through_a_new_content_with_its_handle() {
+        let mut snapshot = json!({"metadata": {"name": "velero-data-abcde", "namespace": "shop"},
+                                  "spec": {"volumeSnapshotClassName": "fast-snap"}});
+        let err = restored_content(&snapshot, "shop", "velero-data-abcde", "c1").unwrap_err();
+        assert!(err.contains(HANDLE_ANNOTATION), "{err}");
+        let content = json!({"spec": {"driver": "ebs"}, "status": {"snapshotHandle": "snap-1", "restoreSize": 1024}});
+        annotate_for_restore(&mut snapshot, &content);
+        assert_eq!(
+            snapshot["metadata"]["annotations"][RESTORE_SIZE_ANNOTATION],
+            "1024"
+        );
+        let made = restored_content(&snapshot, "shop-copy", "velero-data-abcde", "c1").unwrap();
+        assert_eq!(made["metadata"]["name"], "c1");
+        assert_eq!(made["spec"]["deletionPolicy"], "Retain");
+        assert_eq!(made["spec"]["driver"], "ebs");
+        assert_eq!(made["spec"]["source"], json!({"snapshotHandle": "snap-1"}));
+        assert_eq!(made["spec"]["volumeSnapshotClassName"], "fast-snap");
+        assert_eq!(made["spec"]["volumeSnapshotRef"]["namespace"], "shop-copy");
+        assert_ne!(
+            restored_content_name("r1", "shop", "s"),
+            restored_content_name("r2", "shop", "s")
         );
     }
 

@@ -6,8 +6,8 @@
 use std::io::Cursor;
 use std::time::Duration;
 
-use hawser_api::Backup;
-use hawser_api::phase::BackupPhase;
+use hawser_api::phase::{BackupPhase, RestorePhase};
+use hawser_api::{Backup, Restore};
 use hawser_core::archive::gzjson::read_gz_json;
 use hawser_core::archive::{ArchiveReader, ReaderOptions};
 use hawser_core::csi::{BackupOperation, OperationPhase};
@@ -15,6 +15,7 @@ use hawser_core::duration::GoDuration;
 use hawser_core::layout::Layout;
 use hawser_engine::backup::operations::{self, SnapshotOperations};
 use hawser_engine::backup::{self, BackupOptions, BackupOutcome};
+use hawser_engine::restore::{self, RestoreOptions};
 use hawser_store::{Location, LocationSpec};
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
@@ -293,6 +294,67 @@ async fn a_claims_snapshot_is_cut_waited_for_and_kept_when_the_backup_ends() {
     assert_eq!(
         info[0]["csiSnapshotInfo"]["snapshotHandle"],
         content["status"]["snapshotHandle"]
+    );
+
+    // Restored into another namespace: the claim is provisioned from the snapshot's handle.
+    let record: Backup =
+        serde_json::from_value(backup::record(&backup, &outcome).unwrap()).unwrap();
+    let mut restore = Restore::named("back").from_backup("with-volume");
+    restore.spec.namespace_mapping = Some([("shop".to_owned(), "shop-copy".to_owned())].into());
+    let restored = restore::run(
+        cluster.client.clone(),
+        &cluster.location,
+        &restore,
+        &record,
+        RestoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        restored.phase,
+        RestorePhase::Completed,
+        "{:?}",
+        restored.results
+    );
+    let claims = dynamic(
+        &cluster.client,
+        "",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        Some("shop-copy"),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let volume_name = loop {
+        let claim = claims.get("data").await.unwrap();
+        if let Some(volume) = claim.data["spec"]["volumeName"].as_str() {
+            break volume.to_owned();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the restored claim is bound: {:?}",
+            claim.data
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let volumes = dynamic(
+        &cluster.client,
+        "",
+        "PersistentVolume",
+        "persistentvolumes",
+        None,
+    );
+    let volume = volumes.get(&volume_name).await.unwrap();
+    assert_eq!(
+        volume
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get(csi::RESTORED_FROM),
+        content["status"]["snapshotHandle"]
+            .as_str()
+            .map(str::to_owned)
+            .as_ref(),
+        "a new volume, provisioned from the backup's snapshot"
     );
     drop(cluster.dir);
 }

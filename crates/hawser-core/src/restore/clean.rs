@@ -21,6 +21,11 @@
 //!   `pv.kubernetes.io/bound-by-controller` removed; PV `claimRef.uid`/`resourceVersion`
 //!   removed and `claimRef.namespace` mapped; a PVC bound to a re-provisioned PV loses
 //!   `spec.volumeName`.
+//! * CSI snapshots: an archived VolumeSnapshotContent is skipped (the restore makes a new one
+//!   from its VolumeSnapshot, see [`crate::csi::restored_content`]); a VolumeSnapshot's source
+//!   becomes that new content; a PVC with a snapshot in the archive loses `spec.volumeName` and
+//!   gets the snapshot as its `dataSource`, so it is provisioned from it, and its PV is not
+//!   restored (the caller skips it, knowing the snapshots only once it has read the archive).
 //! * ServiceAccount: `<sa>-token-*` entries dropped from `secrets`.
 //! * RoleBinding and ClusterRoleBinding: the namespaces of `subjects` mapped.
 //! * Secret of type `kubernetes.io/service-account-token`: the `kubernetes.io/service-account.uid`
@@ -73,9 +78,11 @@ pub enum ItemSkip {
     CompletedJob,
     /// A token Secret the cluster generates for a service account.
     ServiceAccountToken,
-    /// A PersistentVolume with reclaim policy `Delete` and no snapshot (hawser restores no
-    /// snapshots): its claim gets a new volume from dynamic provisioning.
+    /// A PersistentVolume with reclaim policy `Delete` and no snapshot, or one whose claim is
+    /// restored from a CSI snapshot: its claim gets a new volume from dynamic provisioning.
     DynamicallyReprovisioned,
+    /// A VolumeSnapshotContent: the restore makes a new one for its VolumeSnapshot.
+    SnapshotContent,
 }
 
 impl ItemSkip {
@@ -87,6 +94,7 @@ impl ItemSkip {
             Self::CompletedJob => "completed_job",
             Self::ServiceAccountToken => "service_account_token",
             Self::DynamicallyReprovisioned => "dynamically_reprovisioned",
+            Self::SnapshotContent => "restored_through_its_snapshot",
         }
     }
 }
@@ -105,6 +113,8 @@ pub struct CleanContext<'a> {
     /// Names of the archived PersistentVolumes skipped as
     /// [`ItemSkip::DynamicallyReprovisioned`]: claims bound to them lose `spec.volumeName`.
     pub reprovisioned_pvs: &'a BTreeSet<String>,
+    /// The archived CSI snapshots of claims: (source namespace, claim) → VolumeSnapshot name.
+    pub snapshots: &'a BTreeMap<(String, String), String>,
 }
 
 impl CleanContext<'_> {
@@ -161,6 +171,7 @@ pub fn skip_reason(group_resource: &str, obj: &Value) -> Option<ItemSkip> {
         "persistentvolumes" => (str_at(obj, "/spec/persistentVolumeReclaimPolicy")
             == Some("Delete"))
         .then_some(ItemSkip::DynamicallyReprovisioned),
+        crate::csi::VOLUME_SNAPSHOT_CONTENTS => Some(ItemSkip::SnapshotContent),
         _ => None,
     }
 }
@@ -195,11 +206,38 @@ pub fn clean(
         "jobs.batch" => clean_job(&mut obj),
         "persistentvolumeclaims" => {
             remove_annotations(&mut obj, &BIND_ANNOTATIONS);
+            let snapshot = source_namespace.and_then(|ns| {
+                let name = str_at(&obj, "/metadata/name").unwrap_or_default();
+                ctx.snapshots.get(&(ns.to_owned(), name.to_owned()))
+            });
             let reprovisioned = str_at(&obj, "/spec/volumeName")
                 .is_some_and(|pv| ctx.reprovisioned_pvs.contains(pv));
-            if reprovisioned && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
-            {
-                spec.remove("volumeName");
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                if reprovisioned || snapshot.is_some() {
+                    spec.remove("volumeName");
+                }
+                if let Some(snapshot) = snapshot {
+                    let source = serde_json::json!({
+                        "apiGroup": crate::csi::SNAPSHOT_GROUP,
+                        "kind": "VolumeSnapshot",
+                        "name": snapshot
+                    });
+                    spec.insert("dataSource".into(), source.clone());
+                    spec.insert("dataSourceRef".into(), source);
+                }
+            }
+        }
+        crate::csi::VOLUME_SNAPSHOTS => {
+            let target = source_namespace
+                .map(|ns| ctx.target(ns))
+                .unwrap_or_default();
+            let name = str_at(&obj, "/metadata/name").unwrap_or_default();
+            let content = crate::csi::restored_content_name(ctx.restore_name, target, name);
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.insert(
+                    "source".into(),
+                    serde_json::json!({"volumeSnapshotContentName": content}),
+                );
             }
         }
         "persistentvolumes" => clean_pv(&mut obj, ctx),

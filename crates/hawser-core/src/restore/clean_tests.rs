@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use super::*;
 
 static NO_PVS: BTreeSet<String> = BTreeSet::new();
+static NO_SNAPSHOTS: BTreeMap<(String, String), String> = BTreeMap::new();
 
 fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
     CleanContext {
@@ -13,6 +14,7 @@ fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
         preserve_node_ports: false,
         namespace_mapping: mapping,
         reprovisioned_pvs: &NO_PVS,
+        snapshots: &NO_SNAPSHOTS,
     }
 }
 
@@ -399,4 +401,55 @@ fn claim_of_a_reprovisioned_volume_loses_its_volume_name() {
         assert_eq!(out.pointer("/spec/volumeName").is_some(), kept, "{volume}");
         assert!(out.pointer("/spec/resources").is_some());
     }
+}
+
+#[test]
+fn a_claim_with_a_snapshot_is_provisioned_from_it_and_the_snapshot_from_a_new_content() {
+    let mapping = BTreeMap::from([("shop".to_owned(), "shop-copy".to_owned())]);
+    let snapshots = BTreeMap::from([(
+        ("shop".to_owned(), "data".to_owned()),
+        "velero-data-abcde".to_owned(),
+    )]);
+    let c = CleanContext {
+        snapshots: &snapshots,
+        ..ctx(&mapping)
+    };
+    let pvc = json!({"metadata": {"name": "data", "namespace": "shop"},
+                     "spec": {"volumeName": "pvc-1", "storageClassName": "fast"}});
+    let out = clean("persistentvolumeclaims", pvc, Some("shop"), &c, false).object;
+    assert_eq!(out.pointer("/spec/volumeName"), None);
+    let source = json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "velero-data-abcde"});
+    assert_eq!(out["spec"]["dataSource"], source);
+    assert_eq!(out["spec"]["dataSourceRef"], source);
+    assert_eq!(out["metadata"]["namespace"], "shop-copy");
+
+    let other =
+        json!({"metadata": {"name": "logs", "namespace": "shop"}, "spec": {"volumeName": "pvc-2"}});
+    let out = clean("persistentvolumeclaims", other, Some("shop"), &c, false).object;
+    assert_eq!(
+        out["spec"]["volumeName"], "pvc-2",
+        "no snapshot: bound as archived"
+    );
+    assert_eq!(out["spec"].get("dataSource"), None);
+
+    let snapshot = json!({"metadata": {"name": "velero-data-abcde", "namespace": "shop"},
+                          "spec": {"volumeSnapshotClassName": "c", "source": {"persistentVolumeClaimName": "data"}},
+                          "status": {"readyToUse": true}});
+    let out = clean(
+        crate::csi::VOLUME_SNAPSHOTS,
+        snapshot,
+        Some("shop"),
+        &c,
+        false,
+    )
+    .object;
+    assert_eq!(
+        out["spec"]["source"],
+        json!({"volumeSnapshotContentName": crate::csi::restored_content_name("nightly-20261203", "shop-copy", "velero-data-abcde")})
+    );
+    assert_eq!(out.get("status"), None);
+    assert_eq!(
+        skip_reason(crate::csi::VOLUME_SNAPSHOT_CONTENTS, &json!({})),
+        Some(ItemSkip::SnapshotContent)
+    );
 }

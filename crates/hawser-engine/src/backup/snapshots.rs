@@ -25,7 +25,8 @@ use futures::StreamExt;
 use hawser_api::Backup;
 use hawser_core::csi::{
     BackupOperation, DEFAULT_SNAPSHOT_TIMEOUT, SnapshotState, VOLUME_SNAPSHOT_CLASSES,
-    VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOTS, choose_class, snapshot_state, volume_snapshot,
+    VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOTS, annotate_for_restore, choose_class, snapshot_state,
+    volume_snapshot,
 };
 use hawser_core::selection::related::PERSISTENT_VOLUMES;
 use hawser_core::selection::{ApiResource, Catalogue};
@@ -316,8 +317,10 @@ impl Context<'_> {
             &content_name,
             &now,
         );
+        let mut snapshot = typed(snapshot, self.types.snapshots);
+        annotate_for_restore(&mut snapshot, &content);
         Ok(Some(Cut {
-            snapshot: typed(snapshot, self.types.snapshots),
+            snapshot,
             content: typed(content, self.types.contents),
             class: typed(class, self.types.classes),
             operation,

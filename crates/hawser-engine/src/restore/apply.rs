@@ -7,10 +7,14 @@ use std::sync::{Mutex, PoisonError};
 
 use futures::{Stream, StreamExt};
 use hawser_core::archive::{ArchiveItem, ItemPath};
+use hawser_core::csi::{
+    VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOTS, restored_content, restored_content_name,
+};
 use hawser_core::restore::{
     CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, NonCanonicalType, RestoreSelection,
     clean, decide,
 };
+use hawser_core::selection::related::PERSISTENT_VOLUMES;
 use hawser_core::selection::{Catalogue, NAMESPACES};
 use kube::Client;
 use serde_json::Value;
@@ -37,6 +41,9 @@ pub(crate) struct Restorer {
     pub namespaces: Namespaces,
     /// PersistentVolumes left to dynamic provisioning (their claims lose `volumeName`).
     pub reprovisioned_pvs: BTreeSet<String>,
+    /// The archived CSI snapshots of claims: (source namespace, claim) → VolumeSnapshot name.
+    /// A claim with one is provisioned from it; its PersistentVolume is not restored.
+    pub snapshots: BTreeMap<(String, String), String>,
     /// CRDs created or updated, to wait for before their custom resources.
     pub crds_touched: Mutex<Vec<String>>,
 }
@@ -119,6 +126,7 @@ impl Restorer {
             preserve_node_ports: self.preserve_node_ports,
             namespace_mapping: &self.mapping,
             reprovisioned_pvs: &self.reprovisioned_pvs,
+            snapshots: &self.snapshots,
         }
     }
 
@@ -286,6 +294,25 @@ impl Restorer {
             self.fail(t, format!("namespace {target} is not available: {message}"));
             return;
         }
+        if t.gr == PERSISTENT_VOLUMES
+            && let (Some(ns), Some(claim)) = (
+                str_at(&obj, "/spec/claimRef/namespace"),
+                str_at(&obj, "/spec/claimRef/name"),
+            )
+            && self
+                .snapshots
+                .contains_key(&(ns.to_owned(), claim.to_owned()))
+        {
+            // Its claim is provisioned from the claim's snapshot: a new volume.
+            self.record(t, ItemResult::Skipped);
+            return;
+        }
+        if t.gr == VOLUME_SNAPSHOTS
+            && let Err(message) = self.create_snapshot_content(t, &obj).await
+        {
+            self.fail(t, message);
+            return;
+        }
         let with_status = self.selection.restores_status(t.gr, &obj);
         let Cleaned { mut object, status } =
             clean(t.gr, obj, source_ns, &self.clean_context(), with_status);
@@ -306,6 +333,31 @@ impl Restorer {
             }
             Err(e) if api::already_exists(&e) => self.existing(&c, t, &object).await,
             Err(e) => self.fail(t, api::text(&e)),
+        }
+    }
+
+    /// The pre-provisioned VolumeSnapshotContent the VolumeSnapshot `t` is restored onto (see
+    /// [`restored_content`]); one that exists already (a restore taken up again) is kept.
+    async fn create_snapshot_content(
+        &self,
+        t: &Target<'_>,
+        archived: &Value,
+    ) -> Result<(), String> {
+        let namespace = t.namespace.as_deref().unwrap_or_default();
+        let name = restored_content_name(&self.restore_name, namespace, &t.name);
+        let content = restored_content(archived, namespace, &t.name, &name)?;
+        let contents = self
+            .catalogue
+            .resolve(VOLUME_SNAPSHOT_CONTENTS)
+            .map(Collection::of)
+            .ok_or_else(|| "the cluster serves no VolumeSnapshotContents".to_owned())?;
+        match api::create(&self.client, &contents.path(None), &content, self.api_retry).await {
+            Ok(_) => Ok(()),
+            Err(e) if api::already_exists(&e) => Ok(()),
+            Err(e) => Err(format!(
+                "creating its VolumeSnapshotContent {name} failed: {}",
+                api::text(&e)
+            )),
         }
     }
 

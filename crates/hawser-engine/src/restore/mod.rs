@@ -454,6 +454,7 @@ async fn run_named(
         report: report.clone(),
         namespaces: Namespaces::new(BTreeMap::new(), options.terminating_timeout),
         reprovisioned_pvs: BTreeSet::new(),
+        snapshots: BTreeMap::new(),
         crds_touched: Mutex::default(),
     };
     let mut passes = Passes {
@@ -471,7 +472,8 @@ async fn run_named(
     report_checking_pass(&restorer, &checked);
     passes.duplicates = Arc::new(std::mem::take(&mut checked.duplicates));
     restorer.namespaces = Namespaces::new(checked.namespaces, options.terminating_timeout);
-    restorer.reprovisioned_pvs = checked.reprovisioned_pvs;
+    restorer.reprovisioned_pvs = std::mem::take(&mut checked.reprovisioned_pvs);
+    restorer.snapshots = std::mem::take(&mut checked.snapshots);
     let to_restore: u64 = checked
         .counts
         .iter()

@@ -84,6 +84,9 @@ pub(crate) struct PassReport {
     pub skipped: BTreeMap<(String, &'static str), u64>,
     /// Names of the PersistentVolumes skipped for dynamic re-provisioning (first pass only).
     pub reprovisioned_pvs: BTreeSet<String>,
+    /// The archived CSI snapshots of claims that are restored: (source namespace, claim) →
+    /// VolumeSnapshot name (first pass only).
+    pub snapshots: BTreeMap<(String, String), String>,
     /// The archived Namespace objects by name, reduced to labels, annotations and spec (first
     /// pass only).
     pub namespaces: BTreeMap<String, Value>,
@@ -243,6 +246,18 @@ pub(crate) fn run_pass<R: Read>(
         }
         if plan.first {
             *report.counts.entry(gr.clone()).or_default() += 1;
+            if gr == hawser_core::csi::VOLUME_SNAPSHOTS
+                && let (Some(ns), Some(claim)) = (
+                    &item.location.namespace,
+                    item.object
+                        .pointer("/spec/source/persistentVolumeClaimName")
+                        .and_then(Value::as_str),
+                )
+            {
+                report
+                    .snapshots
+                    .insert((ns.clone(), claim.to_owned()), item.location.name.clone());
+            }
         }
         if let Some((streamed, sender)) = &stream
             && *streamed == gr
