@@ -1,8 +1,11 @@
 //! CSI volume snapshots through the `hawser server` process, with kube-sim's CSI side on: a
 //! backup of a namespace with a Deployment, its Pod and claim ends `Completed` through
-//! `WaitingForPluginOperations` and `Finalizing`; a snapshot that never becomes ready ends the
+//! `WaitingForPluginOperations` and `Finalizing`, a restore into another namespace brings the
+//! claim back provisioned from the snapshot, and deleting the backup deletes the snapshot; a snapshot that never becomes ready ends the
 //! backup `PartiallyFailed` at the operation timeout, the operation named; a server killed
-//! while the backup waits is replaced by one that takes the backup up again and completes it.
+//! while the backup waits is replaced by one that takes the backup up again and completes it; an
+//! API outage past `--resource-timeout` while the backup leaves any of its phases still ends it
+//! `Completed`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli_support;
@@ -139,7 +142,7 @@ fn archive(root: &std::path::Path, name: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_backup_with_a_volume_ends_completed_through_waiting_and_finalizing() {
+async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_deleted_with_its_backup() {
     let cluster = Cluster::start().await;
     let root = tempfile::tempdir().unwrap();
     let _csi = application(&cluster, Duration::from_millis(1500), "").await;
@@ -188,6 +191,87 @@ async fn a_backup_with_a_volume_ends_completed_through_waiting_and_finalizing() 
     )
     .unwrap();
     assert_eq!(record["status"]["phase"], "Completed");
+
+    // Restored into another namespace: the claim comes back provisioned from the snapshot.
+    create_restore(
+        &cluster,
+        "back",
+        json!({"backupName": "with-data", "namespaceMapping": {"shop": "shop-copy"}}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "back").await;
+    assert_eq!(
+        phase(&restored),
+        "Completed",
+        "{restored:#}\n{}",
+        server.log_text()
+    );
+    let client = client(&cluster);
+    let claims = api(
+        &client,
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        "shop-copy",
+    );
+    let volume_name = poll(&server, "the restored claim bound", || {
+        cluster
+            .store()
+            .get("v1", "PersistentVolumeClaim", "shop-copy", "data")
+            .and_then(|c| c["spec"]["volumeName"].as_str().map(str::to_owned))
+    })
+    .await;
+    let claim = claims.get("data").await.unwrap();
+    assert_eq!(
+        claim.data["spec"]["dataSource"]["kind"], "VolumeSnapshot",
+        "{:?}",
+        claim.data
+    );
+    let volume = cluster
+        .store()
+        .get("v1", "PersistentVolume", "", &volume_name)
+        .unwrap();
+    let handle = volume["metadata"]["annotations"][csi::RESTORED_FROM]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        handle.starts_with("snap-"),
+        "provisioned from the snapshot: {volume:#}"
+    );
+
+    // Deleting the backup deletes its snapshot: the content it kept is gone.
+    let contents_api = kube::Api::<DynamicObject>::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshotContent"),
+            "volumesnapshotcontents",
+        ),
+    );
+    let kept: Vec<String> = contents_api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|c| {
+            c.data["status"]["snapshotHandle"] == handle.as_str()
+                || c.data["spec"]["source"]["snapshotHandle"] == handle.as_str()
+        })
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert!(
+        kept.iter().any(|n| n.starts_with("snapcontent-")),
+        "{kept:?}"
+    );
+    request_deletion(&cluster, "delete-with-data", "with-data");
+    until_gone(&cluster, &server, "Backup", "with-data").await;
+    for name in kept.iter().filter(|n| n.starts_with("snapcontent-")) {
+        assert!(
+            contents_api.get_opt(name).await.unwrap().is_none(),
+            "{name} deleted with the backup"
+        );
+    }
 }
 
 #[tokio::test]

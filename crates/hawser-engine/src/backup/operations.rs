@@ -303,6 +303,38 @@ impl SnapshotOperations {
     }
 }
 
+impl SnapshotOperations {
+    /// Deletes the snapshots `operations` cut, for the deletion of their backup: each content
+    /// is set to `deletionPolicy: Delete`, then deleted, so that the driver deletes the snapshot.
+    /// A content already gone counts as deleted. The errors, one per content that was not.
+    pub async fn delete_snapshots(&self, operations: &[BackupOperation]) -> Vec<String> {
+        let mut errors = Vec::new();
+        let contents = operations
+            .iter()
+            .flat_map(|o| &o.spec.post_operation_items)
+            .filter(|i| i.resource == self.contents.plural);
+        for content in contents {
+            let path = Collection::of(&self.contents).item_path(None, &content.name);
+            let patch = json!({"spec": {"deletionPolicy": "Delete"}});
+            let deleted =
+                match request::merge_patch(&self.client, &path, &patch, self.api_retry).await {
+                    Ok(_) => request::delete(&self.client, &path, self.api_retry).await,
+                    Err(e) => Err(e),
+                };
+            match deleted {
+                Ok(()) => {}
+                Err(e) if request::code(&e) == Some(404) => {}
+                Err(e) => errors.push(format!(
+                    "deleting VolumeSnapshotContent {} (the backup's snapshot) failed: {}",
+                    content.name,
+                    request::text(&e)
+                )),
+            }
+        }
+        errors
+    }
+}
+
 /// `spec.itemOperationTimeout`, else Velero's default.
 fn operation_timeout(backup: &Backup) -> Duration {
     backup

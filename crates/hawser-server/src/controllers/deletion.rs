@@ -12,7 +12,9 @@
 //! of the backup is waiting or running, so a backup a restore reads is never deleted under it.
 //! Otherwise: the request → `InProgress` (with the backup's name and uid labels), the Backup →
 //! `Deleting` (written with its `resourceVersion` as a precondition, so a backup that started
-//! meanwhile is not marked), then in the location **`velero-backup.json` first**, then the rest
+//! meanwhile is not marked), then the CSI snapshots its item operations cut (each content set to
+//! `deletionPolicy: Delete` and deleted; a failure keeps every file, so that a new request can
+//! find them again), then in the location **`velero-backup.json` first**, then the rest
 //! of `backups/<name>/`; then each Restore of the backup (its files in the location, its record
 //! kept in the cluster, its object); then the Backup object. The request ends `Processed` with
 //! the errors met; without errors every request of the backup is deleted. With errors the
@@ -32,6 +34,9 @@ use hawser_core::layout::Layout;
 use hawser_core::restore::clean::valid_label_value;
 use kube::api::ListParams;
 use serde_json::{Value, json};
+
+use hawser_engine::backup::operations::{self, SnapshotOperations};
+use hawser_store::Location;
 
 use crate::context::{Context, backup_location_name, schedule_of};
 use crate::objects::{self, text, velero_api};
@@ -255,7 +260,10 @@ async fn delete_backup(
         }
     }
 
-    let mut errors = Vec::new();
+    let mut errors = delete_snapshots(ctx, &location, backup_name).await;
+    if !errors.is_empty() {
+        return (Outcome::Failed(errors), schedule);
+    }
     let layout = Layout::new(None);
     let record = layout.backup_metadata(backup_name);
     if let Err(e) = location.delete(&record).await {
@@ -284,6 +292,39 @@ async fn delete_backup(
         );
     }
     (Outcome::Deleted, schedule)
+}
+
+/// Deletes the CSI snapshots the backup's item operations cut (read from its operations file,
+/// which is kept until they are gone); the errors met.
+async fn delete_snapshots(ctx: &Context, location: &Location, backup_name: &str) -> Vec<String> {
+    let operations = match location
+        .exists(&Layout::new(None).backup_item_operations(backup_name))
+        .await
+    {
+        Ok(false) => return Vec::new(),
+        Ok(true) => operations::load(location, backup_name).await,
+        Err(e) => {
+            return vec![format!(
+                "reading the backup's item operations: {}",
+                e.full_message()
+            )];
+        }
+    };
+    match operations {
+        Ok(operations) => {
+            SnapshotOperations::new(
+                ctx.client.clone(),
+                ctx.settings.status.resource_timeout,
+                ctx.clock.clone(),
+            )
+            .delete_snapshots(&operations)
+            .await
+        }
+        Err(e) => vec![format!(
+            "reading the backup's item operations: {}",
+            e.full_message()
+        )],
+    }
 }
 
 /// Deletes a restore's files in `location`, its record kept in the cluster, and its object. A
