@@ -79,12 +79,6 @@ impl RestoreSpec {
                 modifier.kind, modifier.name
             ));
         }
-        if self.restore_pvs == Some(true) {
-            warnings.push(
-                "spec.restorePVs: hawser restores no volume data (it takes no volume snapshots); PersistentVolumes and claims were restored as objects only"
-                    .to_owned(),
-            );
-        }
         warnings
     }
 }
@@ -167,9 +161,8 @@ mod tests {
             ..RestoreSpec::default()
         };
         let warnings = spec.unsupported_fields();
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert_eq!(warnings.len(), 1, "restorePVs is acted on: {warnings:?}");
         assert!(warnings[0].contains("hook spec migrate"));
-        assert!(warnings[1].starts_with("spec.restorePVs"));
         let unset = RestoreSpec {
             restore_pvs: Some(false),
             ..RestoreSpec::default()

@@ -144,13 +144,44 @@ async fn create_with_the_new_filters_leaves_unset_fields_absent() {
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     let spec = cluster.get(BACKUP.0, BACKUP.1, "b3").unwrap()["spec"].clone();
     assert_eq!(spec["includeClusterResources"], true);
+
+    // The volume flags.
+    let run = cluster
+        .hawser(&[
+            "backup",
+            "create",
+            "b4",
+            "--snapshot-volumes=false",
+            "--csi-snapshot-timeout",
+            "90s",
+            "--item-operation-timeout",
+            "2h",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let spec = cluster.get(BACKUP.0, BACKUP.1, "b4").unwrap()["spec"].clone();
+    assert_eq!(spec["snapshotVolumes"], false);
+    assert_eq!(spec["csiSnapshotTimeout"], "1m30s");
+    assert_eq!(spec["itemOperationTimeout"], "2h0m0s");
+    let described = cluster.hawser(&["backup", "describe", "b4"]).await;
+    for line in [
+        "Snapshot volumes:        false",
+        "CSI snapshot timeout:    1m30s",
+        "Item operation timeout:  2h0m0s",
+    ] {
+        assert!(
+            described.stdout.contains(line),
+            "{line}: {}",
+            described.stdout
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_fails_clearly_and_creates_nothing() {
     let cluster = Cluster::start().await;
     // (extra arguments, exit code, what stderr must say)
-    let cases: [(&[&str], i32, &[&str]); 7] = [
+    let cases: [(&[&str], i32, &[&str]); 8] = [
         (
             &["--storage-location", "nowhere"],
             1,
@@ -162,6 +193,11 @@ async fn bad_input_fails_clearly_and_creates_nothing() {
         ),
         (&["--ttl", "a week"], 2, &["--ttl", "duration"]),
         (&["--ttl=-1h"], 2, &["--ttl", "negative"]),
+        (
+            &["--item-operation-timeout", "4 hours"],
+            2,
+            &["--item-operation-timeout", "duration"],
+        ),
         (
             &[
                 "--include-resources",

@@ -53,6 +53,7 @@ async fn create_sends_exactly_the_fields_of_the_flags() {
             "--status-exclude-resources",
             "pods",
             "--preserve-nodeports",
+            "--restore-volumes=false",
             "--labels",
             "why=drill",
             "--annotations",
@@ -76,6 +77,7 @@ async fn create_sends_exactly_the_fields_of_the_flags() {
             "namespaceMapping",
             "orLabelSelectors",
             "preserveNodePorts",
+            "restorePVs",
             "restoreStatus",
         ]
     );
@@ -102,6 +104,7 @@ async fn create_sends_exactly_the_fields_of_the_flags() {
         json!({"includedResources": ["deployments"], "excludedResources": ["pods"]})
     );
     assert_eq!(spec["preserveNodePorts"], true);
+    assert_eq!(spec["restorePVs"], false);
     assert_eq!(restore["metadata"]["labels"]["why"], "drill");
     assert_eq!(restore["metadata"]["annotations"]["ticket"], "42");
 }

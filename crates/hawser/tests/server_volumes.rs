@@ -142,7 +142,8 @@ fn archive(root: &std::path::Path, name: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_deleted_with_its_backup() {
+async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_deleted_with_its_backup()
+ {
     let cluster = Cluster::start().await;
     let root = tempfile::tempdir().unwrap();
     let _csi = application(&cluster, Duration::from_millis(1500), "").await;
@@ -191,6 +192,23 @@ async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_del
     )
     .unwrap();
     assert_eq!(record["status"]["phase"], "Completed");
+
+    let described = cluster
+        .hawser(&["backup", "describe", "with-data", "--details"])
+        .await;
+    assert_eq!(described.code, 0, "{}", described.stderr);
+    for line in [
+        "Backup item operations:  1 attempted, 1 completed, 0 failed",
+        "Backup Item Operations:\n  Operation for volumesnapshots.snapshot.storage.k8s.io shop/velero-data-",
+        "    Backup Item Action Plugin:  velero.io/csi-volumesnapshot-backupper\n    Operation ID:               shop/velero-data-",
+        "    Phase:                      Completed",
+    ] {
+        assert!(
+            described.stdout.contains(line),
+            "{line}\n{}",
+            described.stdout
+        );
+    }
 
     // Restored into another namespace: the claim comes back provisioned from the snapshot.
     create_restore(

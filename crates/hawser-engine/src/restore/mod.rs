@@ -473,7 +473,10 @@ async fn run_named(
     passes.duplicates = Arc::new(std::mem::take(&mut checked.duplicates));
     restorer.namespaces = Namespaces::new(checked.namespaces, options.terminating_timeout);
     restorer.reprovisioned_pvs = std::mem::take(&mut checked.reprovisioned_pvs);
-    restorer.snapshots = std::mem::take(&mut checked.snapshots);
+    // `restorePVs: false`: the claims and volumes come back as archived objects only.
+    if restore.spec.restore_pvs != Some(false) {
+        restorer.snapshots = std::mem::take(&mut checked.snapshots);
+    }
     let to_restore: u64 = checked
         .counts
         .iter()

@@ -258,7 +258,7 @@ async fn describe_backups(
     let mut texts = Vec::new();
     for backup in &backups {
         let status = backup.status.clone().unwrap_or_default();
-        let files = super::files::describe_files(
+        let mut files = super::files::describe_files(
             &client,
             &global.namespace,
             &backup.name_any(),
@@ -270,6 +270,17 @@ async fn describe_backups(
             &args.files,
         )
         .await;
+        if args.files.details && status.backup_item_operations_attempted.unwrap_or(0) > 0 {
+            files.operations = Some(
+                super::files::backup_operations(
+                    &client,
+                    &global.namespace,
+                    &backup.name_any(),
+                    &args.files,
+                )
+                .await,
+            );
+        }
         texts.push(describe::backup(backup, &files));
     }
     print!("{}", texts.join("\n"));

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use hawser_api::{Backup, BackupSpec, Restore, Schedule};
 use hawser_core::archive::gzjson::{ResourceList, ResultMessages, Results};
+use hawser_core::csi::BackupOperation;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ObjectMeta;
 
@@ -55,6 +56,8 @@ pub struct Files {
     pub results: Option<Result<Results, String>>,
     /// The resource list (read with `--details`).
     pub resources: Option<Result<ResourceList, String>>,
+    /// A backup's item operations (read with `--details` when it has some).
+    pub operations: Option<Result<Vec<BackupOperation>, String>>,
 }
 
 impl Files {
@@ -68,6 +71,62 @@ impl Files {
             Some(Ok(results)) => {
                 messages(text, "Warnings", &results.warnings);
                 messages(text, "Errors", &results.errors);
+            }
+        }
+    }
+
+    /// `Backup Item Operations:` one entry per operation, as Velero lists them.
+    fn describe_operations(&self, text: &mut Text) {
+        match &self.operations {
+            None => {}
+            Some(Err(why)) => {
+                let _ = writeln!(
+                    text.0,
+                    "Backup Item Operations:  <error getting the operations: {why}>\n"
+                );
+            }
+            Some(Ok(operations)) => {
+                let _ = writeln!(text.0, "Backup Item Operations:");
+                for operation in operations {
+                    let r = &operation.spec.resource_identifier;
+                    let _ = writeln!(
+                        text.0,
+                        "  Operation for {}.{} {}/{}:",
+                        r.resource, r.group, r.namespace, r.name
+                    );
+                    let _ = writeln!(
+                        text.0,
+                        "    Backup Item Action Plugin:  {}",
+                        operation.spec.backup_item_action
+                    );
+                    let _ = writeln!(
+                        text.0,
+                        "    Operation ID:               {}",
+                        operation.spec.operation_id
+                    );
+                    let _ = writeln!(
+                        text.0,
+                        "    Phase:                      {:?}",
+                        operation.status.phase
+                    );
+                    if !operation.status.error.is_empty() {
+                        let _ = writeln!(
+                            text.0,
+                            "    Operation Error:            {}",
+                            operation.status.error
+                        );
+                    }
+                    for (label, time) in [
+                        ("Created", &operation.status.created),
+                        ("Started", &operation.status.started),
+                        ("Updated", &operation.status.updated),
+                    ] {
+                        if let Some(time) = time {
+                            let _ = writeln!(text.0, "    {:<28}{time}", format!("{label}:"));
+                        }
+                    }
+                }
+                text.0.push('\n');
             }
         }
     }
@@ -248,6 +307,24 @@ fn spec_sections(text: &mut Text, spec: &BackupSpec) {
                 .map_or_else(|| "<server default>".to_owned(), |t| t.to_string()),
         ),
     ]);
+    let duration = |d: Option<hawser_core::duration::GoDuration>, default: &str| {
+        d.filter(|d| !d.is_zero())
+            .map_or_else(|| format!("{default} (default)"), |d| d.to_string())
+    };
+    text.section(&[
+        (
+            "Snapshot volumes",
+            optional_bool(spec.snapshot_volumes, "auto"),
+        ),
+        (
+            "CSI snapshot timeout",
+            duration(spec.csi_snapshot_timeout, "10m0s"),
+        ),
+        (
+            "Item operation timeout",
+            duration(spec.item_operation_timeout, "4h0m0s"),
+        ),
+    ]);
 }
 
 /// The description of one backup, with the files read for it.
@@ -285,6 +362,28 @@ pub fn backup(backup: &Backup, files: &Files) -> String {
             ("Items backed up", count(progress.items_backed_up)),
         ]);
     }
+    if status.backup_item_operations_attempted.unwrap_or(0) > 0 {
+        text.section(&[
+            (
+                "Backup item operations",
+                format!(
+                    "{} attempted, {} completed, {} failed",
+                    count(status.backup_item_operations_attempted),
+                    count(status.backup_item_operations_completed),
+                    count(status.backup_item_operations_failed)
+                ),
+            ),
+            (
+                "CSI snapshots",
+                format!(
+                    "{} attempted, {} completed",
+                    count(status.csi_volume_snapshots_attempted),
+                    count(status.csi_volume_snapshots_completed)
+                ),
+            ),
+        ]);
+    }
+    files.describe_operations(&mut text);
     files.describe_resources(&mut text);
     text.0
 }

@@ -243,7 +243,27 @@ pub async fn describe_files(
         } else {
             None
         },
+        operations: None,
     }
+}
+
+/// The item operations of backup `name` (its `<name>-itemoperations.json.gz`), for
+/// `describe --details`.
+pub async fn backup_operations(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    flags: &DescribeFlags,
+) -> Result<Vec<hawser_core::csi::BackupOperation>, String> {
+    let operations: Option<Vec<_>> = read_json(
+        client,
+        namespace,
+        DownloadTargetKind::BackupItemOperations,
+        name,
+        &flags.download,
+    )
+    .await?;
+    Ok(operations.unwrap_or_default())
 }
 
 async fn read_json<T: DeserializeOwned>(

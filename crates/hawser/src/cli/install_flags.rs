@@ -37,7 +37,7 @@ impl FlagTable for InstallFlags {
         VeleroFlag::new("kubelet-root-dir", Text, "/var/lib/kubelet")
             .help("Kubelet root directory for the node agent."),
         VeleroFlag::new("use-volume-snapshots", Bool, "true")
-            .help("Create the VolumeSnapshotLocation `default`; hawser takes no volume snapshots."),
+            .help("Create the VolumeSnapshotLocation `default`; hawser takes no native snapshots through it (CSI snapshots need none)."),
         VeleroFlag::new("snapshot-location-config", List, "")
             .help("Settings of the VolumeSnapshotLocation, key=value,..."),
         VeleroFlag::new("restore-only", Bool, "false").help("Deprecated restore-only server mode."),

@@ -81,6 +81,10 @@ pub struct RestoreCreateArgs {
     /// Keep the node ports of Services (`--preserve-nodeports` alone means true).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub preserve_nodeports: Option<bool>,
+    /// Restore claims from their CSI snapshots (`--restore-volumes` alone means true); unset
+    /// restores them; `false` restores the claims and volumes as archived objects only.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub restore_volumes: Option<bool>,
     #[command(flatten)]
     pub meta: MetaArgs,
     /// Print the restore in this format instead of creating it.
@@ -210,6 +214,7 @@ pub fn restore_from_args(
         existing_resource_policy: args.existing_resource_policy.clone(),
         restore_status,
         preserve_node_ports: args.preserve_nodeports,
+        restore_pvs: args.restore_volumes,
         ..RestoreSpec::default()
     };
     let name = args

@@ -28,6 +28,9 @@ pub const SPEC_FLAG_IDS: &[&str] = &[
     "or_selector",
     "ttl",
     "storage_location",
+    "snapshot_volumes",
+    "csi_snapshot_timeout",
+    "item_operation_timeout",
 ];
 
 /// The flags that make a Backup spec (velero-compat §9, `backup create`).
@@ -69,6 +72,17 @@ pub struct BackupSpecArgs {
     /// Backup storage location to write to; unset uses the default location.
     #[arg(long)]
     pub storage_location: Option<String>,
+    /// Take CSI snapshots of the backed-up claims' volumes (`--snapshot-volumes` alone means
+    /// true); unset takes them.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub snapshot_volumes: Option<bool>,
+    /// How long a CSI snapshot may take to be cut (Go duration); unset means 10m.
+    #[arg(long)]
+    pub csi_snapshot_timeout: Option<String>,
+    /// How long the backup waits for its snapshots to be ready to use (Go duration); unset
+    /// means 4h.
+    #[arg(long)]
+    pub item_operation_timeout: Option<String>,
 }
 
 impl BackupSpecArgs {
@@ -91,14 +105,15 @@ impl BackupSpecArgs {
             ));
         }
         let (label_selector, or_label_selectors) = self.selectors.resolve()?;
-        let ttl = self
-            .ttl
-            .as_deref()
-            .map(|v| parse_duration("--ttl", v))
-            .transpose()?;
-        if ttl.is_some_and(|t| t.is_negative()) {
-            return Err(CliError::usage("--ttl", "it must not be negative"));
-        }
+        let ttl = duration("--ttl", self.ttl.as_deref())?;
+        let csi_snapshot_timeout = duration(
+            "--csi-snapshot-timeout",
+            self.csi_snapshot_timeout.as_deref(),
+        )?;
+        let item_operation_timeout = duration(
+            "--item-operation-timeout",
+            self.item_operation_timeout.as_deref(),
+        )?;
         Ok(BackupSpec {
             included_namespaces: list(&self.include_namespaces),
             excluded_namespaces: list(&self.exclude_namespaces),
@@ -113,9 +128,24 @@ impl BackupSpecArgs {
             or_label_selectors,
             ttl,
             storage_location: self.storage_location.clone().filter(|s| !s.is_empty()),
+            snapshot_volumes: self.snapshot_volumes,
+            csi_snapshot_timeout,
+            item_operation_timeout,
             ..BackupSpec::default()
         })
     }
+}
+
+/// The Go duration `value` of `flag`, when given; a negative one is refused.
+fn duration(
+    flag: &'static str,
+    value: Option<&str>,
+) -> Result<Option<hawser_core::duration::GoDuration>, CliError> {
+    let parsed = value.map(|v| parse_duration(flag, v)).transpose()?;
+    if parsed.is_some_and(|t| t.is_negative()) {
+        return Err(CliError::usage(flag, "it must not be negative"));
+    }
+    Ok(parsed)
 }
 
 /// The Backup `name` that `backup create --from-schedule` makes from `schedule`, as Velero's
