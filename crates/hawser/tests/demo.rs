@@ -43,7 +43,9 @@ async fn the_demo_survives_the_outage_restores_and_every_object_matches() {
     let (code, stdout) = demo(&["--dir", dir.path().to_str().unwrap()]).await;
     assert_eq!(code, 0, "{stdout}");
     for line in [
-        "✓ the API went away with the Backup still InProgress",
+        "✓ the API went away with the Backup still Finalizing",
+        "✓ PersistentVolumeClaim shop-data bound to a volume of kube-sim's CSI driver",
+        "✓ PersistentVolumeClaim shop-data was restored from the CSI snapshot snap-",
         "✓ the Backup ended Completed",
         "✓ the record in storage agrees: Completed",
         "✓ the Restore ended Completed",
@@ -68,6 +70,12 @@ async fn the_demo_survives_the_outage_restores_and_every_object_matches() {
         refused < back && back < completed && completed < restored,
         "{stdout}"
     );
+    let waiting = line_index(
+        &stdout,
+        "Backup velero/demo-backup             WaitingForPluginOperations",
+    );
+    let finalizing = line_index(&stdout, "Backup velero/demo-backup             Finalizing");
+    assert!(waiting < finalizing && finalizing < completed, "{stdout}");
 
     // The final status went through the re-driver, as the outage outlasted the resource timeout.
     let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap();

@@ -45,6 +45,9 @@ pub struct Environment {
     pub storage_root: PathBuf,
     /// Address of the server's `/metrics`, `/livez` and `/readyz`.
     pub metrics_addr: SocketAddr,
+    /// kube-sim's CSI side: snapshot CRDs, a snapshot controller and a provisioner for the
+    /// StorageClass `sim-csi`.
+    pub csi: kube_sim::csi::CsiSim,
     shutdown: CancellationToken,
     server: JoinHandle<anyhow::Result<()>>,
 }
@@ -104,6 +107,11 @@ impl Environment {
             .context("parsing the server flags")?
             .server;
         let kube_config = kube_config(&sim).await?;
+        let csi_client = kube::Client::try_from(kube_config.clone())
+            .context("building a client for kube-sim")?;
+        let csi = kube_sim::csi::CsiSim::start(csi_client, kube_sim::csi::CsiConfig::default())
+            .await
+            .context("starting kube-sim's CSI side")?;
         let shutdown = CancellationToken::new();
         let server = tokio::spawn(hawser_server::serve(
             kube_config,
@@ -116,6 +124,7 @@ impl Environment {
             kubeconfig,
             storage_root,
             metrics_addr,
+            csi,
             shutdown,
             server,
         };

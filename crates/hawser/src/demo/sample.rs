@@ -44,6 +44,23 @@ pub fn namespace() -> Value {
     })
 }
 
+/// The application's data: a claim of kube-sim's CSI StorageClass (not in [`objects`]: its
+/// copy is provisioned anew from its snapshot, so it is checked apart).
+pub fn claim() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": CLAIM, "namespace": NAMESPACE, "labels": {"app": "shop"}},
+        "spec": {
+            "storageClassName": kube_sim::csi::STORAGE_CLASS,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}
+        }
+    })
+}
+
+/// The name of [`claim`].
+pub const CLAIM: &str = "shop-data";
+
 /// The namespaced objects of the application, in creation order.
 pub fn objects() -> Vec<Value> {
     let labels = json!({"app": "shop", "tier": "web"});

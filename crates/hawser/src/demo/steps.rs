@@ -128,6 +128,20 @@ async fn scenario(
             .insert(object.clone())
             .with_context(|| format!("creating {}", describe(object)))?;
     }
+    store
+        .insert(sample::claim())
+        .context("creating the sample claim")?;
+    let bound = wait_until(Duration::from_secs(10), || {
+        volume_of(store, NAMESPACE, sample::CLAIM).is_some()
+    })
+    .await;
+    story.check(
+        bound,
+        &format!(
+            "PersistentVolumeClaim {} bound to a volume of kube-sim's CSI driver",
+            sample::CLAIM
+        ),
+    );
     timeline.record(
         format!("Namespace {NAMESPACE}"),
         "sample application created",
@@ -283,10 +297,19 @@ async fn backup_through_outage(
         "Backup {VELERO_NAMESPACE}/{BACKUP} created (spec.includedNamespaces: [{NAMESPACE}])"
     ));
     let record = env.backup_dir(BACKUP).join("velero-backup.json");
-    let recorded = wait_until(Duration::from_secs(20), || record.exists()).await;
+    // The record is stored before each status: once it says a final phase, the final status
+    // write is next (before that it says WaitingForPluginOperations, then Finalizing, while
+    // the claim's snapshot is made ready).
+    let recorded = wait_until(Duration::from_secs(20), || {
+        std::fs::read(&record)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .is_some_and(|r| Phase::of(Kind::Backup, &r).is_final())
+    })
+    .await;
     if !story.check(
         recorded,
-        "the server wrote the backup and its record velero-backup.json to the storage location",
+        "the server wrote the backup and its final record velero-backup.json to the storage location",
     ) {
         faults.remove(slow_reads);
         return Ok(false);
@@ -480,7 +503,40 @@ async fn restore_and_compare(
             objects.len()
         ),
     );
+    // The claim's copy gets a new volume provisioned from the backup's snapshot of the original.
+    let restored = wait_until(Duration::from_secs(10), || {
+        volume_of(store, RESTORED_NAMESPACE, sample::CLAIM).is_some()
+    })
+    .await;
+    let from = volume_of(store, RESTORED_NAMESPACE, sample::CLAIM).and_then(|v| {
+        v.pointer(&format!(
+            "/metadata/annotations/{}",
+            kube_sim::csi::RESTORED_FROM.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    });
+    story.check(
+        restored && from.is_some(),
+        &match &from {
+            Some(handle) => format!(
+                "PersistentVolumeClaim {} was restored from the CSI snapshot {handle} onto a new volume",
+                sample::CLAIM
+            ),
+            None => format!(
+                "PersistentVolumeClaim {} did not get a volume provisioned from its snapshot",
+                sample::CLAIM
+            ),
+        },
+    );
     Ok(())
+}
+
+/// The PersistentVolume the claim `namespace/name` is bound to, once it is bound.
+fn volume_of(store: &SimStore, namespace: &str, name: &str) -> Option<Value> {
+    let claim = store.get("v1", "PersistentVolumeClaim", namespace, name)?;
+    let volume = claim.pointer("/spec/volumeName").and_then(Value::as_str)?;
+    store.get("v1", "PersistentVolume", "", volume)
 }
 
 fn identity(object: &Value) -> (&str, &str, &str) {
