@@ -33,6 +33,9 @@ pub const HANDLE_ANNOTATION: &str = "velero.io/csi-volumesnapshot-handle";
 pub const DRIVER_ANNOTATION: &str = "velero.io/csi-driver-name";
 /// Annotation of an archived VolumeSnapshot: its content's restore size in bytes.
 pub const RESTORE_SIZE_ANNOTATION: &str = "velero.io/csi-volumesnapshot-restore-size";
+/// Annotation of an archived PersistentVolumeClaim: the name of its VolumeSnapshot (Velero's
+/// restore provisions the claim from it).
+pub const VOLUME_SNAPSHOT_NAME_ANNOTATION: &str = "velero.io/volume-snapshot-name";
 /// Velero's default `spec.csiSnapshotTimeout`.
 pub const DEFAULT_SNAPSHOT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 /// Velero's default `spec.itemOperationTimeout`.
@@ -157,24 +160,26 @@ pub fn volume_snapshot(
 /// Adds to `snapshot` (the copy that goes into the archive) what a restore needs from its
 /// `content`: the handle, the driver and the restore size, as annotations.
 pub fn annotate_for_restore(snapshot: &mut Value, content: &Value) {
-    let Some(metadata) = snapshot.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
-    if let Some(annotations) = annotations.as_object_mut() {
-        annotations.insert(
-            HANDLE_ANNOTATION.to_owned(),
-            json!(text(content, "/status/snapshotHandle")),
-        );
-        annotations.insert(
-            DRIVER_ANNOTATION.to_owned(),
-            json!(text(content, "/spec/driver")),
-        );
-        if let Some(size) = content
-            .pointer("/status/restoreSize")
-            .and_then(Value::as_i64)
-        {
-            annotations.insert(RESTORE_SIZE_ANNOTATION.to_owned(), json!(size.to_string()));
+    set_annotation(
+        snapshot,
+        HANDLE_ANNOTATION,
+        text(content, "/status/snapshotHandle"),
+    );
+    set_annotation(snapshot, DRIVER_ANNOTATION, text(content, "/spec/driver"));
+    if let Some(size) = content
+        .pointer("/status/restoreSize")
+        .and_then(Value::as_i64)
+    {
+        set_annotation(snapshot, RESTORE_SIZE_ANNOTATION, &size.to_string());
+    }
+}
+
+/// Sets the annotation `key` of `object` to `value`.
+pub fn set_annotation(object: &mut Value, key: &str, value: &str) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(key.to_owned(), json!(value));
         }
     }
 }

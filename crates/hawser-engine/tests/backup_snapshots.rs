@@ -17,10 +17,9 @@ use hawser_engine::backup::operations::{self, SnapshotOperations};
 use hawser_engine::backup::{self, BackupOptions, BackupOutcome};
 use hawser_engine::restore::{self, RestoreOptions};
 use hawser_store::{Location, LocationSpec};
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DynamicObject, PostParams};
 use kube::{Client, Config};
-use kube_sim::csi::{self, CsiConfig, CsiSim};
+use kube_sim::csi::{self, CsiConfig, CsiSim, dynamic_api as dynamic};
 use kube_sim::{KubeSim, SimConfig};
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -89,20 +88,6 @@ async fn cluster(claims: &[(&str, &str)]) -> Cluster {
     }
 }
 
-fn dynamic(
-    client: &Client,
-    group: &str,
-    kind: &str,
-    plural: &str,
-    ns: Option<&str>,
-) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural);
-    match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    }
-}
-
 fn snapshots(client: &Client) -> Api<DynamicObject> {
     dynamic(
         client,
@@ -145,7 +130,7 @@ async fn wait_for_operations(client: &Client, backup: &Backup, operations: &mut 
             "operations end: {operations:?}"
         );
         driver.poll(backup, operations).await;
-        tokio::time::sleep(SnapshotOperations::interval(backup)).await;
+        tokio::time::sleep(SnapshotOperations::polling(backup).max).await;
     }
 }
 
@@ -249,6 +234,13 @@ async fn a_claims_snapshot_is_cut_waited_for_and_kept_when_the_backup_ends() {
             csi::SNAPSHOT_CLASS
         ))
         .is_some()
+    );
+    let claim = find("resources/persistentvolumeclaims/namespaces/shop/data.json")
+        .expect("the claim is archived");
+    assert_eq!(
+        claim["metadata"]["annotations"]["velero.io/volume-snapshot-name"],
+        snapshot_name.as_str(),
+        "the archived claim names its snapshot, as Velero's restore reads it"
     );
     assert!(
         find("resources/persistentvolumes/cluster/").is_some(),

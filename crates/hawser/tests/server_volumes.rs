@@ -15,27 +15,13 @@ use std::time::Duration;
 
 use cli_support::{Cluster, NS};
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, PostParams, WatchEvent, WatchParams};
-use kube::core::GroupVersionKind;
-use kube_sim::csi::{self, CsiConfig, CsiSim};
+use kube::api::{Api, DynamicObject, PostParams, WatchEvent, WatchParams};
+use kube_sim::csi::{self, CsiConfig, CsiSim, dynamic_api};
 use serde_json::{Value, json};
 use server_support::*;
 
 fn client(cluster: &Cluster) -> kube::Client {
     kube::Client::try_from(kube::Config::new(cluster.sim.api_url().parse().unwrap())).unwrap()
-}
-
-fn api(
-    client: &kube::Client,
-    group: &str,
-    version: &str,
-    kind: &str,
-    plural: &str,
-    ns: &str,
-) -> Api<DynamicObject> {
-    let ar =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    Api::namespaced_with(client.clone(), ns, &ar)
 }
 
 async fn create(api: &Api<DynamicObject>, object: Value) {
@@ -61,13 +47,12 @@ async fn application(cluster: &Cluster, ready_after: Duration, fault: &str) -> C
         .store()
         .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}))
         .unwrap();
-    let claims = api(
+    let claims = dynamic_api(
         &client,
         "",
-        "v1",
         "PersistentVolumeClaim",
         "persistentvolumeclaims",
-        "shop",
+        Some("shop"),
     );
     create(
         &claims,
@@ -85,7 +70,7 @@ async fn application(cluster: &Cluster, ready_after: Duration, fault: &str) -> C
                  "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
     });
     create(
-        &api(&client, "apps", "v1", "Deployment", "deployments", "shop"),
+        &dynamic_api(&client, "apps", "Deployment", "deployments", Some("shop")),
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "db", "namespace": "shop"},
                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "db"}}, "template": template}}),
     )
@@ -95,7 +80,7 @@ async fn application(cluster: &Cluster, ready_after: Duration, fault: &str) -> C
     pod["kind"] = json!("Pod");
     pod["metadata"]["name"] = json!("db-0");
     pod["metadata"]["namespace"] = json!("shop");
-    create(&api(&client, "", "v1", "Pod", "pods", "shop"), pod).await;
+    create(&dynamic_api(&client, "", "Pod", "pods", Some("shop")), pod).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while claims.get("data").await.unwrap().data["spec"]["volumeName"]
         .as_str()
@@ -109,7 +94,7 @@ async fn application(cluster: &Cluster, ready_after: Duration, fault: &str) -> C
 
 /// Records every phase the Backup `name` shows, from now until it is final.
 fn watch_phases(cluster: &Cluster, name: &str) -> tokio::task::JoinHandle<Vec<String>> {
-    let backups = api(&client(cluster), "velero.io", "v1", "Backup", "backups", NS);
+    let backups = dynamic_api(&client(cluster), "velero.io", "Backup", "backups", Some(NS));
     let params = WatchParams::default().fields(&format!("metadata.name={name}"));
     tokio::spawn(async move {
         let mut phases: Vec<String> = Vec::new();
@@ -224,13 +209,12 @@ async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_del
         server.log_text()
     );
     let client = client(&cluster);
-    let claims = api(
+    let claims = dynamic_api(
         &client,
         "",
-        "v1",
         "PersistentVolumeClaim",
         "persistentvolumeclaims",
-        "shop-copy",
+        Some("shop-copy"),
     );
     let volume_name = poll(&server, "the restored claim bound", || {
         cluster
@@ -259,12 +243,12 @@ async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_del
     );
 
     // Deleting the backup deletes its snapshot: the content it kept is gone.
-    let contents_api = kube::Api::<DynamicObject>::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshotContent"),
-            "volumesnapshotcontents",
-        ),
+    let contents_api = dynamic_api(
+        &client,
+        "snapshot.storage.k8s.io",
+        "VolumeSnapshotContent",
+        "volumesnapshotcontents",
+        None,
     );
     let kept: Vec<String> = contents_api
         .list(&Default::default())
@@ -436,4 +420,37 @@ async fn an_api_outage_past_the_resource_timeout_while_leaving_waiting_still_end
 #[tokio::test]
 async fn an_api_outage_past_the_resource_timeout_while_leaving_finalizing_still_ends_final() {
     outage_when_recorded("Completed").await;
+}
+
+#[tokio::test]
+async fn a_backup_waiting_for_its_snapshots_does_not_hold_up_the_next_one() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let _csi = application(&cluster, Duration::from_secs(5), "").await;
+    seed(&cluster, 1);
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+
+    create_backup(&cluster, "slow", json!({"includedNamespaces": ["shop"]}));
+    wait_for(
+        &cluster,
+        Some(&server),
+        "Backup",
+        "slow",
+        Duration::from_secs(20),
+        |o| phase(o) == "WaitingForPluginOperations",
+    )
+    .await;
+    create_backup(&cluster, "quick", json!({"includedNamespaces": ["other"]}));
+
+    let quick = wait_final(&cluster, &server, "Backup", "quick").await;
+    assert_eq!(phase(&quick), "Completed", "{quick:#}");
+    let slow = cluster.get("velero.io/v1", "Backup", "slow").unwrap();
+    assert_eq!(
+        phase(&slow),
+        "WaitingForPluginOperations",
+        "the next backup ran while this one waited for its snapshot"
+    );
+    let slow = wait_final(&cluster, &server, "Backup", "slow").await;
+    assert_eq!(phase(&slow), "Completed", "{slow:#}\n{}", server.log_text());
 }

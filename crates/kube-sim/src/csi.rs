@@ -123,7 +123,9 @@ pub fn snapshot_crds() -> Vec<Value> {
         }
         json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("{plural}.snapshot.storage.k8s.io")},
+            // A real API server asks for this annotation on a group under `k8s.io`.
+            "metadata": {"name": format!("{plural}.snapshot.storage.k8s.io"),
+                         "annotations": {"api-approved.kubernetes.io": "unapproved, simulated by kube-sim"}},
             "spec": {
                 "group": "snapshot.storage.k8s.io",
                 "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind, "listKind": format!("{kind}List")},
@@ -265,6 +267,18 @@ async fn install(client: &Client) -> Result<(), CsiError> {
         }),
     )
     .await
+}
+
+/// An API of the `v1` type `kind` (`plural`) of `group` (`""`: the core group), in `namespace`
+/// or across all: what the controllers here use, and what tests of the CSI side read with.
+pub fn dynamic_api(
+    client: &Client,
+    group: &str,
+    kind: &str,
+    plural: &str,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    api(client, &resource(group, kind, plural), namespace)
 }
 
 fn api(client: &Client, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {

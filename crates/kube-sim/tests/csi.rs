@@ -5,10 +5,9 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::{Client, Config};
-use kube_sim::csi::{self, CsiConfig, CsiSim};
+use kube_sim::csi::{self, CsiConfig, CsiSim, dynamic_api as api};
 use kube_sim::{KubeSim, SimConfig};
 use serde_json::{Value, json};
 
@@ -30,20 +29,6 @@ async fn cluster() -> Cluster {
         _sim: sim,
         client,
         _csi: csi,
-    }
-}
-
-fn api(
-    client: &Client,
-    group: &str,
-    kind: &str,
-    plural: &str,
-    ns: Option<&str>,
-) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural);
-    match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
     }
 }
 

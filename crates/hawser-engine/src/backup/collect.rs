@@ -20,6 +20,7 @@ use super::results::{Messages, Scope};
 use super::sink::Batch;
 use crate::cluster::path::{Collection, page_url};
 use crate::cluster::request::{self, fresh_token, get_page};
+use hawser_core::selection::related::PERSISTENT_VOLUME_CLAIMS;
 
 /// What listing one type produced besides the items themselves.
 #[derive(Debug, Default)]
@@ -54,6 +55,9 @@ pub(crate) struct Lister<'a> {
     pub concurrency: usize,
     /// What the listed items name (the built-in item actions).
     pub related: Related,
+    /// Whether claims wait for their CSI snapshots before they go into the archive (so that
+    /// each carries the name of its snapshot, as in Velero).
+    pub hold_claims: bool,
 }
 
 /// Resumptions of one LIST after an expired continue token.
@@ -109,8 +113,18 @@ impl Lister<'_> {
         report
     }
 
-    /// Hands `items` of `r` to the archive; `false` when the archive task is gone.
+    /// Hands `items` of `r` to the archive, or holds them back when they are claims waiting for
+    /// their snapshots ([`Lister::hold_claims`]); `false` when the archive task is gone.
     pub(crate) async fn send(&self, r: &ApiResource, items: Vec<serde_json::Value>) -> bool {
+        if self.hold_claims && r.group_resource() == PERSISTENT_VOLUME_CLAIMS {
+            self.related.hold_claims(items);
+            return !self.sender.is_closed();
+        }
+        self.send_now(r, items).await
+    }
+
+    /// Hands `items` of `r` to the archive; `false` when the archive task is gone.
+    pub(crate) async fn send_now(&self, r: &ApiResource, items: Vec<serde_json::Value>) -> bool {
         let batch = Batch {
             group_resource: r.group_resource(),
             version: r.version.clone(),

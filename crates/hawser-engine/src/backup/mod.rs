@@ -378,6 +378,8 @@ async fn run_named(
         ordered: &ordered,
         concurrency,
         related: related::Related::default(),
+        hold_claims: backup.spec.snapshot_volumes != Some(false)
+            && snapshots::served(&catalogue).is_some(),
     };
     // Owned resources and a plain reference keep the future `Send` (no higher-ranked closure).
     let owned: Vec<ApiResource> = types.iter().map(|r| (*r).clone()).collect();
@@ -509,17 +511,7 @@ async fn run_named(
         .into_iter()
         .filter(|(key, _)| operations.is_empty() || *key != operations_key)
     {
-        let bytes =
-            hawser_core::archive::gzjson::gzip_bytes(json.as_bytes()).map_err(|source| {
-                BackupError::Encode {
-                    key: key.clone(),
-                    source,
-                }
-            })?;
-        location
-            .put(&key, Bytes::from(bytes))
-            .await
-            .map_err(|source| BackupError::storage(key, source))?;
+        put_gzip(location, &key, json.as_bytes()).await?;
     }
     let phase = match (results.errors.count() > 0, operations.is_empty()) {
         (false, true) => BackupPhase::Completed,
@@ -533,18 +525,7 @@ async fn run_named(
         results.warnings.count(),
         results.errors.count()
     ));
-    let log_key = layout.backup_log(&name);
-    let log_bytes =
-        hawser_core::archive::gzjson::gzip_bytes(&log.into_bytes()).map_err(|source| {
-            BackupError::Encode {
-                key: log_key.clone(),
-                source,
-            }
-        })?;
-    location
-        .put(&log_key, Bytes::from(log_bytes))
-        .await
-        .map_err(|source| BackupError::storage(log_key, source))?;
+    put_gzip(location, &layout.backup_log(&name), &log.into_bytes()).await?;
 
     Ok(BackupOutcome {
         phase,
@@ -638,12 +619,35 @@ async fn crds_of(
     crds
 }
 
+/// Stores `value` as gzipped JSON at `key`.
 pub(crate) async fn put_gz<T: serde::Serialize + ?Sized>(
     location: &Location,
     key: &str,
     value: &T,
 ) -> Result<(), BackupError> {
-    let bytes = to_gz_json(value).map_err(|source| BackupError::Encode {
+    put_encoded(location, key, to_gz_json(value)).await
+}
+
+/// Stores `text` gzipped at `key`.
+pub(crate) async fn put_gzip(
+    location: &Location,
+    key: &str,
+    text: &[u8],
+) -> Result<(), BackupError> {
+    put_encoded(
+        location,
+        key,
+        hawser_core::archive::gzjson::gzip_bytes(text),
+    )
+    .await
+}
+
+async fn put_encoded(
+    location: &Location,
+    key: &str,
+    encoded: Result<Vec<u8>, hawser_core::archive::gzjson::GzJsonError>,
+) -> Result<(), BackupError> {
+    let bytes = encoded.map_err(|source| BackupError::Encode {
         key: key.to_owned(),
         source,
     })?;

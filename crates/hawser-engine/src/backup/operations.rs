@@ -21,10 +21,9 @@
 use std::io::Cursor;
 use std::time::Duration;
 
-use bytes::Bytes;
 use hawser_api::Backup;
 use hawser_api::phase::BackupPhase;
-use hawser_core::archive::gzjson::{Results, Scope, gunzip_limited, gzip_bytes, read_gz_json};
+use hawser_core::archive::gzjson::{Results, Scope, gunzip_limited, read_gz_json};
 use hawser_core::csi::{
     BackupOperation, DEFAULT_OPERATION_TIMEOUT, OperationPhase, SnapshotState, snapshot_state,
 };
@@ -147,10 +146,11 @@ impl SnapshotOperations {
         }
     }
 
-    /// How often to poll: a twentieth of the backup's operation timeout, between 50 ms and 1 s.
+    /// How often to poll while nothing changes: after 50 ms, then twice as long each time, up
+    /// to a twentieth of the backup's operation timeout (at most 1 s).
     #[must_use]
-    pub fn interval(backup: &Backup) -> Duration {
-        super::snapshots::poll_interval(operation_timeout(backup))
+    pub fn polling(backup: &Backup) -> hawser_core::backoff::Backoff {
+        super::snapshots::poll_backoff(operation_timeout(backup))
     }
 
     /// One round over the unfinished operations (see the module docs); `true` when one of
@@ -301,9 +301,7 @@ impl SnapshotOperations {
         outcome.operations = operations.to_vec();
         Ok(outcome)
     }
-}
 
-impl SnapshotOperations {
     /// Deletes the snapshots `operations` cut, for the deletion of their backup: each content
     /// is set to `deletionPolicy: Delete`, then deleted, so that the driver deletes the snapshot.
     /// A content already gone counts as deleted. The errors, one per content that was not.
@@ -391,12 +389,5 @@ async fn append_log(location: &Location, key: &str, log: BackupLog) -> Result<()
         Err(source) => return Err(BackupError::storage(key.to_owned(), source)),
     };
     text.extend(log.into_bytes());
-    let bytes = gzip_bytes(&text).map_err(|source| BackupError::Encode {
-        key: key.to_owned(),
-        source,
-    })?;
-    location
-        .put(key, Bytes::from(bytes))
-        .await
-        .map_err(|source| BackupError::storage(key.to_owned(), source))
+    super::put_gzip(location, key, &text).await
 }

@@ -40,8 +40,11 @@ struct Noted {
     wanted: BTreeSet<ItemKey>,
     held: HashSet<ItemKey>,
     accounts: BTreeSet<(String, String)>,
-    /// The backed-up claims, trimmed to what a snapshot needs (see [`trimmed_claim`]).
-    claims: Vec<Value>,
+    /// Claims selected so far.
+    claims_seen: u64,
+    /// Claims held back from the archive until their snapshots are taken (see
+    /// [`Lister::send`]).
+    held_claims: Vec<Value>,
 }
 
 impl Related {
@@ -59,7 +62,7 @@ impl Related {
             noted.held.insert(ItemKey::of(group_resource, item));
         }
         if group_resource == PERSISTENT_VOLUME_CLAIMS {
-            noted.claims.push(trimmed_claim(item));
+            noted.claims_seen += 1;
         }
         if group_resource == SERVICE_ACCOUNTS {
             let key = ItemKey::of(group_resource, item);
@@ -75,9 +78,19 @@ impl Related {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The backed-up claims noted so far, trimmed (see [`trimmed_claim`]).
-    pub(crate) fn take_claims(&self) -> Vec<Value> {
-        std::mem::take(&mut self.lock().claims)
+    /// Claims selected so far.
+    pub(crate) fn claims_seen(&self) -> u64 {
+        self.lock().claims_seen
+    }
+
+    /// Holds `claims` back from the archive until their snapshots are taken.
+    pub(crate) fn hold_claims(&self, claims: Vec<Value>) {
+        self.lock().held_claims.extend(claims);
+    }
+
+    /// The claims held back so far.
+    pub(crate) fn take_held_claims(&self) -> Vec<Value> {
+        std::mem::take(&mut self.lock().held_claims)
     }
 
     /// The named items not yet held, grouped by type (claims before volumes), now counted as
@@ -96,27 +109,6 @@ impl Related {
         }
         pending
     }
-}
-
-/// A claim's namespace, name, volume and the annotation naming its snapshot class: all a
-/// snapshot of it needs, kept for every backed-up claim until the LISTs are done.
-fn trimmed_claim(claim: &Value) -> Value {
-    let class = claim
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(hawser_core::csi::CLASS_LABEL))
-        .cloned();
-    let mut annotations = serde_json::Map::new();
-    if let Some(class) = class {
-        annotations.insert(hawser_core::csi::CLASS_LABEL.to_owned(), class);
-    }
-    serde_json::json!({
-        "metadata": {
-            "namespace": claim.pointer("/metadata/namespace"),
-            "name": claim.pointer("/metadata/name"),
-            "annotations": annotations,
-        },
-        "spec": {"volumeName": claim.pointer("/spec/volumeName")},
-    })
 }
 
 /// What [`back_up_related`] added.

@@ -1,5 +1,8 @@
 //! CSI snapshots of the backed-up claims, taken once the LISTs are done (the part of Velero's
-//! CSI actions that runs while the backup is `InProgress`).
+//! CSI actions that runs while the backup is `InProgress`). While snapshots can be taken, the
+//! claims wait outside the archive ([`Lister::send`] holds them, so memory grows with the number
+//! of claims only) and go in last, each snapshotted one annotated
+//! `velero.io/volume-snapshot-name`, which Velero's restore reads.
 //!
 //! Pipeline of [`take_snapshots`], unless `spec.snapshotVolumes` is `false` or the cluster
 //! serves no `snapshot.storage.k8s.io` API:
@@ -8,8 +11,9 @@
 //! 2. per bound claim, [`Lister::concurrency`] at a time: its volume (GET); a volume that is not
 //!    a CSI volume is left as an object only (the caller warns about those); the class
 //!    ([`hawser_core::csi::choose_class`]); the VolumeSnapshot, created with a name that is the
-//!    same whenever this backup is taken up again; then its state is polled until the snapshot
-//!    is cut (its content has a `snapshotHandle`), fails, or `spec.csiSnapshotTimeout` passes;
+//!    same whenever this backup is taken up again; then its state is polled ([`poll_backoff`])
+//!    until the snapshot is cut (its content has a `snapshotHandle`), fails, or
+//!    `spec.csiSnapshotTimeout` passes;
 //! 3. a cut snapshot's content gets `deletionPolicy: Retain` (the snapshot outlives the
 //!    VolumeSnapshot object, as in Velero), and the VolumeSnapshot, its content and class go into
 //!    the archive (past the type filters: Velero's actions return them as items that must be
@@ -23,12 +27,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use hawser_api::Backup;
+use hawser_core::backoff::Backoff;
 use hawser_core::csi::{
     BackupOperation, DEFAULT_SNAPSHOT_TIMEOUT, SnapshotState, VOLUME_SNAPSHOT_CLASSES,
-    VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOTS, annotate_for_restore, choose_class, snapshot_state,
-    volume_snapshot,
+    VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOT_NAME_ANNOTATION, VOLUME_SNAPSHOTS,
+    annotate_for_restore, choose_class, set_annotation, snapshot_state, volume_snapshot,
 };
-use hawser_core::selection::related::PERSISTENT_VOLUMES;
+use hawser_core::selection::related::{PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES};
 use hawser_core::selection::{ApiResource, Catalogue};
 use serde_json::{Value, json};
 
@@ -49,7 +54,7 @@ pub(crate) struct Taken {
 }
 
 /// The types a snapshot touches, when the cluster serves them.
-struct Types<'a> {
+pub(crate) struct Types<'a> {
     snapshots: &'a ApiResource,
     contents: &'a ApiResource,
     classes: &'a ApiResource,
@@ -64,13 +69,29 @@ struct Cut {
     operation: BackupOperation,
 }
 
-/// How often a snapshot's state is read while it is being cut: a twentieth of the timeout,
-/// between 50 ms and 1 s.
-pub(crate) fn poll_interval(timeout: Duration) -> Duration {
-    (timeout / 20).clamp(Duration::from_millis(50), Duration::from_secs(1))
+/// How often a snapshot's state is read while `timeout` runs: after 50 ms, then twice as long
+/// each time, up to a twentieth of the timeout (between 50 ms and 1 s), so that a quick
+/// snapshot is seen at once and a slow one costs few reads.
+pub(crate) fn poll_backoff(timeout: Duration) -> Backoff {
+    Backoff {
+        initial: Duration::from_millis(50),
+        ..Backoff::with_max((timeout / 20).clamp(Duration::from_millis(50), Duration::from_secs(1)))
+    }
 }
 
-/// Takes the snapshots of `claims` (see the module docs).
+/// The types a snapshot touches, when the cluster serves them all.
+pub(crate) fn served(catalogue: &Catalogue) -> Option<Types<'_>> {
+    Some(Types {
+        snapshots: catalogue.resolve(VOLUME_SNAPSHOTS)?,
+        contents: catalogue.resolve(VOLUME_SNAPSHOT_CONTENTS)?,
+        classes: catalogue.resolve(VOLUME_SNAPSHOT_CLASSES)?,
+        volumes: catalogue.resolve(PERSISTENT_VOLUMES)?,
+    })
+}
+
+/// Takes the snapshots of the claims [`Lister::send`] held back, then hands the claims (each
+/// snapshotted one annotated with its snapshot's name) and the snapshot objects to the archive
+/// (see the module docs).
 pub(crate) async fn take_snapshots(
     lister: &Lister<'_>,
     catalogue: &Catalogue,
@@ -79,39 +100,95 @@ pub(crate) async fn take_snapshots(
     log: &mut BackupLog,
     messages: &mut Messages,
 ) -> Taken {
-    let (claims, unbound): (Vec<Value>, Vec<Value>) = lister
-        .related
-        .take_claims()
-        .into_iter()
-        .partition(|c| !text(c, "/spec/volumeName").is_empty());
-    let mut taken = Taken {
-        objects_only: unbound.len() as u64,
-        ..Taken::default()
-    };
-    if claims.is_empty() || backup.spec.snapshot_volumes == Some(false) {
-        taken.objects_only += claims.len() as u64;
-        return taken;
-    }
-    let types = match (
-        catalogue.resolve(VOLUME_SNAPSHOTS),
-        catalogue.resolve(VOLUME_SNAPSHOT_CONTENTS),
-        catalogue.resolve(VOLUME_SNAPSHOT_CLASSES),
-        catalogue.resolve(PERSISTENT_VOLUMES),
-    ) {
-        (Some(snapshots), Some(contents), Some(classes), Some(volumes)) => Types {
-            snapshots,
-            contents,
-            classes,
-            volumes,
-        },
-        _ => {
+    let seen = lister.related.claims_seen();
+    let (Some(types), true) = (served(catalogue), lister.hold_claims) else {
+        if seen > 0 && backup.spec.snapshot_volumes != Some(false) {
             log.info(
                 "The cluster serves no snapshot.storage.k8s.io API: no CSI snapshots are taken",
             );
-            taken.objects_only += claims.len() as u64;
-            return taken;
         }
+        return Taken {
+            objects_only: seen,
+            ..Taken::default()
+        };
     };
+    let mut claims = lister.related.take_held_claims();
+    let mut taken = Taken::default();
+    let cuts = cut_all(
+        lister,
+        &types,
+        backup,
+        clock,
+        &claims,
+        (log, messages),
+        &mut taken,
+    )
+    .await;
+    let mut snapshots = Vec::new();
+    let mut contents = Vec::new();
+    let mut class_objects = Vec::new();
+    let mut class_names = BTreeSet::new();
+    for (claim, cut) in claims.iter_mut().zip(cuts) {
+        let Some(cut) = cut else { continue };
+        set_annotation(
+            claim,
+            VOLUME_SNAPSHOT_NAME_ANNOTATION,
+            text(&cut.snapshot, "/metadata/name"),
+        );
+        if class_names.insert(text(&cut.class, "/metadata/name").to_owned()) {
+            class_objects.push(cut.class);
+        }
+        snapshots.push(cut.snapshot);
+        contents.push(cut.content);
+        taken.operations.push(cut.operation);
+    }
+    if !taken.operations.is_empty() {
+        log.info(&format!(
+            "Cut {} CSI volume snapshots; the backup waits for them to be ready to use",
+            taken.operations.len()
+        ));
+    }
+    let claim_type = catalogue.resolve(PERSISTENT_VOLUME_CLAIMS);
+    for (r, items, counted) in [
+        (claim_type, claims, true),
+        (Some(types.snapshots), snapshots, false),
+        (Some(types.contents), contents, false),
+        (Some(types.classes), class_objects, false),
+    ] {
+        let Some(r) = r.filter(|_| !items.is_empty()) else {
+            continue;
+        };
+        if !counted {
+            lister.progress.page_listed(items.len() as u64, 0);
+        }
+        for chunk in items.chunks(lister.page_size.max(1) as usize) {
+            if !lister.send_now(r, chunk.to_vec()).await {
+                return taken;
+            }
+        }
+    }
+    taken
+}
+
+/// The snapshot of each of `claims`, in order: `None` for one left as an object only
+/// (counted in `taken`) or not snapshotted (an error in the log and `messages`).
+async fn cut_all(
+    lister: &Lister<'_>,
+    types: &Types<'_>,
+    backup: &Backup,
+    clock: &hawser_core::clock::Clock,
+    claims: &[Value],
+    (log, messages): (&mut BackupLog, &mut Messages),
+    taken: &mut Taken,
+) -> Vec<Option<Cut>> {
+    let mut cuts: Vec<Option<Cut>> = claims.iter().map(|_| None).collect();
+    let bound: Vec<usize> = (0..claims.len())
+        .filter(|i| !text(&claims[*i], "/spec/volumeName").is_empty())
+        .collect();
+    taken.objects_only += (claims.len() - bound.len()) as u64;
+    if bound.is_empty() {
+        return cuts;
+    }
     let classes = match list_all(
         lister.client,
         &Collection::of(types.classes).path(None),
@@ -129,7 +206,7 @@ pub(crate) async fn take_snapshots(
                     request::text(&e)
                 ),
             );
-            return taken;
+            return cuts;
         }
     };
     let annotations: BTreeMap<String, String> = backup
@@ -147,7 +224,7 @@ pub(crate) async fn take_snapshots(
         .unwrap_or(DEFAULT_SNAPSHOT_TIMEOUT);
     let context = Context {
         lister,
-        types: &types,
+        types,
         classes: &classes,
         annotations: &annotations,
         backup_name: backup.metadata.name.as_deref().unwrap_or_default(),
@@ -155,60 +232,31 @@ pub(crate) async fn take_snapshots(
         timeout,
         clock,
     };
-    let results: Vec<(Value, Result<Option<Cut>, String>)> = futures::stream::iter(claims)
-        .map(|claim| {
+    let results: Vec<(usize, Result<Option<Cut>, String>)> = futures::stream::iter(bound)
+        .map(|i| {
             let context = &context;
-            async move {
-                let result = context.snapshot(&claim).await;
-                (claim, result)
-            }
+            async move { (i, context.snapshot(&claims[i]).await) }
         })
         .buffered(lister.concurrency.max(1))
         .collect()
         .await;
-    let mut snapshots = Vec::new();
-    let mut contents = Vec::new();
-    let mut class_objects = Vec::new();
-    let mut class_names = BTreeSet::new();
-    for (claim, result) in results {
-        let namespace = text(&claim, "/metadata/namespace").to_owned();
+    for (i, result) in results {
+        let claim = &claims[i];
+        let namespace = text(claim, "/metadata/namespace").to_owned();
         match result {
-            Ok(Some(cut)) => {
-                if class_names.insert(text(&cut.class, "/metadata/name").to_owned()) {
-                    class_objects.push(cut.class);
-                }
-                snapshots.push(cut.snapshot);
-                contents.push(cut.content);
-                taken.operations.push(cut.operation);
-            }
+            Ok(Some(cut)) => cuts[i] = Some(cut),
             Ok(None) => taken.objects_only += 1,
             Err(why) => {
                 let message = format!(
                     "PersistentVolumeClaim {namespace}/{} was not snapshotted: {why}",
-                    text(&claim, "/metadata/name")
+                    text(claim, "/metadata/name")
                 );
                 log.line("error", &message);
                 messages.error(Scope::Namespace(namespace), message);
             }
         }
     }
-    if !taken.operations.is_empty() {
-        log.info(&format!(
-            "Cut {} CSI volume snapshots; the backup waits for them to be ready to use",
-            taken.operations.len()
-        ));
-    }
-    for (r, items) in [
-        (types.snapshots, snapshots),
-        (types.contents, contents),
-        (types.classes, class_objects),
-    ] {
-        if !items.is_empty() {
-            lister.progress.page_listed(items.len() as u64, 0);
-            lister.send(r, items).await;
-        }
-    }
-    taken
+    cuts
 }
 
 /// What one claim's snapshot needs.
@@ -330,7 +378,8 @@ impl Context<'_> {
     /// Polls the snapshot until it is cut; the snapshot and its content then.
     async fn until_cut(&self, namespace: &str, name: &str) -> Result<(Value, Value), String> {
         let deadline = tokio::time::Instant::now() + self.timeout;
-        let interval = poll_interval(self.timeout);
+        let backoff = poll_backoff(self.timeout);
+        let mut polls = 0;
         loop {
             let (snapshot, content) = read_snapshot(
                 self.lister.client,
@@ -352,13 +401,15 @@ impl Context<'_> {
                 }
                 SnapshotState::Pending => {}
             }
-            if tokio::time::Instant::now() + interval > deadline {
+            polls += 1;
+            let wait = backoff.delay(polls, &mut rand::rng());
+            if tokio::time::Instant::now() + wait > deadline {
                 return Err(format!(
                     "VolumeSnapshot {namespace}/{name} was not cut within the CSI snapshot timeout ({})",
                     hawser_core::duration::GoDuration::from(self.timeout)
                 ));
             }
-            tokio::time::sleep(interval).await;
+            tokio::time::sleep(wait).await;
         }
     }
 }

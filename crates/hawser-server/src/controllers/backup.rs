@@ -15,7 +15,8 @@
 //! 4. **Commit**: `velero-backup.json`, carrying the final status, is stored last. A backup is
 //!    `Completed`/`PartiallyFailed` only once it is stored; when storing it fails the backup is
 //!    `Failed`. A run that cut CSI snapshots stores it with `WaitingForPluginOperations*` and
-//!    goes on in [`operations`] instead of step 5. A failed run stores a `Failed` record too (best effort), so that recovery finds
+//!    goes on in [`operations`], in a task of its own, instead of step 5: the worker's slot is
+//!    free for the next backup while the snapshots become ready. A failed run stores a `Failed` record too (best effort), so that recovery finds
 //!    the truth if the status write below does not land before a restart.
 //! 5. **Final status** through the status engine: retried until `--resource-timeout`, then
 //!    handed to the re-driver, which keeps trying; recovery reconciles to the record after a
@@ -143,12 +144,13 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
 
     let outcome = commit(&ctx, &location, &backup, result, started).await;
     if !outcome.operations.is_empty() && !outcome.phase.is_final() {
+        // The wait for the snapshots does not hold this worker's slot: the next backup starts.
         let target = operations::Target {
             key: key.clone(),
             uid: taken.uid.clone(),
             taken_up: None,
         };
-        operations::drive(&ctx, target, &backup, &location, outcome).await;
+        operations::spawn(ctx.clone(), target, *backup, location, outcome);
         return Handled::Done;
     }
     let record = record_status(backup::record(&backup, &outcome).ok().as_ref());

@@ -1,10 +1,11 @@
 //! The end of a Backup with item operations (CSI snapshots cut while it was `InProgress`), from
-//! `WaitingForPluginOperations` to its true final phase. The backup worker goes on here with the
-//! outcome of its run; after a restart, recovery hands such a Backup over ([`run`]) and it goes
-//! on from what its location holds.
+//! `WaitingForPluginOperations` to its true final phase, in a task of its own ([`spawn`]) so
+//! that the backup worker's slot is free for the next backup; after a restart, recovery hands
+//! such a Backup over ([`run`]) and it goes on from what its location holds.
 //!
 //! 1. **Wait** (`WaitingForPluginOperations[PartiallyFailed]`): poll the operations
-//!    ([`SnapshotOperations::poll`]) every twentieth of `spec.itemOperationTimeout` (50 ms–1 s);
+//!    ([`SnapshotOperations::poll`]) after 50 ms, then twice as long each quiet round, up to a
+//!    twentieth of `spec.itemOperationTimeout` (at most 1 s);
 //!    after a round that ended one, store `<backup>-itemoperations.json.gz` and write the
 //!    operation counts to the status.
 //! 2. **`Finalizing[PartiallyFailed]`**: the record `velero-backup.json` is stored with that
@@ -32,6 +33,7 @@ use kube::Api;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::context::{Context, backup_location_name, schedule_of};
 use crate::controllers::backup::{commit, finished};
@@ -62,6 +64,26 @@ impl Target {
     }
 }
 
+/// Ends the backup of `target` in a task of its own (see the module docs). The object counts as
+/// owned from now on, so recovery leaves it to that task.
+pub(crate) fn spawn(
+    ctx: Arc<Context>,
+    target: Target,
+    backup: Backup,
+    location: Location,
+    outcome: BackupOutcome,
+) {
+    let worker = ctx.engine.worker(target.key.clone());
+    let span = tracing::info_span!("backup operations", backup = %target.key);
+    tokio::spawn(
+        async move {
+            let _worker = worker;
+            drive(&ctx, target, &backup, &location, outcome).await;
+        }
+        .instrument(span),
+    );
+}
+
 /// Takes up the Backups recovery hands over, until shutdown.
 pub(crate) async fn run(ctx: Arc<Context>, mut resumed: mpsc::UnboundedReceiver<ObjectKey>) {
     loop {
@@ -76,7 +98,8 @@ pub(crate) async fn run(ctx: Arc<Context>, mut resumed: mpsc::UnboundedReceiver<
             continue;
         }
         let ctx = ctx.clone();
-        tokio::spawn(async move { take_up(ctx, key).await });
+        let span = tracing::info_span!("backup operations", backup = %key);
+        tokio::spawn(async move { take_up(ctx, key).await }.instrument(span));
     }
 }
 
@@ -211,9 +234,11 @@ pub(crate) async fn drive(
             target.update(phase).fields(counts(&outcome.operations)),
         )
         .await;
-        let interval = SnapshotOperations::interval(backup);
+        let polling = SnapshotOperations::polling(backup);
+        let mut quiet = 0;
         while !operations::all_done(&outcome.operations) {
             if driver.poll(backup, &mut outcome.operations).await {
+                quiet = 0;
                 if let Err(e) = operations::store(location, &name, &outcome.operations).await {
                     tracing::warn!(backup = %name, error = %e.full_message(), "the operations could not be stored; they are stored again after the next change");
                 }
@@ -225,8 +250,9 @@ pub(crate) async fn drive(
                 .await;
                 continue;
             }
+            quiet += 1;
             tokio::select! {
-                () = tokio::time::sleep(interval) => {}
+                () = tokio::time::sleep(polling.delay(quiet, &mut rand::rng())) => {}
                 () = ctx.shutdown.cancelled() => {
                     tracing::info!(backup = %name, "shutting down while the backup waits for its item operations; it goes on after the restart");
                     return;
