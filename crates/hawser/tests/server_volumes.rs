@@ -75,6 +75,12 @@ async fn application(cluster: &Cluster, ready_after: Duration, fault: &str) -> C
                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "db"}}, "template": template}}),
     )
     .await;
+    // A real API server admits a Pod only once its ServiceAccount exists.
+    create(
+        &dynamic_api(&client, "", "ServiceAccount", "serviceaccounts", Some("shop")),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "shop"}}),
+    )
+    .await;
     let mut pod = template.clone();
     pod["apiVersion"] = json!("v1");
     pod["kind"] = json!("Pod");
