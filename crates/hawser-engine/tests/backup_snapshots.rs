@@ -28,7 +28,8 @@ struct Cluster {
     _sim: KubeSim,
     _csi: CsiSim,
     client: Client,
-    dir: TempDir,
+    /// Holds the location's directory while the test runs.
+    _dir: TempDir,
     location: Location,
 }
 
@@ -65,15 +66,8 @@ async fn cluster(claims: &[(&str, &str)]) -> Cluster {
             .await
             .unwrap();
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     for (name, _) in claims {
-        while claim_api.get(name).await.unwrap().data["spec"]["volumeName"]
-            .as_str()
-            .is_none()
-        {
-            assert!(tokio::time::Instant::now() < deadline, "claim {name} bound");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        bound_volume(&claim_api, name).await;
     }
     let dir = TempDir::new().unwrap();
     let spec =
@@ -83,8 +77,25 @@ async fn cluster(claims: &[(&str, &str)]) -> Cluster {
         _sim: sim,
         _csi: csi,
         client,
-        dir,
+        _dir: dir,
         location,
+    }
+}
+
+/// The volume the claim `name` is bound to, once it is (10 s at most).
+async fn bound_volume(claims: &Api<DynamicObject>, name: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let claim = claims.get(name).await.unwrap();
+        if let Some(volume) = claim.data["spec"]["volumeName"].as_str() {
+            return volume.to_owned();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "claim {name} is bound: {:?}",
+            claim.data
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -315,19 +326,7 @@ async fn a_claims_snapshot_is_cut_waited_for_and_kept_when_the_backup_ends() {
         "persistentvolumeclaims",
         Some("shop-copy"),
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let volume_name = loop {
-        let claim = claims.get("data").await.unwrap();
-        if let Some(volume) = claim.data["spec"]["volumeName"].as_str() {
-            break volume.to_owned();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the restored claim is bound: {:?}",
-            claim.data
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let volume_name = bound_volume(&claims, "data").await;
     let volumes = dynamic(
         &cluster.client,
         "",
@@ -348,7 +347,6 @@ async fn a_claims_snapshot_is_cut_waited_for_and_kept_when_the_backup_ends() {
             .as_ref(),
         "a new volume, provisioned from the backup's snapshot"
     );
-    drop(cluster.dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -163,31 +163,28 @@ impl SnapshotOperations {
         for operation in operations.iter_mut().filter(|o| !o.status.phase.is_done()) {
             let r = &operation.spec.resource_identifier;
             let (namespace, name) = (r.namespace.clone(), r.name.clone());
-            let path = Collection::of(&self.snapshots).item_path(Some(&namespace), &name);
-            let read = match request::get(&self.client, &path, self.api_retry).await {
-                Err(e) if request::code(&e) == Some(404) => {
-                    Some(Err(format!("VolumeSnapshot {namespace}/{name} is gone")))
-                }
-                Err(_) => None,
-                Ok(_) => match read_snapshot(
-                    &self.client,
-                    &self.snapshots,
-                    &self.contents,
-                    &namespace,
-                    &name,
-                    self.api_retry,
-                )
-                .await
-                {
-                    Ok((snapshot, content)) => match snapshot_state(&snapshot, content.as_ref()) {
+            let read = match read_snapshot(
+                &self.client,
+                &self.snapshots,
+                &self.contents,
+                &namespace,
+                &name,
+                self.api_retry,
+            )
+            .await
+            {
+                Ok(None) => Some(Err(format!("VolumeSnapshot {namespace}/{name} is gone"))),
+                Ok(Some((snapshot, content))) => {
+                    match snapshot_state(&snapshot, content.as_ref()) {
                         SnapshotState::Ready { .. } => Some(Ok(())),
                         SnapshotState::Failed(why) => Some(Err(format!(
                             "VolumeSnapshot {namespace}/{name} failed: {why}"
                         ))),
                         SnapshotState::Pending | SnapshotState::Cut { .. } => None,
-                    },
-                    Err(_) => None,
-                },
+                    }
+                }
+                // Unreadable past the read budget: as it was, until the next round.
+                Err(_) => None,
             };
             let expired = operation
                 .status
@@ -229,7 +226,7 @@ impl SnapshotOperations {
         let mut volume_info = Vec::new();
         for operation in operations {
             let r = &operation.spec.resource_identifier;
-            if let Ok((snapshot, content)) = read_snapshot(
+            if let Ok(Some((snapshot, content))) = read_snapshot(
                 &self.client,
                 &self.snapshots,
                 &self.contents,

@@ -389,7 +389,8 @@ impl Context<'_> {
                 name,
                 self.lister.api_retry,
             )
-            .await?;
+            .await?
+            .ok_or_else(|| format!("VolumeSnapshot {namespace}/{name} is gone"))?;
             match snapshot_state(&snapshot, content.as_ref()) {
                 SnapshotState::Cut { .. } | SnapshotState::Ready { .. } => {
                     if let Some(content) = content {
@@ -414,7 +415,7 @@ impl Context<'_> {
     }
 }
 
-/// A VolumeSnapshot and, once it names one, its content.
+/// A VolumeSnapshot and, once it names one, its content; `None` when the VolumeSnapshot is gone.
 pub(crate) async fn read_snapshot(
     client: &kube::Client,
     snapshots: &ApiResource,
@@ -422,22 +423,26 @@ pub(crate) async fn read_snapshot(
     namespace: &str,
     name: &str,
     retry: Duration,
-) -> Result<(Value, Option<Value>), String> {
+) -> Result<Option<(Value, Option<Value>)>, String> {
     let path = Collection::of(snapshots).item_path(Some(namespace), name);
-    let snapshot = request::get(client, &path, retry).await.map_err(|e| {
-        format!(
-            "VolumeSnapshot {namespace}/{name} could not be read: {}",
-            request::text(&e)
-        )
-    })?;
+    let snapshot = match request::get(client, &path, retry).await {
+        Ok(snapshot) => snapshot,
+        Err(e) if request::code(&e) == Some(404) => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "VolumeSnapshot {namespace}/{name} could not be read: {}",
+                request::text(&e)
+            ));
+        }
+    };
     let content_name = text(&snapshot, "/status/boundVolumeSnapshotContentName");
     if content_name.is_empty() {
-        return Ok((snapshot, None));
+        return Ok(Some((snapshot, None)));
     }
     let content_path = Collection::of(contents).item_path(None, content_name);
     match request::get(client, &content_path, retry).await {
-        Ok(content) => Ok((snapshot, Some(content))),
-        Err(e) if request::code(&e) == Some(404) => Ok((snapshot, None)),
+        Ok(content) => Ok(Some((snapshot, Some(content)))),
+        Err(e) if request::code(&e) == Some(404) => Ok(Some((snapshot, None))),
         Err(e) => Err(format!(
             "VolumeSnapshotContent {content_name} could not be read: {}",
             request::text(&e)
