@@ -824,10 +824,10 @@ fn peak_rss_kib(pid: u32) -> u64 {
         .expect("VmHWM in /proc/<pid>/status")
 }
 
-/// How far a restore may raise the server's peak memory: the 64 MiB look-ahead budget of
-/// `RestoreOptions::default()` plus a fixed 32 MiB for the rest (decompression and tar
+/// How far a restore may raise the server's peak memory: the 16 MiB budget of waiting items
+/// of `RestoreOptions::default()` plus a fixed 32 MiB for the rest (decompression and tar
 /// buffers, the results and log of the restore, the allocator's slack).
-const RESTORE_MEMORY_BOUND_KIB: u64 = (64 << 10) + RESTORE_MARGIN_KIB;
+const RESTORE_MEMORY_BOUND_KIB: u64 = (16 << 10) + RESTORE_MARGIN_KIB;
 /// The fixed part of [`RESTORE_MEMORY_BOUND_KIB`].
 const RESTORE_MARGIN_KIB: u64 = 32 << 10;
 

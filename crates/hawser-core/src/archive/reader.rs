@@ -62,6 +62,8 @@ pub struct ArchiveItem {
     pub location: ItemPath,
     /// The object.
     pub object: serde_json::Value,
+    /// The entry's contents: the JSON text `object` was parsed from.
+    pub bytes: Vec<u8>,
 }
 
 /// What is wrong with one entry.
@@ -521,6 +523,7 @@ fn check_entry<R: Read>(
         path: path.to_string(),
         location,
         object,
+        bytes: data,
     }))
 }
 

@@ -154,17 +154,37 @@ impl<W: Write> ArchiveWriter<W> {
         check_field("version", version)?;
         self.encode(id, obj)?;
         let buf = std::mem::take(&mut self.buf);
-        let result = self
-            .entry(&id.path(VersionDir::Unversioned).to_path(), &buf)
-            .and_then(|()| {
-                self.entry(
-                    &id.path(VersionDir::Preferred(version.to_string()))
-                        .to_path(),
-                    &buf,
-                )
-            });
+        let result = self.write_copies(id, version, &buf);
         self.buf = buf;
-        result?;
+        result
+    }
+
+    /// [`ArchiveWriter::write_item`] of an item already encoded: `json` is the object's JSON
+    /// text, written as given.
+    pub fn write_item_json(
+        &mut self,
+        id: &ItemId,
+        version: &str,
+        json: &[u8],
+    ) -> Result<(), ArchiveWriteError> {
+        check_id(id)?;
+        check_field("version", version)?;
+        self.write_copies(id, version, json)
+    }
+
+    /// The unversioned and the `<version>-preferredversion` copies of one item.
+    fn write_copies(
+        &mut self,
+        id: &ItemId,
+        version: &str,
+        json: &[u8],
+    ) -> Result<(), ArchiveWriteError> {
+        self.entry(&id.path(VersionDir::Unversioned).to_path(), json)?;
+        self.entry(
+            &id.path(VersionDir::Preferred(version.to_string()))
+                .to_path(),
+            json,
+        )?;
         self.stats.items += 1;
         Ok(())
     }

@@ -1,6 +1,10 @@
 //! Listing: paged LISTs (`limit`, `continue`) of one type at a time, items checked against the
 //! selection and handed to the archive task one page at a time.
 //!
+//! Items stay the JSON text the API server sent ([`Item::Text`]); the checks read their
+//! metadata only. The items of the types the built-in item actions look into (Pods, claims,
+//! ServiceAccounts), of ordered types and of claims waiting for snapshots are parsed whole.
+//!
 //! A type named in `spec.orderedResources` is the exception: its selected items are held until
 //! its LISTs are done, then go to the archive in the given order (the named items first, the
 //! rest in listing order), so its memory grows with that type's items only.
@@ -12,12 +16,15 @@ use hawser_core::selection::{
     sort_by_order,
 };
 use kube::Client;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use super::progress::ProgressHandle;
 use super::related::{NAMES_PER_LINE, Related};
 use super::results::{Messages, Scope};
-use super::sink::Batch;
+use super::sink::{Batch, Item};
 use crate::cluster::path::{Collection, page_url};
 use crate::cluster::request::{self, fresh_token, get_page};
 use hawser_core::selection::related::PERSISTENT_VOLUME_CLAIMS;
@@ -125,6 +132,11 @@ impl Lister<'_> {
 
     /// Hands `items` of `r` to the archive; `false` when the archive task is gone.
     pub(crate) async fn send_now(&self, r: &ApiResource, items: Vec<serde_json::Value>) -> bool {
+        self.send_items(r, Item::objects(items)).await
+    }
+
+    /// Hands `items` of `r` to the archive; `false` when the archive task is gone.
+    async fn send_items(&self, r: &ApiResource, items: Vec<Item>) -> bool {
         let batch = Batch {
             group_resource: r.group_resource(),
             version: r.version.clone(),
@@ -151,6 +163,9 @@ impl Lister<'_> {
         } = list;
         let group_resource = r.group_resource();
         let observed = Related::matters(&group_resource);
+        let as_text = held.is_none()
+            && !observed
+            && !(self.hold_claims && group_resource == PERSISTENT_VOLUME_CLAIMS);
         let api_version = r.api_version();
         let scope = match namespace {
             Some(ns) => Scope::Namespace(ns.to_owned()),
@@ -161,7 +176,7 @@ impl Lister<'_> {
         let mut resumes = 0;
         loop {
             let url = page_url(path, self.page_size, selector, token.as_deref());
-            let page = match get_page(self.client, &url, self.api_retry).await {
+            let page = match get_page::<Box<RawValue>>(self.client, &url, self.api_retry).await {
                 Ok(page) => page,
                 Err(e) if token.is_some() && resumes < MAX_RESUMES && fresh_token(&e).is_some() => {
                     // The continue token expired (410); the server offers a token that goes on
@@ -190,13 +205,20 @@ impl Lister<'_> {
                     return;
                 }
             };
-            let mut items = Vec::with_capacity(page.items.len());
-            for mut item in page.items {
-                if let Some(obj) = item.as_object_mut() {
-                    // Items of a LIST carry no type; the archive and the checks need it.
-                    obj.insert("apiVersion".to_owned(), api_version.clone().into());
-                    obj.insert("kind".to_owned(), r.kind.clone().into());
-                }
+            let mut objects = Vec::new();
+            let mut texts = Vec::new();
+            for json in page.items {
+                let Decoded { check: item, text } =
+                    match decode(json, &api_version, &r.kind, as_text) {
+                        Ok(decoded) => decoded,
+                        Err(e) => {
+                            report.messages.error(
+                                scope.clone(),
+                                format!("error decoding an item of {group_resource}: {e}"),
+                            );
+                            continue;
+                        }
+                    };
                 match self.selection.check_item(r, &item, false) {
                     Ok(()) => {}
                     Err(SkipReason::BeingDeleted) => {
@@ -213,10 +235,11 @@ impl Lister<'_> {
                 {
                     continue;
                 }
-                if let Some(ns) = item
+                let namespace = item
                     .pointer("/metadata/namespace")
-                    .and_then(serde_json::Value::as_str)
-                    && !ns.is_empty()
+                    .and_then(Value::as_str)
+                    .filter(|ns| !ns.is_empty());
+                if let Some(ns) = namespace
                     && !report.namespaces.contains(ns)
                 {
                     report.namespaces.insert(ns.to_owned());
@@ -224,7 +247,19 @@ impl Lister<'_> {
                 if observed {
                     self.related.observe(&group_resource, &item);
                 }
-                items.push(item);
+                match text {
+                    Some((json, typed)) => texts.push(Item::Text {
+                        namespace: namespace.map(str::to_owned),
+                        name: item
+                            .pointer("/metadata/name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        json,
+                        typed,
+                    }),
+                    None => objects.push(item),
+                }
             }
             let next = page.metadata.continue_token.filter(|t| !t.is_empty());
             let remaining = if next.is_some() {
@@ -232,14 +267,16 @@ impl Lister<'_> {
             } else {
                 0
             };
-            let selected = items.len() as u64;
+            let selected = (objects.len() + texts.len()) as u64;
             self.progress
                 .page_listed(selected, remaining - remaining_reported);
             remaining_reported = remaining;
             report.selected += selected;
             if let Some(held) = held.as_deref_mut() {
-                held.extend(items);
-            } else if !items.is_empty() && !self.send(r, items).await {
+                held.extend(objects);
+            } else if (!objects.is_empty() && !self.send(r, objects).await)
+                || (!texts.is_empty() && !self.send_items(r, texts).await)
+            {
                 report.stopped = true;
                 return;
             }
@@ -257,6 +294,61 @@ struct List<'a> {
     path: &'a str,
     namespace: Option<&'a str>,
     selector: &'a str,
+}
+
+/// What the checks of a LIST item read, and its text when it is kept as text.
+struct Decoded {
+    /// The whole object, or (with `text`) its `apiVersion`, `kind` and `metadata`; with
+    /// `apiVersion` and `kind` set.
+    check: Value,
+    /// The item's JSON text and whether it holds the type already.
+    text: Option<(Box<RawValue>, bool)>,
+}
+
+/// The fields of an item the checks read.
+#[derive(Deserialize)]
+struct Head {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: Value,
+}
+
+/// Decodes one item of a LIST of `kind` at `api_version`: only its head when `as_text` (and it
+/// carries either no type or this one), the whole object otherwise.
+fn decode(
+    json: Box<RawValue>,
+    api_version: &str,
+    kind: &str,
+    as_text: bool,
+) -> serde_json::Result<Decoded> {
+    if as_text {
+        let head: Head = serde_json::from_str(json.get())?;
+        let typed =
+            head.api_version.as_deref() == Some(api_version) && head.kind.as_deref() == Some(kind);
+        if typed || (head.api_version.is_none() && head.kind.is_none()) {
+            let check = serde_json::json!({
+                "apiVersion": api_version,
+                "kind": kind,
+                "metadata": head.metadata,
+            });
+            return Ok(Decoded {
+                check,
+                text: Some((json, typed)),
+            });
+        }
+    }
+    let mut object: Value = serde_json::from_str(json.get())?;
+    if let Some(map) = object.as_object_mut() {
+        // Items of a LIST carry no type; the archive and the checks need it.
+        map.insert("apiVersion".to_owned(), api_version.into());
+        map.insert("kind".to_owned(), kind.into());
+    }
+    Ok(Decoded {
+        check: object,
+        text: None,
+    })
 }
 
 /// `ns/name`, or `name` for a cluster-scoped item: how `spec.orderedResources` names items.

@@ -586,7 +586,7 @@ async fn send(
         version: r.version.clone(),
         api_version: r.api_version(),
         kind: r.kind.clone(),
-        items,
+        items: sink::Item::objects(items),
     };
     // A closed channel means the archive task failed; its error is reported when it is joined.
     let _ = sender.send(batch).await;

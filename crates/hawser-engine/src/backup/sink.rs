@@ -1,6 +1,10 @@
 //! The archive side of a backup: one blocking task that receives pages of selected items
 //! through a bounded channel and writes them into a streaming [`ArchiveWriter`] whose bytes go
 //! straight to the storage location's upload.
+//!
+//! Most items arrive as the JSON text the API server sent ([`Item::Text`]): they are written as
+//! they are, with `apiVersion` and `kind` put in front when the LIST left them out, so that a
+//! page costs about its own size in memory and no item is encoded again.
 
 use hawser_core::archive::gzjson::ResourceList;
 use hawser_core::archive::{ArchiveStats, ArchiveWriteError, ArchiveWriter, ItemId, WriterOptions};
@@ -21,8 +25,49 @@ pub(crate) struct Batch {
     pub api_version: String,
     /// Kind of the items.
     pub kind: String,
-    /// The objects (with `apiVersion` and `kind` set).
-    pub items: Vec<serde_json::Value>,
+    /// The items.
+    pub items: Vec<Item>,
+}
+
+/// One item of a [`Batch`].
+#[derive(Debug)]
+pub(crate) enum Item {
+    /// An object with `apiVersion` and `kind` set.
+    Object(serde_json::Value),
+    /// An object as the API server sent it.
+    Text {
+        /// `metadata.namespace`, `None` for a cluster-scoped item.
+        namespace: Option<String>,
+        /// `metadata.name`.
+        name: String,
+        /// The object's JSON text.
+        json: Box<serde_json::value::RawValue>,
+        /// It has the batch's `apiVersion` and `kind` already (a custom resource's does).
+        typed: bool,
+    },
+}
+
+impl Item {
+    /// The items of `objects`.
+    pub(crate) fn objects(objects: Vec<serde_json::Value>) -> Vec<Self> {
+        objects.into_iter().map(Self::Object).collect()
+    }
+}
+
+/// `json` with `apiVersion` and `kind` put in front, into `out`.
+fn typed_text(out: &mut Vec<u8>, api_version: &str, kind: &str, json: &str) {
+    out.clear();
+    let json = json.trim();
+    let rest = json.strip_prefix('{').unwrap_or(json).trim_start();
+    out.extend_from_slice(b"{\"apiVersion\":");
+    // Strings always encode.
+    let _ = serde_json::to_writer(&mut *out, api_version);
+    out.extend_from_slice(b",\"kind\":");
+    let _ = serde_json::to_writer(&mut *out, kind);
+    if !rest.starts_with('}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(rest.as_bytes());
 }
 
 /// What the archive task reports when the archive is stored.
@@ -47,16 +92,44 @@ pub(crate) fn write_archive(
     let key = out.key().to_owned();
     let mut archive = ArchiveWriter::new(out, options).map_err(BackupError::Archive)?;
     let mut report = SinkReport::default();
+    let mut text = Vec::new();
     while let Some(batch) = batches.blocking_recv() {
         let mut written = 0u64;
         for item in &batch.items {
-            let namespace = str_at(item, "/metadata/namespace").filter(|ns| !ns.is_empty());
-            let name = str_at(item, "/metadata/name").unwrap_or_default();
-            let id = match namespace {
-                Some(ns) => ItemId::namespaced(&batch.group_resource, ns, name),
-                None => ItemId::cluster(&batch.group_resource, name),
+            let (namespace, name, result) = match item {
+                Item::Object(object) => {
+                    let namespace =
+                        str_at(object, "/metadata/namespace").filter(|ns| !ns.is_empty());
+                    let name = str_at(object, "/metadata/name").unwrap_or_default();
+                    let id = item_id(&batch.group_resource, namespace, name);
+                    (
+                        namespace,
+                        name,
+                        archive.write_item(&id, &batch.version, object),
+                    )
+                }
+                Item::Text {
+                    namespace,
+                    name,
+                    json,
+                    typed,
+                } => {
+                    let namespace = namespace.as_deref().filter(|ns| !ns.is_empty());
+                    let id = item_id(&batch.group_resource, namespace, name);
+                    let bytes = if *typed {
+                        json.get().as_bytes()
+                    } else {
+                        typed_text(&mut text, &batch.api_version, &batch.kind, json.get());
+                        &text
+                    };
+                    (
+                        namespace,
+                        name.as_str(),
+                        archive.write_item_json(&id, &batch.version, bytes),
+                    )
+                }
             };
-            match archive.write_item(&id, &batch.version, item) {
+            match result {
                 Ok(()) => {
                     report
                         .resource_list
@@ -90,6 +163,40 @@ pub(crate) fn write_archive(
     Ok(report)
 }
 
+fn item_id(group_resource: &str, namespace: Option<&str>, name: &str) -> ItemId {
+    match namespace {
+        Some(ns) => ItemId::namespaced(group_resource, ns, name),
+        None => ItemId::cluster(group_resource, name),
+    }
+}
+
 fn str_at<'a>(obj: &'a serde_json::Value, pointer: &str) -> Option<&'a str> {
     obj.pointer(pointer).and_then(serde_json::Value::as_str)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
+mod tests {
+    use super::typed_text;
+
+    #[test]
+    fn typed_text_puts_the_type_in_front_and_stays_json() {
+        let mut out = Vec::new();
+        for (json, expected) in [
+            (
+                r#"{"metadata":{"name":"a"},"data":{"k":"v"}}"#,
+                r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}"#,
+            ),
+            (" { } ", r#"{"apiVersion":"v1","kind":"ConfigMap"}"#),
+            (
+                "{ \"metadata\" : {} }",
+                r#"{"apiVersion":"v1","kind":"ConfigMap","metadata" : {} }"#,
+            ),
+        ] {
+            typed_text(&mut out, "v1", "ConfigMap", json);
+            assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
+            let parsed: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(parsed["kind"], "ConfigMap");
+        }
+    }
 }

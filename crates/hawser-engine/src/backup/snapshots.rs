@@ -304,7 +304,14 @@ impl Context<'_> {
         );
         let name = text(&wanted, "/metadata/name").to_owned();
         let snapshots = Collection::of(self.types.snapshots);
-        match request::create(client, &snapshots.path(Some(namespace)), &wanted, retry).await {
+        match request::create::<serde::de::IgnoredAny>(
+            client,
+            &snapshots.path(Some(namespace)),
+            &wanted,
+            retry,
+        )
+        .await
+        {
             Ok(_) => {}
             Err(e) if request::already_exists(&e) => {
                 // Taken up again: the snapshot made the first time, if it is this backup's.

@@ -152,14 +152,14 @@ pub(crate) const MERGE_PATCH: &str = "application/merge-patch+json";
 const JSON: &str = "application/json";
 
 /// A write of `body` to `path`, retried after 429 for up to `budget` (see the module docs).
-async fn write(
+async fn write<T: DeserializeOwned>(
     client: &Client,
     method: Method,
     path: &str,
     body: &Value,
     content_type: &str,
     budget: Duration,
-) -> Result<Value, kube::Error> {
+) -> Result<T, kube::Error> {
     let bytes = serde_json::to_vec(body).map_err(kube::Error::SerdeError)?;
     let request = http::Request::builder()
         .method(method)
@@ -183,13 +183,14 @@ pub(crate) async fn get(
     exchange(client, request, budget, Failure::is_transient).await
 }
 
-/// POST `obj` to the collection `path`, retried after 429 for up to `budget`.
-pub(crate) async fn create(
+/// POST `obj` to the collection `path`, retried after 429 for up to `budget`; the created
+/// object as `T` (`serde::de::IgnoredAny` when it is not wanted: checked as JSON, not kept).
+pub(crate) async fn create<T: DeserializeOwned>(
     client: &Client,
     path: &str,
     obj: &Value,
     budget: Duration,
-) -> Result<Value, kube::Error> {
+) -> Result<T, kube::Error> {
     write(client, Method::POST, path, obj, JSON, budget).await
 }
 
@@ -251,13 +252,13 @@ pub(crate) fn text(error: &kube::Error) -> String {
     }
 }
 
-/// One page of a LIST.
+/// One page of a LIST, its items as `T` (`Box<RawValue>`: their JSON text as sent).
 #[derive(Debug, Deserialize)]
-pub(crate) struct ListPage {
+pub(crate) struct ListPage<T = Value> {
     #[serde(default)]
     pub metadata: ListMeta,
-    #[serde(default)]
-    pub items: Vec<Value>,
+    #[serde(default = "Vec::new")]
+    pub items: Vec<T>,
 }
 
 /// The list metadata the engines read.
@@ -271,11 +272,11 @@ pub(crate) struct ListMeta {
 }
 
 /// One page of a LIST at `url` (built with [`page_url`]), retried as a read for up to `budget`.
-pub(crate) async fn get_page(
+pub(crate) async fn get_page<T: DeserializeOwned>(
     client: &Client,
     url: &str,
     budget: Duration,
-) -> Result<ListPage, kube::Error> {
+) -> Result<ListPage<T>, kube::Error> {
     let request = http::Request::get(url)
         .body(Vec::new())
         .map_err(kube::Error::HttpError)?;
@@ -293,7 +294,7 @@ pub(crate) async fn list_all(
     let mut token: Option<String> = None;
     loop {
         let url = page_url(path, page_size, "", token.as_deref());
-        let page = get_page(client, &url, budget).await?;
+        let page = get_page::<Value>(client, &url, budget).await?;
         items.extend(page.items);
         match page.metadata.continue_token.filter(|t| !t.is_empty()) {
             Some(next) => token = Some(next),

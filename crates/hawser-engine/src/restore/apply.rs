@@ -17,6 +17,7 @@ use hawser_core::restore::{
 use hawser_core::selection::related::PERSISTENT_VOLUMES;
 use hawser_core::selection::{Catalogue, NAMESPACES};
 use kube::Client;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use super::namespaces::Namespaces;
@@ -187,6 +188,7 @@ impl Restorer {
             path,
             location,
             object,
+            ..
         } = item;
         let source_ns = location.namespace.clone();
         let target_ns = source_ns
@@ -323,10 +325,23 @@ impl Restorer {
             }
         }
         let ns = t.namespace.as_deref();
-        match api::create(&self.client, &c.path(ns), &object, self.api_retry).await {
-            Ok(created) => {
+        let path = c.path(ns);
+        let created = match status {
+            // The created object is read only to put the status on it.
+            Some(status) => {
+                match api::create::<Value>(&self.client, &path, &object, self.api_retry).await {
+                    Ok(created) => Ok(Some((created, status))),
+                    Err(e) => Err(e),
+                }
+            }
+            None => api::create::<IgnoredAny>(&self.client, &path, &object, self.api_retry)
+                .await
+                .map(|_| None),
+        };
+        match created {
+            Ok(with_status) => {
                 self.touched(t);
-                if let Some(status) = status {
+                if let Some((created, status)) = with_status {
                     self.restore_status(&c, t, created, status).await;
                 }
                 self.record(t, ItemResult::Created);
@@ -351,7 +366,14 @@ impl Restorer {
             .resolve(VOLUME_SNAPSHOT_CONTENTS)
             .map(Collection::of)
             .ok_or_else(|| "the cluster serves no VolumeSnapshotContents".to_owned())?;
-        match api::create(&self.client, &contents.path(None), &content, self.api_retry).await {
+        match api::create::<IgnoredAny>(
+            &self.client,
+            &contents.path(None),
+            &content,
+            self.api_retry,
+        )
+        .await
+        {
             Ok(_) => Ok(()),
             Err(e) if api::already_exists(&e) => Ok(()),
             Err(e) => Err(format!(

@@ -36,7 +36,7 @@ pub enum RestoreError {
         source: Box<StoreError>,
     },
     /// The archive is unreadable as a whole (not gzip, a broken tar structure, too large, or
-    /// the download broke). Objects restored by earlier passes stay in the cluster.
+    /// the download broke). Nothing has been created.
     #[error("reading the backup archive `{key}`")]
     Archive {
         /// The archive's key.
@@ -45,6 +45,10 @@ pub enum RestoreError {
         #[source]
         source: ArchiveError,
     },
+    /// The items waiting for their turn could not be kept in, or read back from, the temporary
+    /// file (in `TMPDIR`).
+    #[error("keeping the archived items until their turn in a temporary file")]
+    Waiting(#[source] std::io::Error),
     /// The archive-reading task ended without a result.
     #[error("the archive reader stopped unexpectedly")]
     ReaderGone(#[source] tokio::task::JoinError),
@@ -60,6 +64,7 @@ impl RestoreError {
             Self::Discovery(_) => "DiscoveryFailed",
             Self::OpenArchive { .. } => "ArchiveUnavailable",
             Self::Archive { source, .. } => source.category(),
+            Self::Waiting(_) => "TemporaryFileFailed",
             Self::ReaderGone(_) => "ArchiveReaderStopped",
         }
     }

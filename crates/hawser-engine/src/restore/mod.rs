@@ -5,27 +5,25 @@
 //! 1. discovery (I/O): the preferred version of every served group → a [`Catalogue`](hawser_core::selection::Catalogue);
 //! 2. validate and plan (pure): a [`RestoreSelection`] from the spec; an invalid spec is
 //!    [`RestoreError::Validation`] with Velero's messages;
-//! 3. the checking pass (I/O, streamed): the archive is read once through the untrusted-input
-//!    checks of the archive reader without creating anything. It yields the types present and
-//!    the number of items to restore per type (after filters and skip rules), the archived
-//!    Namespace objects, and the rejected entries (a path escaping the archive, a link, an
-//!    oversized entry or extension header, an item that is not a JSON object, an item under a
-//!    directory that is not its type's canonical `resource.group` name, an item path found
-//!    twice), each of which becomes an error of the restore (the first
-//!    [`MAX_REJECTED`](scan::MAX_REJECTED) listed, the rest counted). An archive that is unreadable as a whole (not gzip, broken tar, a
-//!    decompression bomb) ends the run here with [`RestoreError::Archive`]: nothing has been
+//! 3. the checking pass (I/O, streamed, on a blocking thread): the archive is read once, the
+//!    only time it is read, through the untrusted-input checks of the archive reader, without
+//!    creating anything. It yields the types present and the number of items to restore per
+//!    type (after filters and skip rules), the archived Namespace objects, and the rejected
+//!    entries (a path escaping the archive, a link, an oversized entry or extension header, an
+//!    item that is not a JSON object, an item under a directory that is not its type's
+//!    canonical `resource.group` name, an item path found twice), each of which becomes an
+//!    error of the restore (the first [`MAX_REJECTED`](scan::MAX_REJECTED) listed, the rest
+//!    counted). The items to restore wait for their turn as the JSON text they were read as,
+//!    in memory within [`RestoreOptions::look_ahead_bytes`] and in an unnamed temporary file
+//!    beyond it ([`spill`]). An archive that is unreadable as a whole (not gzip, broken tar, a
+//!    decompression bomb), or items that cannot be kept, end the run here: nothing has been
 //!    created;
 //! 4. the walk (pure order, I/O act): CRDs, then Velero's high priorities in order, then the
-//!    other types alphabetically, then the low priorities ([`restore_order`]). The archive is
-//!    never downloaded whole, neither to memory nor to disk: it is streamed again for each
-//!    type that is not yet in memory. Such a pass restores that type straight from the
-//!    stream, and keeps the items of the types that come after it in the walk, up to
-//!    [`RestoreOptions::look_ahead_bytes`]; those types are then restored from memory, in
-//!    order, and a type whose items did not all fit is streamed by a later pass. A backup
-//!    whose items fit in the look-ahead budget is restored with two passes (the checking pass
-//!    and one more); memory is bounded by the budget and the channel, never by the archive.
-//!    After the CRDs, each created or updated CRD is waited on until `Established` and
-//!    discovery is refreshed, so that custom resources find their type;
+//!    other types alphabetically, then the low priorities ([`restore_order`]). Each type's
+//!    items are read back on a blocking thread, parsed and restored as they come. Memory is
+//!    bounded by the budget and the channel, never by the archive. After the CRDs, each
+//!    created or updated CRD is waited on until `Established` and discovery is refreshed, so
+//!    that custom resources find their type;
 //! 5. per item: the identity check (the archive path decides an item's type, namespace and
 //!    name; an object whose `kind`, `metadata.namespace` or `metadata.name` says otherwise is
 //!    an error naming the entry, and nothing is created for it), namespace mapping (the target
@@ -49,6 +47,7 @@ mod error;
 mod namespaces;
 mod results;
 mod scan;
+mod spill;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::RandomState;
@@ -81,15 +80,16 @@ pub use results::Progress;
 use apply::Restorer;
 use namespaces::Namespaces;
 use results::{Report, Scope};
-use scan::{Buffered, Checks, PassPlan, PassReport};
+use scan::{Checks, PassError, PassReport};
+use spill::{TypeReader, Waiting};
 
 /// How a restore runs. `RestoreOptions::default()` is what the server uses.
 #[derive(Clone)]
 pub struct RestoreOptions {
     /// Items of one type created at the same time; default 8.
     pub concurrency: usize,
-    /// Estimated bytes of archived items kept in memory for the types after the one being
-    /// streamed; default 64 MiB.
+    /// Bytes of archived items (their JSON text) kept in memory between the checking pass and
+    /// their restore; the others wait in a temporary file. Default 16 MiB.
     pub look_ahead_bytes: u64,
     /// Limits of the archive reader (entry and extension-header size, items, total
     /// decompressed size).
@@ -115,7 +115,7 @@ impl Default for RestoreOptions {
     fn default() -> Self {
         Self {
             concurrency: 8,
-            look_ahead_bytes: 64 << 20,
+            look_ahead_bytes: 16 << 20,
             reader: ReaderOptions::default(),
             priorities: Priorities::default(),
             crd_ready_timeout: Duration::from_secs(60),
@@ -148,7 +148,8 @@ impl RestoreOptions {
         self
     }
 
-    /// Sets the look-ahead budget (0 streams every type in its own pass).
+    /// Sets the memory budget of the items waiting for their turn (0 keeps them all in the
+    /// temporary file).
     #[must_use]
     pub fn with_look_ahead_bytes(mut self, bytes: u64) -> Self {
         self.look_ahead_bytes = bytes;
@@ -221,8 +222,9 @@ pub struct RestoreOutcome {
     pub items_restored: u64,
     /// Warnings and errors, as stored in the results file.
     pub results: Results,
-    /// Passes over the archive, the checking pass included.
-    pub archive_passes: u32,
+    /// Bytes of items that waited for their turn in the temporary file (the rest waited in
+    /// memory).
+    pub spilled_bytes: u64,
     /// Artifacts that could not be stored (key and reason).
     pub upload_errors: Vec<String>,
     /// Why the restore failed (only for `Failed` and `FailedValidation`).
@@ -258,7 +260,7 @@ impl RestoreOutcome {
             completed,
             items_restored: 0,
             results: Results::default(),
-            archive_passes: 0,
+            spilled_bytes: 0,
             upload_errors: Vec::new(),
             failure_reason: Some(error.full_message()),
             validation_errors: match error {
@@ -355,63 +357,61 @@ pub fn validate_spec(
     hawser_core::restore::validate(&RestoreFilters::from(&restore.spec), catalogue)
 }
 
-/// One run's fixed inputs for the archive passes.
-struct Passes<'a> {
-    location: &'a Location,
-    key: String,
-    reader: ReaderOptions,
-    count: u32,
+/// The checking pass over the archive at `key` (see the module docs): its report, and the
+/// items to restore waiting in a [`Waiting`] of `budget` bytes.
+async fn check_archive(
+    location: &Location,
+    key: &str,
+    options: ReaderOptions,
     checks: Arc<Checks>,
-    /// Paths the checking pass found more than once.
-    duplicates: Arc<HashSet<u64>>,
-}
-
-impl Passes<'_> {
-    /// Streams the archive once: `stream` is restored as it is read, `look_ahead` types are
-    /// kept within `budget`.
-    async fn pass(
-        &mut self,
-        restorer: &Restorer,
-        first: bool,
-        stream: Option<&str>,
-        look_ahead: BTreeSet<String>,
-        budget: u64,
-    ) -> Result<PassReport, RestoreError> {
-        self.count += 1;
-        let reader = self
-            .location
-            .blocking_reader(&self.key)
+    budget: u64,
+) -> Result<(PassReport, Waiting), RestoreError> {
+    let reader =
+        location
+            .blocking_reader(key)
             .await
             .map_err(|source| RestoreError::OpenArchive {
-                key: self.key.clone(),
+                key: key.to_owned(),
                 source: Box::new(source),
             })?;
-        let (sender, mut receiver) = mpsc::channel(restorer.concurrency.max(1) * 2);
-        let plan = PassPlan {
-            first,
-            stream: stream.map(|gr| (gr.to_owned(), sender)),
-            look_ahead,
-            budget,
-            duplicates: self.duplicates.clone(),
-        };
-        let checks = self.checks.clone();
-        let options = self.reader;
-        let span = tracing::Span::current();
-        let task = tokio::task::spawn_blocking(move || {
-            let _entered = span.enter();
-            scan::run_pass(reader, options, &checks, plan)
-        });
-        if let Some(gr) = stream {
-            let items = futures::stream::poll_fn(|cx| receiver.poll_recv(cx));
-            restorer.restore_type(gr, items).await;
-        }
-        task.await
-            .map_err(RestoreError::ReaderGone)?
-            .map_err(|source| RestoreError::Archive {
-                key: self.key.clone(),
-                source,
-            })
-    }
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        let mut waiting = Waiting::new(budget);
+        scan::run_pass(reader, options, &checks, &mut waiting).map(|report| (report, waiting))
+    })
+    .await
+    .map_err(RestoreError::ReaderGone)?
+    .map_err(|e| match e {
+        PassError::Archive(source) => RestoreError::Archive {
+            key: key.to_owned(),
+            source,
+        },
+        PassError::Keep(source) => RestoreError::Waiting(source),
+    })
+}
+
+/// Restores the waiting items of `gr`, read back and parsed on a blocking thread as the
+/// restore takes them (the copies of `duplicates` left out).
+async fn restore_waiting(
+    restorer: &Restorer,
+    gr: &str,
+    items: TypeReader,
+    duplicates: Arc<HashSet<u64>>,
+) -> Result<(), RestoreError> {
+    let (sender, mut receiver) = mpsc::channel(restorer.concurrency.max(1) * 2);
+    let span = tracing::Span::current();
+    let task = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        scan::read_back(items, &duplicates, |item| {
+            sender.blocking_send(item).is_ok()
+        })
+    });
+    let items = futures::stream::poll_fn(|cx| receiver.poll_recv(cx));
+    restorer.restore_type(gr, items).await;
+    task.await
+        .map_err(RestoreError::ReaderGone)?
+        .map_err(RestoreError::Waiting)
 }
 
 async fn run_named(
@@ -457,20 +457,17 @@ async fn run_named(
         snapshots: BTreeMap::new(),
         crds_touched: Mutex::default(),
     };
-    let mut passes = Passes {
+    let key = layout.backup_contents(&backup_name);
+    let (mut checked, mut waiting) = check_archive(
         location,
-        key: layout.backup_contents(&backup_name),
-        reader: options.reader,
-        count: 0,
+        &key,
+        options.reader,
         checks,
-        duplicates: Arc::default(),
-    };
-
-    let mut checked = passes
-        .pass(&restorer, true, None, BTreeSet::new(), 0)
-        .await?;
+        options.look_ahead_bytes,
+    )
+    .await?;
     report_checking_pass(&restorer, &checked);
-    passes.duplicates = Arc::new(std::mem::take(&mut checked.duplicates));
+    let duplicates = Arc::new(std::mem::take(&mut checked.duplicates));
     restorer.namespaces = Namespaces::new(checked.namespaces, options.terminating_timeout);
     restorer.reprovisioned_pvs = std::mem::take(&mut checked.reprovisioned_pvs);
     // `restorePVs: false`: the claims and volumes come back as archived objects only.
@@ -484,28 +481,16 @@ async fn run_named(
         .map(|(_, n)| n)
         .sum();
     report.add_total(to_restore);
+    let spilled_bytes = waiting.spilled_bytes();
+    if spilled_bytes > 0 {
+        report.info(&format!(
+            "{spilled_bytes} bytes of items wait for their turn in a temporary file"
+        ));
+    }
     let resolved = options.priorities.resolve(&restorer.catalogue);
     let order = restore_order(checked.counts.keys().map(String::as_str), &resolved);
-
-    let mut memory: BTreeMap<String, Buffered> = BTreeMap::new();
-    for (i, (tier, gr)) in order.iter().enumerate() {
-        if let Some(kept) = memory.remove(gr) {
-            restorer
-                .restore_type(gr, futures::stream::iter(kept.items))
-                .await;
-        } else {
-            let look_ahead: BTreeSet<String> = order[i + 1..]
-                .iter()
-                .map(|(_, t)| t.clone())
-                .filter(|t| !memory.contains_key(t))
-                .collect();
-            let held: u64 = memory.values().map(|b| b.bytes).sum();
-            let budget = options.look_ahead_bytes.saturating_sub(held);
-            let found = passes
-                .pass(&restorer, false, Some(gr), look_ahead, budget)
-                .await?;
-            memory.extend(found.buffered);
-        }
+    for (tier, gr) in &order {
+        restore_waiting(&restorer, gr, waiting.take(gr), duplicates.clone()).await?;
         if *tier == Tier::Crds {
             wait_for_crds(&restorer, options.crd_ready_timeout).await;
             restorer.catalogue = crate::cluster::catalogue(&restorer.client)
@@ -513,6 +498,7 @@ async fn run_named(
                 .map_err(RestoreError::Discovery)?;
         }
     }
+    drop(waiting);
 
     let items_restored = report.finish_progress();
     let phase = if report.error_count() > 0 {
@@ -521,8 +507,7 @@ async fn run_named(
         RestorePhase::Completed
     };
     report.info(&format!(
-        "Restore finished: {items_restored} items, {} archive passes, phase {phase}",
-        passes.count
+        "Restore finished: {items_restored} items, phase {phase}"
     ));
     let (results, restored, log) = report.take();
     let mut upload_errors = Vec::new();
@@ -565,7 +550,7 @@ async fn run_named(
         completed: options.clock.now(),
         items_restored,
         results,
-        archive_passes: passes.count,
+        spilled_bytes,
         upload_errors,
         failure_reason: None,
         validation_errors: Vec::new(),

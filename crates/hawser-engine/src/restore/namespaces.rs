@@ -62,7 +62,14 @@ impl Namespaces {
             Err(e) => return Err(format!("reading namespace {target}: {}", api::text(&e))),
         }
         let obj = namespace_object(target, self.archived.get(source), &r.clean_context());
-        match api::create(&r.client, "/api/v1/namespaces", &obj, r.api_retry).await {
+        match api::create::<serde::de::IgnoredAny>(
+            &r.client,
+            "/api/v1/namespaces",
+            &obj,
+            r.api_retry,
+        )
+        .await
+        {
             Ok(_) => {
                 r.report.add_total(1);
                 r.report

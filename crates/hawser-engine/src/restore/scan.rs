@@ -1,34 +1,33 @@
-//! One pass over the archive, on a blocking thread: entries are read with the untrusted-input
-//! checks of [`ArchiveReader`], items under a directory that is not a type's canonical name
-//! and items whose path occurs more than once are refused, items that the restore does not
-//! restore (filters, skip rules) are dropped, the streamed type's items go to the async side
-//! through a bounded channel, and items of the look-ahead types are kept within a byte budget.
+//! The checking pass over the archive, on a blocking thread, the only time the archive is
+//! read: entries are read with the untrusted-input checks of [`ArchiveReader`], items under a
+//! directory that is not a type's canonical name and items whose path occurs more than once
+//! are refused, items that the restore does not restore (filters, skip rules) are dropped, and
+//! the others are kept in [`Waiting`] until their type's turn.
 //!
-//! What the checking pass keeps is bounded too: the archived Namespace objects that pass the
+//! What the pass keeps besides is bounded too: the archived Namespace objects that pass the
 //! namespace filter, reduced to what a target namespace is built from, within
 //! [`NAMESPACE_BUDGET`]; the first [`MAX_REJECTED`] rejected entries (escaped and cut to
 //! [`MAX_MESSAGE_BYTES`]) and a count of the rest; one keyed 64-bit hash per item path (the
 //! reader caps the number of items) to find duplicates.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::io::Read;
-use std::sync::Arc;
 
 use hawser_core::archive::{ArchiveError, ArchiveItem, ArchiveReader, ItemPath, ReadError};
 use hawser_core::errors::{MAX_MESSAGE_BYTES, chain_text, printable};
 use hawser_core::restore::{ArchiveTypes, ItemSkip, RestoreSelection, skip_reason};
 use hawser_core::selection::NAMESPACES;
 use serde_json::Value;
-use tokio::sync::mpsc;
+
+use super::spill::Waiting;
 
 /// Rejected entries kept as messages; the rest are only counted.
 pub(crate) const MAX_REJECTED: usize = 1000;
 /// Estimated bytes of archived Namespace objects kept by the checking pass.
 pub(crate) const NAMESPACE_BUDGET: u64 = 8 << 20;
 
-/// What every pass checks items against; the same for all passes of a restore, so that they
-/// all refuse the same entries.
+/// What the items of the archive are checked against.
 pub(crate) struct Checks {
     pub selection: RestoreSelection,
     /// The canonical type names of the cluster as the restore started.
@@ -43,27 +42,13 @@ impl Checks {
     }
 }
 
-/// What one pass does.
-pub(crate) struct PassPlan {
-    /// The first pass: collect the per-type counts, the skipped items, the archived Namespace
-    /// objects, the rejected entries and the duplicated paths (later passes see the same
-    /// archive and ignore them).
-    pub first: bool,
-    /// The type whose items are sent to `stream` as they are read.
-    pub stream: Option<(String, mpsc::Sender<ArchiveItem>)>,
-    /// Types whose items are kept in memory.
-    pub look_ahead: BTreeSet<String>,
-    /// Bytes (estimated) the kept items may take.
-    pub budget: u64,
-    /// Hashes of the item paths that occur more than once (from the checking pass).
-    pub duplicates: Arc<HashSet<u64>>,
-}
-
-/// Items of one type kept in memory, and their estimated size.
-#[derive(Debug, Default)]
-pub(crate) struct Buffered {
-    pub bytes: u64,
-    pub items: Vec<ArchiveItem>,
+/// Why the checking pass ended without a report.
+#[derive(Debug)]
+pub(crate) enum PassError {
+    /// The archive is unreadable as a whole.
+    Archive(ArchiveError),
+    /// An item could not be kept (the temporary file).
+    Keep(std::io::Error),
 }
 
 /// A rejected entry: the source namespace of its path (when it has one) and the message.
@@ -73,28 +58,26 @@ pub(crate) struct Rejected {
     pub message: String,
 }
 
-/// What a pass found.
+/// What the checking pass found.
 #[derive(Debug, Default)]
 pub(crate) struct PassReport {
-    /// Look-ahead types whose items were all kept.
-    pub buffered: BTreeMap<String, Buffered>,
-    /// Items to restore, per type (first pass only).
+    /// Items to restore (kept in [`Waiting`]), per type.
     pub counts: BTreeMap<String, u64>,
-    /// Items skipped by a skip rule, per type and reason (first pass only).
+    /// Items skipped by a skip rule, per type and reason.
     pub skipped: BTreeMap<(String, &'static str), u64>,
-    /// Names of the PersistentVolumes skipped for dynamic re-provisioning (first pass only).
+    /// Names of the PersistentVolumes skipped for dynamic re-provisioning.
     pub reprovisioned_pvs: BTreeSet<String>,
     /// The archived CSI snapshots of claims that are restored: (source namespace, claim) →
-    /// VolumeSnapshot name (first pass only).
+    /// VolumeSnapshot name.
     pub snapshots: BTreeMap<(String, String), String>,
     /// The archived Namespace objects by name, reduced to labels, annotations and spec (first
     /// pass only).
     pub namespaces: BTreeMap<String, Value>,
-    /// The first [`MAX_REJECTED`] rejected entries (first pass only).
+    /// The first [`MAX_REJECTED`] rejected entries.
     pub rejected: Vec<Rejected>,
     /// Rejected entries beyond those.
     pub rejected_more: u64,
-    /// Hashes of the duplicated item paths (first pass only).
+    /// Hashes of the duplicated item paths: their kept copies are not restored.
     pub duplicates: HashSet<u64>,
     /// Contents of `metadata/version`.
     pub format_version: Option<String>,
@@ -161,60 +144,52 @@ fn dropped(selection: &RestoreSelection, item: &ArchiveItem) -> Option<Drop> {
     skip_reason(gr, &item.object).map(Drop::Skipped)
 }
 
-/// Reads the whole archive from `reader` once (see the module docs). A fatal archive error
-/// ends the pass with that error.
+/// Reads the whole archive from `reader` (see the module docs), keeping the items to restore
+/// in `waiting`. A fatal archive error ends the pass with that error.
 pub(crate) fn run_pass<R: Read>(
     reader: R,
     options: hawser_core::archive::ReaderOptions,
     checks: &Checks,
-    plan: PassPlan,
-) -> Result<PassReport, ArchiveError> {
+    waiting: &mut Waiting,
+) -> Result<PassReport, PassError> {
     let selection = &checks.selection;
     let mut archive = ArchiveReader::new(reader, options);
-    let mut items = archive.items()?;
+    let mut items = archive.items().map_err(PassError::Archive)?;
     let mut report = PassReport::default();
-    let mut overflowed: BTreeSet<String> = BTreeSet::new();
-    let mut used: u64 = 0;
-    let mut stream = plan.stream;
-    let mut seen: HashSet<u64> = HashSet::new();
+    // Path hash → whether its first copy was kept.
+    let mut seen: HashMap<u64, bool> = HashMap::new();
     let mut namespaces: BTreeMap<String, (u64, Value)> = BTreeMap::new();
     let mut namespace_bytes: u64 = 0;
     for next in items.by_ref() {
         let item = match next {
             Ok(item) => item,
-            Err(ReadError::Fatal(e)) => return Err(e),
+            Err(ReadError::Fatal(e)) => return Err(PassError::Archive(e)),
             Err(ReadError::Entry(e)) => {
-                if plan.first {
-                    report.reject(&e.path, &chain_text(&e));
-                }
+                report.reject(&e.path, &chain_text(&e));
                 continue;
             }
         };
-        let gr = item.location.group_resource.clone();
-        if let Err(e) = checks.types.check(&gr) {
-            if plan.first {
-                let message = format!("archive entry {:?} rejected: {e}", item.path);
-                report.reject(&item.path, &message);
-            }
+        let gr = item.location.group_resource.as_str();
+        if let Err(e) = checks.types.check(gr) {
+            let message = format!("archive entry {:?} rejected: {e}", item.path);
+            report.reject(&item.path, &message);
             continue;
         }
         let key = checks.key(&item.path);
-        if plan.first {
-            if !seen.insert(key) {
-                if report.duplicates.insert(key) {
-                    let message = format!(
-                        "archive entry {:?} rejected: the archive holds it more than once; none of its copies is restored",
-                        item.path
-                    );
-                    report.reject(&item.path, &message);
+        if let Some(kept) = seen.get_mut(&key) {
+            if report.duplicates.insert(key) {
+                let message = format!(
+                    "archive entry {:?} rejected: the archive holds it more than once; none of its copies is restored",
+                    item.path
+                );
+                report.reject(&item.path, &message);
+                if std::mem::take(kept) {
+                    uncount(&mut report.counts, gr);
                 }
-                continue;
             }
-        } else if plan.duplicates.contains(&key) {
             continue;
         }
-        if plan.first
-            && gr == NAMESPACES
+        if gr == NAMESPACES
             && item.location.namespace.is_none()
             && selection.namespace_included(&item.location.name)
         {
@@ -231,59 +206,40 @@ pub(crate) fn run_pass<R: Read>(
                 namespaces.insert(item.location.name.clone(), (key, kept));
             }
         }
-        match dropped(selection, &item) {
-            Some(Drop::Filtered) => continue,
+        let keep = match dropped(selection, &item) {
+            Some(Drop::Filtered) => false,
             Some(Drop::Skipped(why)) => {
-                if plan.first {
-                    if why == ItemSkip::DynamicallyReprovisioned {
-                        report.reprovisioned_pvs.insert(item.location.name.clone());
-                    }
-                    *report.skipped.entry((gr, why.as_str())).or_default() += 1;
+                if why == ItemSkip::DynamicallyReprovisioned {
+                    report.reprovisioned_pvs.insert(item.location.name.clone());
                 }
-                continue;
+                *report
+                    .skipped
+                    .entry((gr.to_owned(), why.as_str()))
+                    .or_default() += 1;
+                false
             }
-            None => {}
+            None => true,
+        };
+        seen.insert(key, keep);
+        if !keep {
+            continue;
         }
-        if plan.first {
-            *report.counts.entry(gr.clone()).or_default() += 1;
-            if gr == hawser_core::csi::VOLUME_SNAPSHOTS
-                && let (Some(ns), Some(claim)) = (
-                    &item.location.namespace,
-                    item.object
-                        .pointer("/spec/source/persistentVolumeClaimName")
-                        .and_then(Value::as_str),
-                )
-            {
-                report
-                    .snapshots
-                    .insert((ns.clone(), claim.to_owned()), item.location.name.clone());
-            }
-        }
-        if let Some((streamed, sender)) = &stream
-            && *streamed == gr
+        *report.counts.entry(gr.to_owned()).or_default() += 1;
+        if gr == hawser_core::csi::VOLUME_SNAPSHOTS
+            && let (Some(ns), Some(claim)) = (
+                &item.location.namespace,
+                item.object
+                    .pointer("/spec/source/persistentVolumeClaimName")
+                    .and_then(Value::as_str),
+            )
         {
-            if sender.blocking_send(item).is_err() {
-                // The restoring side stopped; nothing more is wanted from this pass.
-                stream = None;
-            }
-            continue;
+            report
+                .snapshots
+                .insert((ns.clone(), claim.to_owned()), item.location.name.clone());
         }
-        if !plan.look_ahead.contains(&gr) || overflowed.contains(&gr) {
-            continue;
-        }
-        let size = estimated_size(&item.object) + 2 * item.path.len() as u64;
-        if used + size > plan.budget {
-            // This type does not fit: a later pass restores it; free what it held.
-            overflowed.insert(gr.clone());
-            if let Some(b) = report.buffered.remove(&gr) {
-                used -= b.bytes;
-            }
-            continue;
-        }
-        used += size;
-        let b = report.buffered.entry(gr).or_default();
-        b.bytes += size;
-        b.items.push(item);
+        waiting
+            .push(gr, key, &item.path, &item.bytes)
+            .map_err(PassError::Keep)?;
     }
     report.format_version = items.format_version().map(str::to_owned);
     // A duplicated Namespace object is used in none of its versions.
@@ -293,6 +249,57 @@ pub(crate) fn run_pass<R: Read>(
         .map(|(name, (_, object))| (name, object))
         .collect();
     Ok(report)
+}
+
+/// One item fewer of `gr` to restore.
+fn uncount(counts: &mut BTreeMap<String, u64>, gr: &str) {
+    if let Some(n) = counts.get_mut(gr) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(gr);
+        }
+    }
+}
+
+/// Reads the kept items of `gr` back from `reader` (skipping the copies of duplicated paths)
+/// and hands each to `send` until it returns `false`.
+///
+/// # Errors
+/// The temporary file could not be read, or holds what was not written.
+pub(crate) fn read_back(
+    reader: super::spill::TypeReader,
+    duplicates: &HashSet<u64>,
+    mut send: impl FnMut(ArchiveItem) -> bool,
+) -> std::io::Result<()> {
+    let mut failure = None;
+    reader.read(|record| {
+        if duplicates.contains(&record.key) {
+            return true;
+        }
+        let item = ItemPath::parse(record.path)
+            .map_err(|e| e.to_string())
+            .and_then(|location| {
+                let bytes = record.json.to_vec();
+                let object = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+                Ok(ArchiveItem {
+                    path: record.path.to_owned(),
+                    location,
+                    object,
+                    bytes,
+                })
+            });
+        match item {
+            Ok(item) => send(item),
+            Err(e) => {
+                failure = Some(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("a kept item of {:?} no longer parses: {e}", record.path),
+                ));
+                false
+            }
+        }
+    })?;
+    failure.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
@@ -364,114 +371,74 @@ mod tests {
         }
     }
 
-    fn names(items: &[ArchiveItem]) -> Vec<&str> {
-        items.iter().map(|i| i.location.name.as_str()).collect()
+    /// The kept items of `gr`, read back.
+    fn kept(waiting: &mut Waiting, report: &PassReport, gr: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        read_back(waiting.take(gr), &report.duplicates, |item| {
+            names.push(item.location.name);
+            true
+        })
+        .unwrap();
+        names
+    }
+
+    fn pass(bytes: Vec<u8>, checks: &Checks, budget: u64) -> (PassReport, Waiting) {
+        let mut waiting = Waiting::new(budget);
+        let report = run_pass(
+            Cursor::new(bytes),
+            ReaderOptions::default(),
+            checks,
+            &mut waiting,
+        )
+        .unwrap();
+        (report, waiting)
     }
 
     #[test]
-    fn checking_pass_counts_skips_and_keeps_namespaces_without_buffering() {
-        let plan = PassPlan {
-            first: true,
-            stream: None,
-            look_ahead: BTreeSet::new(),
-            budget: u64::MAX,
-            duplicates: Arc::default(),
-        };
-        let report = run_pass(
-            Cursor::new(archive()),
-            ReaderOptions::default(),
-            &checks(),
-            plan,
-        )
-        .unwrap();
-        let counts: Vec<(&str, u64)> = report
-            .counts
-            .iter()
-            .map(|(k, v)| (k.as_str(), *v))
-            .collect();
-        assert_eq!(
-            counts,
-            [
-                ("configmaps", 3),
-                ("namespaces", 1),
-                ("secrets", 2),
-                ("services", 1)
-            ]
-        );
-        assert_eq!(report.skipped[&("pods".to_owned(), "finished_pod")], 1);
-        assert!(report.namespaces.contains_key("shop"));
-        assert!(report.buffered.is_empty());
-        assert_eq!(report.format_version.as_deref(), Some("1.1.0"));
-    }
-
-    #[test]
-    fn streamed_type_goes_to_the_channel_and_look_ahead_keeps_what_fits() {
-        let (sender, mut receiver) = mpsc::channel(16);
-        let plan = PassPlan {
-            first: false,
-            stream: Some(("configmaps".to_owned(), sender)),
-            look_ahead: ["secrets", "services"].map(str::to_owned).into(),
-            budget: 4_000,
-            duplicates: Arc::default(),
-        };
-        let report = run_pass(
-            Cursor::new(archive()),
-            ReaderOptions::default(),
-            &checks(),
-            plan,
-        )
-        .unwrap();
-        let mut streamed = Vec::new();
-        while let Ok(item) = receiver.try_recv() {
-            streamed.push(item);
+    fn the_pass_counts_skips_keeps_namespaces_and_every_item_to_restore() {
+        for budget in [0, u64::MAX] {
+            let (report, mut waiting) = pass(archive(), &checks(), budget);
+            let counts: Vec<(&str, u64)> = report
+                .counts
+                .iter()
+                .map(|(k, v)| (k.as_str(), *v))
+                .collect();
+            assert_eq!(
+                counts,
+                [
+                    ("configmaps", 3),
+                    ("namespaces", 1),
+                    ("secrets", 2),
+                    ("services", 1)
+                ]
+            );
+            assert_eq!(report.skipped[&("pods".to_owned(), "finished_pod")], 1);
+            assert!(report.namespaces.contains_key("shop"));
+            assert_eq!(report.format_version.as_deref(), Some("1.1.0"));
+            assert_eq!(waiting.spilled_bytes() > 0, budget == 0);
+            // Per type, in archive order, whether from memory or from the file.
+            assert_eq!(kept(&mut waiting, &report, "configmaps"), ["a", "b", "c"]);
+            assert_eq!(kept(&mut waiting, &report, "secrets"), ["s1", "s2"]);
+            assert_eq!(kept(&mut waiting, &report, "services"), ["big"]);
+            assert!(kept(&mut waiting, &report, "pods").is_empty(), "skipped");
         }
-        assert_eq!(names(&streamed), ["a", "b", "c"]);
-        // The secrets fit; the Service does not, so a later pass streams it.
-        let kept: Vec<&str> = report.buffered.keys().map(String::as_str).collect();
-        assert_eq!(kept, ["secrets"]);
-        assert_eq!(names(&report.buffered["secrets"].items), ["s1", "s2"]);
-        assert!(report.counts.is_empty(), "only the checking pass counts");
-    }
-
-    #[test]
-    fn a_type_that_overflows_midway_is_dropped_whole() {
-        let plan = PassPlan {
-            first: false,
-            stream: None,
-            look_ahead: ["configmaps"].map(str::to_owned).into(),
-            // Room for about two of the three ConfigMaps.
-            budget: 2 * estimated_size(&json!({"metadata": {"name": "a", "namespace": "shop"}}))
-                + 10,
-            duplicates: Arc::default(),
-        };
-        let report = run_pass(
-            Cursor::new(archive()),
-            ReaderOptions::default(),
-            &checks(),
-            plan,
-        )
-        .unwrap();
-        assert!(report.buffered.is_empty(), "{:?}", report.buffered.keys());
     }
 
     #[test]
     fn a_corrupt_stream_is_fatal() {
         let mut bytes = archive();
         bytes.truncate(bytes.len() / 2);
-        let plan = PassPlan {
-            first: true,
-            stream: None,
-            look_ahead: BTreeSet::new(),
-            budget: 0,
-            duplicates: Arc::default(),
-        };
+        let mut waiting = Waiting::new(0);
         let err = run_pass(
             Cursor::new(bytes),
             ReaderOptions::default(),
             &checks(),
-            plan,
+            &mut waiting,
         )
         .unwrap_err();
+        let PassError::Archive(err) = err else {
+            panic!("{err:?}")
+        };
         assert_eq!(err.category(), "ArchiveCorrupt");
     }
 
@@ -523,14 +490,7 @@ mod tests {
     }
 
     fn first_pass(bytes: Vec<u8>, checks: &Checks) -> PassReport {
-        let plan = PassPlan {
-            first: true,
-            stream: None,
-            look_ahead: BTreeSet::new(),
-            budget: 0,
-            duplicates: Arc::default(),
-        };
-        run_pass(Cursor::new(bytes), ReaderOptions::default(), checks, plan).unwrap()
+        pass(bytes, checks, u64::MAX).0
     }
 
     fn obj(name: &str) -> Value {
@@ -563,39 +523,24 @@ mod tests {
     }
 
     #[test]
-    fn a_duplicated_path_is_rejected_once_and_dropped_by_every_pass_whatever_the_budget() {
+    fn a_duplicated_path_is_rejected_once_and_none_of_its_copies_comes_back_whatever_the_budget() {
         let checks = checks_for(json!({}));
         let bytes = hand(&[
             ("resources/configmaps/namespaces/web/a.json", obj("a")),
             ("resources/configmaps/namespaces/web/dup.json", obj("dup")),
             ("resources/configmaps/namespaces/web/dup.json", obj("dup")),
             ("resources/configmaps/namespaces/web/dup.json", obj("dup")),
+            ("resources/secrets/namespaces/web/s.json", obj("s")),
+            ("resources/secrets/namespaces/web/s.json", obj("s")),
         ]);
-        let report = first_pass(bytes.clone(), &checks);
-        assert_eq!(report.rejected.len(), 1, "{:?}", report.rejected);
-        assert!(report.rejected[0].message.contains("more than once"));
-        let duplicates = Arc::new(report.duplicates);
         for budget in [0, u64::MAX] {
-            let (sender, mut receiver) = mpsc::channel(16);
-            let plan = PassPlan {
-                first: false,
-                stream: Some(("configmaps".to_owned(), sender)),
-                look_ahead: BTreeSet::new(),
-                budget,
-                duplicates: duplicates.clone(),
-            };
-            run_pass(
-                Cursor::new(bytes.clone()),
-                ReaderOptions::default(),
-                &checks,
-                plan,
-            )
-            .unwrap();
-            let mut streamed = Vec::new();
-            while let Ok(item) = receiver.try_recv() {
-                streamed.push(item);
-            }
-            assert_eq!(names(&streamed), ["a"]);
+            let (report, mut waiting) = pass(bytes.clone(), &checks, budget);
+            assert_eq!(report.rejected.len(), 2, "{:?}", report.rejected);
+            assert!(report.rejected[0].message.contains("more than once"));
+            assert_eq!(report.counts.get("configmaps"), Some(&1));
+            assert_eq!(report.counts.get("secrets"), None, "no copy is restored");
+            assert_eq!(kept(&mut waiting, &report, "configmaps"), ["a"]);
+            assert!(kept(&mut waiting, &report, "secrets").is_empty());
         }
     }
 
