@@ -3,8 +3,9 @@
 //!
 //! - [`backup`]: discovery → paged LISTs → one streaming archive → upload, with results, the
 //!   resource list and the log;
-//! - [`restore`]: a checking pass over the untrusted archive → ordered streaming passes →
-//!   cleaning → create or the existing-object policy, with results and the log;
+//! - [`restore`]: one checking pass over the untrusted archive, the items to restore waiting
+//!   per type → the ordered walk → cleaning → create or the existing-object policy, with
+//!   results and the log;
 //! - [`cluster`]: the one Kubernetes adapter both use (paths, raw requests, paged LISTs,
 //!   discovery).
 //!
@@ -14,3 +15,4 @@
 pub mod backup;
 pub mod cluster;
 pub mod restore;
+mod spill;

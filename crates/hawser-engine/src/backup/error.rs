@@ -59,6 +59,10 @@ pub enum BackupError {
     /// The archive-writing task ended without a result.
     #[error("the archive writer stopped unexpectedly")]
     WriterGone(#[source] tokio::task::JoinError),
+    /// The resource list could not be kept in, or read back from, its temporary file (in
+    /// `TMPDIR`).
+    #[error("keeping the resource list in a temporary file")]
+    TemporaryFile(#[source] std::io::Error),
     /// The backup object has no name.
     #[error("the Backup object has no metadata.name")]
     Unnamed,
@@ -85,6 +89,7 @@ impl BackupError {
             Self::Encode { .. } => "EncodeFailed",
             Self::Decode { .. } => "DecodeFailed",
             Self::WriterGone(_) => "ArchiveWriterStopped",
+            Self::TemporaryFile(_) => "TemporaryFileFailed",
             Self::Unnamed => "InvalidBackupObject",
         }
     }

@@ -492,12 +492,12 @@ async fn run_named(
     progress.finish(report.stats.items);
 
     let results = messages.to_results();
-    put_gz(
-        location,
-        &layout.backup_resource_list(&name),
-        &report.resource_list,
-    )
-    .await?;
+    let resource_list = report.resource_list;
+    let list = tokio::task::spawn_blocking(move || resource_list.into_gz_json())
+        .await
+        .map_err(BackupError::WriterGone)?
+        .map_err(BackupError::TemporaryFile)?;
+    put_bytes(location, &layout.backup_resource_list(&name), list).await?;
     put_gz(location, &layout.backup_results(&name), &results).await?;
     // What Velero writes for a backup without volumes or plugin operations, so that Velero's
     // clients (`describe`, DownloadRequests) find every file they look for; the operations
@@ -651,6 +651,10 @@ async fn put_encoded(
         key: key.to_owned(),
         source,
     })?;
+    put_bytes(location, key, bytes).await
+}
+
+async fn put_bytes(location: &Location, key: &str, bytes: Vec<u8>) -> Result<(), BackupError> {
     location
         .put(key, Bytes::from(bytes))
         .await

@@ -15,7 +15,7 @@
 //!    error of the restore (the first [`MAX_REJECTED`](scan::MAX_REJECTED) listed, the rest
 //!    counted). The items to restore wait for their turn as the JSON text they were read as,
 //!    in memory within [`RestoreOptions::look_ahead_bytes`] and in an unnamed temporary file
-//!    beyond it ([`spill`]). An archive that is unreadable as a whole (not gzip, broken tar, a
+//!    beyond it (`spill`). An archive that is unreadable as a whole (not gzip, broken tar, a
 //!    decompression bomb), or items that cannot be kept, end the run here: nothing has been
 //!    created;
 //! 4. the walk (pure order, I/O act): CRDs, then Velero's high priorities in order, then the
@@ -47,7 +47,6 @@ mod error;
 mod namespaces;
 mod results;
 mod scan;
-mod spill;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::RandomState;
@@ -77,11 +76,11 @@ use crate::cluster::request;
 pub use error::RestoreError;
 pub use results::Progress;
 
+use crate::spill::{TypeReader, Waiting};
 use apply::Restorer;
 use namespaces::Namespaces;
 use results::{Report, Scope};
 use scan::{Checks, PassError, PassReport};
-use spill::{TypeReader, Waiting};
 
 /// How a restore runs. `RestoreOptions::default()` is what the server uses.
 #[derive(Clone)]

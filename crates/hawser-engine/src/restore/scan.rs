@@ -20,7 +20,7 @@ use hawser_core::restore::{ArchiveTypes, ItemSkip, RestoreSelection, skip_reason
 use hawser_core::selection::NAMESPACES;
 use serde_json::Value;
 
-use super::spill::Waiting;
+use crate::spill::Waiting;
 
 /// Rejected entries kept as messages; the rest are only counted.
 pub(crate) const MAX_REJECTED: usize = 1000;
@@ -267,7 +267,7 @@ fn uncount(counts: &mut BTreeMap<String, u64>, gr: &str) {
 /// # Errors
 /// The temporary file could not be read, or holds what was not written.
 pub(crate) fn read_back(
-    reader: super::spill::TypeReader,
+    reader: crate::spill::TypeReader,
     duplicates: &HashSet<u64>,
     mut send: impl FnMut(ArchiveItem) -> bool,
 ) -> std::io::Result<()> {

@@ -1,12 +1,18 @@
-//! Where the items of a restore wait between the checking pass and their turn in the walk: in
-//! memory within a byte budget, in an unnamed temporary file beyond it. So the archive is
-//! decompressed once, whatever its size and the order of its entries.
+//! Records kept per kind until they are read back kind by kind: in memory within a byte budget,
+//! in an unnamed temporary file beyond it.
 //!
-//! An item is kept as the JSON text read from the archive, with its path and the keyed hash of
-//! its path, per type and in archive order. A type's items gather in a buffer; the buffer is
+//! - A restore keeps the items of the archive between its checking pass and their type's turn
+//!   in the walk (the JSON text read from the archive, its path and the keyed hash of its
+//!   path), so that the archive is decompressed once, whatever its size and the order of its
+//!   entries.
+//! - A backup keeps the entries of its resource list (per `apiVersion/Kind`), so that its
+//!   memory does not grow with its items.
+//!
+//! A record is a 64-bit key, a path and a JSON text, kept per kind in the order pushed. A kind's
+//! records gather in a buffer; the buffer is
 //! appended to the file as one chunk when it reaches [`CHUNK_BYTES`] or when the buffers
-//! together pass the budget. Reading a type back reads its chunks in order, then what is left
-//! in its buffer. The file is created on the first chunk (a backup within the budget never
+//! together pass the budget. Reading a kind back reads its chunks in order, then what is left
+//! in its buffer. The file is created on the first chunk (what fits in the budget never
 //! touches the disk), in the system's temporary directory (`TMPDIR`), and the system removes
 //! it when it is closed.
 
@@ -83,6 +89,13 @@ impl Waiting {
         self.end
     }
 
+    /// The kinds with records, sorted.
+    pub(crate) fn kinds(&self) -> Vec<String> {
+        let mut kinds: Vec<String> = self.types.keys().cloned().collect();
+        kinds.sort_unstable();
+        kinds
+    }
+
     /// Takes the items of type `gr` out, to be read back with [`TypeReader::read`].
     pub(crate) fn take(&mut self, gr: &str) -> TypeReader {
         let items = self.types.remove(gr).unwrap_or_default();
@@ -113,7 +126,7 @@ impl TypeReader {
     ///
     /// # Errors
     /// Reading the temporary file failed, or what it holds is not what was written.
-    pub(crate) fn read(self, mut each: impl FnMut(Record<'_>) -> bool) -> io::Result<()> {
+    pub(crate) fn read(&self, mut each: impl FnMut(Record<'_>) -> bool) -> io::Result<()> {
         let mut chunk = Vec::new();
         for (offset, len) in &self.items.chunks {
             let Some(file) = &self.file else {
