@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use bench_common::worker::run as run_child;
-use bench_common::{mib, seed, verdict};
+use bench_common::{mib, push_figures, push_server_figures, seed, verdict};
 use clap::{Parser, Subcommand};
 use kube_sim::{KubeSim, SimConfig};
 
@@ -88,24 +88,11 @@ fn print_goals(rows: &[Row]) {
                 verdict(rss <= GOAL_RSS_MIB)
             );
         }
-        figures.push(format!("n{n}_backup_secs={:.3}", row.backup.secs));
-        figures.push(format!("n{n}_floor_secs={:.3}", row.floor.secs));
+        push_figures(&mut figures, n, "backup", &row.backup);
+        push_figures(&mut figures, n, "floor", &row.floor);
         figures.push(format!("n{n}_wall_ratio={ratio:.2}"));
-        figures.push(format!("n{n}_backup_rss_mib={rss:.1}"));
-        figures.push(format!(
-            "n{n}_floor_rss_mib={:.1}",
-            mib(row.floor.peak_rss_kib)
-        ));
         if let Some(server) = &row.server {
-            figures.push(format!("n{n}_server_secs={:.3}", server.secs));
-            figures.push(format!(
-                "n{n}_server_ratio_to_engine={:.2}",
-                server.secs / row.backup.secs
-            ));
-            figures.push(format!(
-                "n{n}_server_rss_mib={:.1}",
-                mib(server.peak_rss_kib)
-            ));
+            push_server_figures(&mut figures, n, server, row.backup.secs);
         }
     }
     let at = |n: usize| rows.iter().find(|r| r.n == n);

@@ -16,6 +16,27 @@ pub fn mib(kib: u64) -> f64 {
     kib / 1024.0
 }
 
+/// Appends `n<n>_<name>_secs` and `n<n>_<name>_rss_mib` of `m` to `figures`, the `key=value`
+/// last line of a benchmark.
+pub fn push_figures(figures: &mut Vec<String>, n: usize, name: &str, m: &worker::Measured) {
+    figures.push(format!("n{n}_{name}_secs={:.3}", m.secs));
+    figures.push(format!("n{n}_{name}_rss_mib={:.1}", mib(m.peak_rss_kib)));
+}
+
+/// [`push_figures`] of a run through the server, and its time over the engine's.
+pub fn push_server_figures(
+    figures: &mut Vec<String>,
+    n: usize,
+    server: &worker::Measured,
+    engine_secs: f64,
+) {
+    push_figures(figures, n, "server", server);
+    figures.push(format!(
+        "n{n}_server_ratio_to_engine={:.2}",
+        server.secs / engine_secs
+    ));
+}
+
 /// `PASS` or `MISS`: goals are printed, never asserted.
 #[must_use]
 pub fn verdict(ok: bool) -> &'static str {

@@ -127,7 +127,7 @@ pub async fn floor(url: &str, root: &str, concurrency: usize) -> Result<()> {
 
 /// The restore of the backup into the restored namespaces, `concurrency` items in flight and
 /// a look-ahead budget of `look_ahead_bytes`, then the commit of its record. Prints
-/// `restore errors=… warnings=… spilled_bytes=…` afterwards.
+/// `restore errors=… warnings=… spilled_bytes=… check_secs=…` afterwards.
 pub async fn restore(
     url: &str,
     root: &str,
@@ -167,10 +167,11 @@ pub async fn restore(
         .context("storing the Restore record")?;
     report(outcome.items_restored, started)?;
     println!(
-        "restore errors={} warnings={} spilled_bytes={}",
+        "restore errors={} warnings={} spilled_bytes={} check_secs={:.3}",
         outcome.errors(),
         outcome.warnings(),
-        outcome.spilled_bytes
+        outcome.spilled_bytes,
+        outcome.checking_pass.as_secs_f64()
     );
     anyhow::ensure!(
         outcome.errors() == 0,

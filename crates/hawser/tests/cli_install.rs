@@ -419,7 +419,12 @@ async fn velero_install_flags_are_honoured_or_reported() {
             "--schedule-skip-immediately=true"
         ])
     );
-    assert!(container.get("volumeMounts").is_none(), "{container:#}");
+    // No credentials mounted: the scratch directory (TMPDIR) only.
+    assert_eq!(
+        container["volumeMounts"],
+        serde_json::json!([{"name": "scratch", "mountPath": "/scratch"}]),
+        "{container:#}"
+    );
 
     let bsl = &find(&docs, "BackupStorageLocation/default")["spec"];
     assert!(bsl.get("credential").is_none(), "{bsl:#}");

@@ -224,6 +224,8 @@ pub struct RestoreOutcome {
     /// Bytes of items that waited for their turn in the temporary file (the rest waited in
     /// memory).
     pub spilled_bytes: u64,
+    /// How long the checking pass took (reading the archive once, before anything is created).
+    pub checking_pass: Duration,
     /// Artifacts that could not be stored (key and reason).
     pub upload_errors: Vec<String>,
     /// Why the restore failed (only for `Failed` and `FailedValidation`).
@@ -260,6 +262,7 @@ impl RestoreOutcome {
             items_restored: 0,
             results: Results::default(),
             spilled_bytes: 0,
+            checking_pass: Duration::ZERO,
             upload_errors: Vec::new(),
             failure_reason: Some(error.full_message()),
             validation_errors: match error {
@@ -457,6 +460,7 @@ async fn run_named(
         crds_touched: Mutex::default(),
     };
     let key = layout.backup_contents(&backup_name);
+    let checking = std::time::Instant::now();
     let (mut checked, mut waiting) = check_archive(
         location,
         &key,
@@ -465,6 +469,7 @@ async fn run_named(
         options.look_ahead_bytes,
     )
     .await?;
+    let checking_pass = checking.elapsed();
     report_checking_pass(&restorer, &checked);
     let duplicates = Arc::new(std::mem::take(&mut checked.duplicates));
     restorer.namespaces = Namespaces::new(checked.namespaces, options.terminating_timeout);
@@ -481,11 +486,10 @@ async fn run_named(
         .sum();
     report.add_total(to_restore);
     let spilled_bytes = waiting.spilled_bytes();
-    if spilled_bytes > 0 {
-        report.info(&format!(
-            "{spilled_bytes} bytes of items wait for their turn in a temporary file"
-        ));
-    }
+    report.info(&format!(
+        "Archive checked in {:.1}s: {to_restore} items to restore, {spilled_bytes} bytes of them wait for their turn in a temporary file",
+        checking_pass.as_secs_f64()
+    ));
     let resolved = options.priorities.resolve(&restorer.catalogue);
     let order = restore_order(checked.counts.keys().map(String::as_str), &resolved);
     for (tier, gr) in &order {
@@ -550,6 +554,7 @@ async fn run_named(
         items_restored,
         results,
         spilled_bytes,
+        checking_pass,
         upload_errors,
         failure_reason: None,
         validation_errors: Vec::new(),

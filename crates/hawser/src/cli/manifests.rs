@@ -30,10 +30,10 @@ use hawser_api::{BackupStorageLocation, BackupStorageLocationSpec, ObjectStorage
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace,
-    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SeccompProfile, Secret, SecretKeySelector, SecretVolumeSource, SecurityContext, ServiceAccount,
-    Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    HTTPGetAction, Namespace, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec,
+    Probe, ResourceRequirements, SeccompProfile, Secret, SecretKeySelector, SecretVolumeSource,
+    SecurityContext, ServiceAccount, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{
     ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
@@ -58,6 +58,10 @@ pub const SECRET_NAME: &str = "cloud-credentials";
 pub const SECRET_KEY: &str = "cloud";
 /// Where the credentials Secret is mounted in the server's container.
 pub const CREDENTIALS_DIR: &str = "/credentials";
+/// Where the server's temporary files go (`TMPDIR`): an `emptyDir` volume named `scratch`, as in
+/// Velero's Deployment, since the root filesystem is read-only. A restore keeps the archive's
+/// items there until their turn, a backup its resource list.
+pub const SCRATCH_DIR: &str = "/scratch";
 /// Name of the BackupStorageLocation install creates.
 pub const LOCATION_NAME: &str = "default";
 /// Name of the Role and RoleBinding granting the server the Leases of its namespace.
@@ -394,8 +398,17 @@ fn deployment(plan: &InstallPlan) -> Deployment {
         }),
         ..EnvVar::default()
     }];
-    let mut volumes = Vec::new();
-    let mut mounts = Vec::new();
+    env_vars.push(env("TMPDIR", SCRATCH_DIR));
+    let mut volumes = vec![Volume {
+        name: "scratch".to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    }];
+    let mut mounts = vec![VolumeMount {
+        name: "scratch".to_owned(),
+        mount_path: SCRATCH_DIR.to_owned(),
+        ..VolumeMount::default()
+    }];
     if plan.credentials.is_some() {
         let file = format!("{CREDENTIALS_DIR}/{SECRET_KEY}");
         // The variables each provider SDK reads its credentials file from, as Velero sets them.
@@ -435,7 +448,7 @@ fn deployment(plan: &InstallPlan) -> Deployment {
         liveness_probe: Some(probe("/livez", 10)),
         readiness_probe: Some(probe("/readyz", 5)),
         resources: plan.pod.resources.requirements(),
-        volume_mounts: (!mounts.is_empty()).then_some(mounts),
+        volume_mounts: Some(mounts),
         security_context: Some(SecurityContext {
             run_as_non_root: Some(true),
             run_as_user: Some(RUN_AS_USER),
@@ -483,7 +496,7 @@ fn deployment(plan: &InstallPlan) -> Deployment {
                         ..PodSecurityContext::default()
                     }),
                     containers: vec![container],
-                    volumes: (!volumes.is_empty()).then_some(volumes),
+                    volumes: Some(volumes),
                     ..PodSpec::default()
                 }),
             },
@@ -585,7 +598,23 @@ mod tests {
         let all = manifests(&bare).unwrap();
         assert_eq!(all.len(), crds + 6);
         assert_eq!(all[crds + 2].label(), "ClusterRoleBinding/velero");
-        assert!(all[crds + 5].object["spec"]["template"]["spec"]["volumes"].is_null());
+        // No credentials: the scratch volume only, mounted as TMPDIR.
+        let pod = &all[crds + 5].object["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["volumes"],
+            serde_json::json!([{"name": "scratch", "emptyDir": {}}])
+        );
+        let container = &pod["containers"][0];
+        assert_eq!(
+            container["volumeMounts"],
+            serde_json::json!([{"name": "scratch", "mountPath": "/scratch"}])
+        );
+        assert!(
+            container["env"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!({"name": "TMPDIR", "value": "/scratch"}))
+        );
     }
 
     #[test]
