@@ -9,9 +9,8 @@
 //!   memory does not grow with its items.
 //!
 //! A record is a 64-bit key, a path and a JSON text, kept per kind in the order pushed. A kind's
-//! records gather in a buffer; the buffer is
-//! appended to the file as one chunk when it reaches [`CHUNK_BYTES`] or when the buffers
-//! together pass the budget. Reading a kind back reads its chunks in order, then what is left
+//! records gather in a buffer; the buffer is appended to the file as one chunk when it reaches
+//! [`CHUNK_BYTES`] or when the buffers together pass the budget. Reading a kind back reads its chunks in order, then what is left
 //! in its buffer. The file is created on the first chunk (what fits in the budget never
 //! touches the disk), in the system's temporary directory (`TMPDIR`), and the system removes
 //! it when it is closed.
@@ -22,17 +21,17 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-/// Size at which a type's buffer goes to the file.
+/// Size at which a kind's buffer goes to the file.
 pub(crate) const CHUNK_BYTES: usize = 256 << 10;
 
-/// The items of one type: its chunks in the file (offset, length), then its buffer.
+/// The records of one kind: its chunks in the file (offset, length), then its buffer.
 #[derive(Debug, Default)]
 struct TypeItems {
     chunks: Vec<(u64, usize)>,
     buffer: Vec<u8>,
 }
 
-/// The items of a restore, kept by the checking pass and read back type by type.
+/// Records kept per kind (a restore's types, a resource list's `apiVersion/Kind`s).
 #[derive(Debug)]
 pub(crate) struct Waiting {
     budget: u64,
@@ -43,7 +42,7 @@ pub(crate) struct Waiting {
 }
 
 impl Waiting {
-    /// Keeps at most `budget` bytes of items in memory.
+    /// Keeps at most `budget` bytes of records in memory.
     pub(crate) fn new(budget: u64) -> Self {
         Self {
             budget,
@@ -54,7 +53,7 @@ impl Waiting {
         }
     }
 
-    /// Keeps one item of type `gr`.
+    /// Keeps one record of kind `gr`.
     ///
     /// # Errors
     /// Creating or writing the temporary file failed.
@@ -96,7 +95,7 @@ impl Waiting {
         kinds
     }
 
-    /// Takes the items of type `gr` out, to be read back with [`TypeReader::read`].
+    /// Takes the records of kind `gr` out, to be read back with [`TypeReader::read`].
     pub(crate) fn take(&mut self, gr: &str) -> TypeReader {
         let items = self.types.remove(gr).unwrap_or_default();
         self.held = self.held.saturating_sub(items.buffer.len() as u64);
@@ -107,14 +106,14 @@ impl Waiting {
     }
 }
 
-/// The kept items of one type.
+/// The kept records of one kind.
 #[derive(Debug)]
 pub(crate) struct TypeReader {
     file: Option<Arc<File>>,
     items: TypeItems,
 }
 
-/// One kept item, as [`TypeReader::read`] hands it over.
+/// One kept record, as [`TypeReader::read`] hands it over.
 pub(crate) struct Record<'a> {
     pub key: u64,
     pub path: &'a str,
@@ -122,7 +121,7 @@ pub(crate) struct Record<'a> {
 }
 
 impl TypeReader {
-    /// Calls `each` with every item, in the order they were kept, until it returns `false`.
+    /// Calls `each` with every record, in the order they were kept, until it returns `false`.
     ///
     /// # Errors
     /// Reading the temporary file failed, or what it holds is not what was written.

@@ -112,7 +112,7 @@ fn namespace_parts(object: &Value) -> Value {
     Value::Object(kept)
 }
 
-/// A rough size of a JSON value in memory, for the look-ahead budget.
+/// A rough size of a JSON value in memory, for the budget of kept Namespace objects.
 fn estimated_size(v: &Value) -> u64 {
     match v {
         Value::Null | Value::Bool(_) | Value::Number(_) => 16,
