@@ -164,6 +164,12 @@ async fn items_that_wait_in_the_temporary_file_give_the_same_restore() {
             .len(),
         2
     );
+    // Read back from the file, each item carries what was archived.
+    for original in store.list("v1", "ConfigMap", Some("shop")) {
+        let name = original["metadata"]["name"].as_str().unwrap();
+        let copy = store.get("v1", "ConfigMap", "s2", name).unwrap();
+        assert_eq!(copy["data"], original["data"], "{name}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -604,9 +604,9 @@ async fn crds_of(
     let mut crds = Vec::new();
     for group_resource in types.iter().filter(|gr| gr.contains('.')) {
         let path = Collection::of(crd_type).item_path(None, group_resource);
-        match request::get(client, &path, api_retry).await {
-            Ok(crd) => crds.push(typed(crd, crd_type)),
-            Err(e) if request::code(&e) == Some(404) => {}
+        match request::get_opt(client, &path, api_retry).await {
+            Ok(Some(crd)) => crds.push(typed(crd, crd_type)),
+            Ok(None) => {}
             Err(e) => messages.error(
                 Scope::Cluster,
                 format!(

@@ -280,15 +280,16 @@ impl Context<'_> {
         let claim_name = text(claim, "/metadata/name");
         let volume_name = text(claim, "/spec/volumeName");
         let volume_path = Collection::of(self.types.volumes).item_path(None, volume_name);
-        let volume = match request::get(client, &volume_path, retry).await {
-            Ok(volume) => volume,
-            Err(e) if request::code(&e) == Some(404) => return Ok(None),
-            Err(e) => {
-                return Err(format!(
+        let volume = request::get_opt(client, &volume_path, retry)
+            .await
+            .map_err(|e| {
+                format!(
                     "its PersistentVolume {volume_name} could not be read: {}",
                     request::text(&e)
-                ));
-            }
+                )
+            })?;
+        let Some(volume) = volume else {
+            return Ok(None);
         };
         let driver = text(&volume, "/spec/csi/driver");
         if driver.is_empty() {
@@ -432,29 +433,29 @@ pub(crate) async fn read_snapshot(
     retry: Duration,
 ) -> Result<Option<(Value, Option<Value>)>, String> {
     let path = Collection::of(snapshots).item_path(Some(namespace), name);
-    let snapshot = match request::get(client, &path, retry).await {
-        Ok(snapshot) => snapshot,
-        Err(e) if request::code(&e) == Some(404) => return Ok(None),
-        Err(e) => {
-            return Err(format!(
-                "VolumeSnapshot {namespace}/{name} could not be read: {}",
-                request::text(&e)
-            ));
-        }
+    let snapshot = request::get_opt(client, &path, retry).await.map_err(|e| {
+        format!(
+            "VolumeSnapshot {namespace}/{name} could not be read: {}",
+            request::text(&e)
+        )
+    })?;
+    let Some(snapshot) = snapshot else {
+        return Ok(None);
     };
     let content_name = text(&snapshot, "/status/boundVolumeSnapshotContentName");
     if content_name.is_empty() {
         return Ok(Some((snapshot, None)));
     }
     let content_path = Collection::of(contents).item_path(None, content_name);
-    match request::get(client, &content_path, retry).await {
-        Ok(content) => Ok(Some((snapshot, Some(content)))),
-        Err(e) if request::code(&e) == Some(404) => Ok(Some((snapshot, None))),
-        Err(e) => Err(format!(
-            "VolumeSnapshotContent {content_name} could not be read: {}",
-            request::text(&e)
-        )),
-    }
+    let content = request::get_opt(client, &content_path, retry)
+        .await
+        .map_err(|e| {
+            format!(
+                "VolumeSnapshotContent {content_name} could not be read: {}",
+                request::text(&e)
+            )
+        })?;
+    Ok(Some((snapshot, content)))
 }
 
 fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {

@@ -183,6 +183,19 @@ pub(crate) async fn get(
     exchange(client, request, budget, Failure::is_transient).await
 }
 
+/// [`get`], with `None` when the object is not there (404).
+pub(crate) async fn get_opt(
+    client: &Client,
+    path: &str,
+    budget: Duration,
+) -> Result<Option<Value>, kube::Error> {
+    match get(client, path, budget).await {
+        Ok(object) => Ok(Some(object)),
+        Err(e) if code(&e) == Some(404) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// POST `obj` to the collection `path`, retried after 429 for up to `budget`; the created
 /// object as `T` (`serde::de::IgnoredAny` when it is not wanted: checked as JSON, not kept).
 pub(crate) async fn create<T: DeserializeOwned>(

@@ -328,12 +328,9 @@ impl Restorer {
         let path = c.path(ns);
         let created = match status {
             // The created object is read only to put the status on it.
-            Some(status) => {
-                match api::create::<Value>(&self.client, &path, &object, self.api_retry).await {
-                    Ok(created) => Ok(Some((created, status))),
-                    Err(e) => Err(e),
-                }
-            }
+            Some(status) => api::create::<Value>(&self.client, &path, &object, self.api_retry)
+                .await
+                .map(|created| Some((created, status))),
             None => api::create::<IgnoredAny>(&self.client, &path, &object, self.api_retry)
                 .await
                 .map(|_| None),
