@@ -280,15 +280,8 @@ impl Context<'_> {
         let claim_name = text(claim, "/metadata/name");
         let volume_name = text(claim, "/spec/volumeName");
         let volume_path = Collection::of(self.types.volumes).item_path(None, volume_name);
-        let volume = request::get_opt(client, &volume_path, retry)
-            .await
-            .map_err(|e| {
-                format!(
-                    "its PersistentVolume {volume_name} could not be read: {}",
-                    request::text(&e)
-                )
-            })?;
-        let Some(volume) = volume else {
+        let what = format!("its PersistentVolume {volume_name}");
+        let Some(volume) = read(client, &volume_path, retry, &what).await? else {
             return Ok(None);
         };
         let driver = text(&volume, "/spec/csi/driver");
@@ -433,13 +426,8 @@ pub(crate) async fn read_snapshot(
     retry: Duration,
 ) -> Result<Option<(Value, Option<Value>)>, String> {
     let path = Collection::of(snapshots).item_path(Some(namespace), name);
-    let snapshot = request::get_opt(client, &path, retry).await.map_err(|e| {
-        format!(
-            "VolumeSnapshot {namespace}/{name} could not be read: {}",
-            request::text(&e)
-        )
-    })?;
-    let Some(snapshot) = snapshot else {
+    let what = format!("VolumeSnapshot {namespace}/{name}");
+    let Some(snapshot) = read(client, &path, retry, &what).await? else {
         return Ok(None);
     };
     let content_name = text(&snapshot, "/status/boundVolumeSnapshotContentName");
@@ -447,15 +435,21 @@ pub(crate) async fn read_snapshot(
         return Ok(Some((snapshot, None)));
     }
     let content_path = Collection::of(contents).item_path(None, content_name);
-    let content = request::get_opt(client, &content_path, retry)
-        .await
-        .map_err(|e| {
-            format!(
-                "VolumeSnapshotContent {content_name} could not be read: {}",
-                request::text(&e)
-            )
-        })?;
+    let what = format!("VolumeSnapshotContent {content_name}");
+    let content = read(client, &content_path, retry, &what).await?;
     Ok(Some((snapshot, content)))
+}
+
+/// The object at `path`, `None` when it is not there; an error says `what` could not be read.
+async fn read(
+    client: &kube::Client,
+    path: &str,
+    retry: Duration,
+    what: &str,
+) -> Result<Option<Value>, String> {
+    request::get_opt(client, path, retry)
+        .await
+        .map_err(|e| format!("{what} could not be read: {}", request::text(&e)))
 }
 
 fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
