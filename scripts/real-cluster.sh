@@ -10,6 +10,12 @@
 #                                         start only an API server (+ controller manager) on an
 #                                         etcd already running, under its own key prefix: a second,
 #                                         independent cluster in a few seconds
+#   scripts/real-cluster.sh stop-apiserver DIR
+#                                         stop (SIGTERM, as a rollout does) the API server of a
+#                                         running cluster; etcd and the rest keep running
+#   scripts/real-cluster.sh start-apiserver DIR
+#                                         start that API server again, on the same address with
+#                                         the same certificates and token; returns once it is ready
 #   scripts/real-cluster.sh down DIR      stop what `up`/`apiserver` started in DIR
 #
 # Environment: HAWSER_REAL_CACHE (default ~/.cache/hawser-real) holds the binaries;
@@ -146,6 +152,14 @@ start_etcd() {
   fi
 }
 
+# Runs the API server of DIR from its kept command line, in the background.
+run_apiserver() {
+  local dir=$1
+  bash "$dir/kube-apiserver.sh" >>"$dir/kube-apiserver.log" 2>&1 &
+  echo $! >>"$dir/pids"
+  echo $! >"$dir/kube-apiserver.pid"
+}
+
 start_apiserver() {
   local dir=$1 etcd=$2 prefix=$3
   local port token
@@ -155,16 +169,20 @@ start_apiserver() {
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
   openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
   echo "$token,admin,admin,system:masters" >"$dir/tokens.csv"
-  "$BIN/kube-apiserver" --etcd-servers "$etcd" --etcd-prefix "$prefix" \
+  # The command line is kept, so that `start-apiserver` starts the same server again.
+  printf 'exec %q' "$BIN/kube-apiserver" >"$dir/kube-apiserver.sh"
+  printf ' %q' --etcd-servers "$etcd" --etcd-prefix "$prefix" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port" \
     --cert-dir "$dir/certs" \
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
     --token-auth-file "$dir/tokens.csv" --authorization-mode RBAC \
     --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
-    >"$dir/kube-apiserver.log" 2>&1 &
-  echo $! >>"$dir/pids"
+    >>"$dir/kube-apiserver.sh"
+  : >"$dir/kube-apiserver.log"
+  run_apiserver "$dir"
   local url="https://127.0.0.1:$port"
+  echo "$token" >"$dir/token"
   cat >"$dir/kubeconfig" <<EOF
 apiVersion: v1
 kind: Config
@@ -219,6 +237,29 @@ cmd_apiserver() {
   start_apiserver "$dir" "$etcd" "$prefix" || { cmd_down "$dir"; return 1; }
 }
 
+cmd_stop_apiserver() {
+  local dir=${1:?usage: real-cluster.sh stop-apiserver DIR}
+  local pid
+  pid=$(cat "$dir/kube-apiserver.pid")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+cmd_start_apiserver() {
+  local dir=${1:?usage: real-cluster.sh start-apiserver DIR}
+  cmd_build >/dev/null
+  run_apiserver "$dir"
+  if ! wait_ok "$(cat "$dir/api-url")/readyz" 90 "$(cat "$dir/token")"; then
+    log "kube-apiserver did not become ready again; see $dir/kube-apiserver.log"
+    tail -n 20 "$dir/kube-apiserver.log" >&2
+    return 1
+  fi
+}
+
 cmd_down() {
   local dir=${1:?usage: real-cluster.sh down DIR}
   [[ -f "$dir/pids" ]] || return 0
@@ -237,6 +278,8 @@ case "${1:-}" in
   build) cmd_build ;;
   up) shift; cmd_up "$@" ;;
   apiserver) shift; cmd_apiserver "$@" ;;
+  stop-apiserver) shift; cmd_stop_apiserver "$@" ;;
+  start-apiserver) shift; cmd_start_apiserver "$@" ;;
   down) shift; cmd_down "$@" ;;
-  *) sed -n '2,17p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,24p' "$0" >&2; exit 2 ;;
 esac

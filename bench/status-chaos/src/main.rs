@@ -18,6 +18,12 @@
 //! Printed per scenario and policy: CRs left non-final, p50/p99 landing time after the API came
 //! back, attempts per CR during the outage, and when the worker was free again. Each scenario
 //! ends with a `key=value` summary line.
+//!
+//! A third scenario, `lease-outage` ([`lease`]), runs `hawser server` itself with leader
+//! election on through a whole-API outage longer than its renew deadline (`--lease-outage`,
+//! default 30 s; `0s` skips it).
+
+mod lease;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,6 +79,16 @@ struct Args {
     /// RNG seed (jitter of both policies).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Length of the whole-API outage of the `lease-outage` scenario (`0s` skips it).
+    #[arg(long, default_value = "30s")]
+    lease_outage: GoDuration,
+    /// `--leader-elect-renew-deadline` of the server in the `lease-outage` scenario (the lease
+    /// duration is 1.5 times it, the retry period a fifth of it, as the defaults).
+    #[arg(long, default_value = "10s")]
+    renew_deadline: GoDuration,
+    /// Backups of the `lease-outage` scenario (each runs through the server's controller).
+    #[arg(long, default_value_t = 20)]
+    lease_crs: usize,
 }
 
 fn std(d: GoDuration, what: &str) -> anyhow::Result<Duration> {
@@ -405,6 +421,19 @@ async fn main() -> anyhow::Result<()> {
     if !short.is_zero() {
         println!();
         scenario(&args, "short-outage", short).await?;
+    }
+    let lease_outage = std(args.lease_outage, "lease-outage")?;
+    if !lease_outage.is_zero() {
+        println!();
+        lease::run(&lease::LeaseOutage {
+            crs: args.lease_crs,
+            outage: lease_outage,
+            resource_timeout: timeout,
+            max_backoff: std(args.max_backoff, "max-backoff")?,
+            renew_deadline: std(args.renew_deadline, "renew-deadline")?,
+            settle: std(args.settle, "settle")?,
+        })
+        .await?;
     }
     Ok(())
 }

@@ -58,3 +58,12 @@ pub const HAWSER_OWNER: &str = "hawser.io/owner";
 /// `velero-backup.json`: the `metadata.uid` that record carries. The object created here has a
 /// uid of its own, so without this the server could not tell that the record is this object's.
 pub const HAWSER_RECORD_UID: &str = "hawser.io/record-uid";
+
+/// hawser's annotation on a Backup or Restore whose work was interrupted (its server stopped
+/// while it was `InProgress`, with no record) and taken up again: the number of the attempt
+/// now running, from 2. Absent on work that ran once.
+pub const HAWSER_ATTEMPT: &str = "hawser.io/attempt";
+
+/// hawser's annotation beside [`HAWSER_ATTEMPT`]: why each earlier attempt ended, as a JSON
+/// array of strings, oldest first.
+pub const HAWSER_INTERRUPTED_ATTEMPTS: &str = "hawser.io/interrupted-attempts";

@@ -84,6 +84,12 @@ pub struct ServerArgs {
     #[arg(long, env = "HAWSER_STATUS_RESYNC_PERIOD", default_value = "1m")]
     pub status_resync_period: GoDuration,
 
+    /// How many times a Backup or Restore left `InProgress` with no record by a server that
+    /// stopped (killed, or stepped down) is run again from the start, before it is `Failed`
+    /// with every attempt's reason; 0 fails it at once.
+    #[arg(long, env = "HAWSER_RESUME_ATTEMPTS", default_value_t = 2)]
+    pub resume_attempts: u32,
+
     /// Run controllers and recovery only while holding the Lease --leader-elect-resource-name
     /// in the server's namespace; `--leader-elect=false` for a single process without a Lease.
     #[arg(
@@ -113,8 +119,9 @@ pub struct ServerArgs {
     )]
     pub leader_elect_lease_duration: GoDuration,
 
-    /// How long the leader keeps trying to renew the Lease before it stops (exit code 1); must
-    /// be shorter than --leader-elect-lease-duration.
+    /// How long the leader keeps trying to renew the Lease before it steps down (its work
+    /// stops, it follows and competes for the Lease again); must be shorter than
+    /// --leader-elect-lease-duration.
     #[arg(
         long,
         env = "HAWSER_LEADER_ELECT_RENEW_DEADLINE",
@@ -396,6 +403,7 @@ impl ServerArgs {
             restore_resource_priorities,
             status_patch_max_backoff,
             status_resync_period,
+            resume_attempts,
             leader_elect,
             leader_elect_resource_name,
             leader_elect_lease_duration,
@@ -454,6 +462,7 @@ impl ServerArgs {
                 resource_timeout,
                 max_backoff: positive("status-patch-max-backoff", status_patch_max_backoff)?,
                 resync_period: positive("status-resync-period", status_resync_period)?,
+                resume_attempts,
             },
             backup: BackupSettings {
                 default_ttl: default_backup_ttl,

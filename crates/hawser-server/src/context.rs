@@ -14,7 +14,7 @@ use crate::status::StatusEngine;
 /// The label naming the Schedule a Backup was created by.
 pub(crate) const SCHEDULE_LABEL: &str = "velero.io/schedule-name";
 
-/// Shared by the controllers; cheap to clone behind an `Arc`.
+/// Shared by the controllers of one term of leadership; cheap to clone behind an `Arc`.
 pub(crate) struct Context {
     /// The server's client: no hidden retries, `--client-qps`/`--client-burst` applied.
     pub(crate) client: kube::Client,
@@ -28,7 +28,11 @@ pub(crate) struct Context {
     pub(crate) locations: Locations,
     /// Where finished work's outcome is recorded (what recovery reads).
     pub(crate) records: StorageRecords,
+    /// Fires when this term of leadership ends: at shutdown, or when the server steps down.
     pub(crate) shutdown: CancellationToken,
+    /// The tasks of this term's work (backups, restores, item operations): shutdown waits for
+    /// them, stepping down aborts them.
+    pub(crate) workers: crate::queue::Workers,
     /// Velero's backup queue: positions and namespace reservations.
     pub(crate) backup_queue: std::sync::Arc<BackupQueue>,
 }

@@ -51,7 +51,7 @@ const WATCH_TIMEOUT_SECONDS: u32 = 25;
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 
 use crate::readiness::Watch;
-use crate::status::{Kind, ObjectKey, WriteError};
+use crate::status::{Kind, ObjectKey, Rerun, WriteError};
 
 /// What became of an object its worker took up.
 #[must_use]
@@ -94,7 +94,7 @@ pub(crate) struct Workers {
 
 impl Workers {
     /// Runs `work` as a tracked task that [`abort`](Self::abort) ends.
-    fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+    pub(crate) fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
         let abort = self.abort.clone();
         self.tracker.spawn(async move {
             tokio::select! {
@@ -154,19 +154,26 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 /// An object handed back by its worker, and how many times it has been so far.
 type Retry = (DynamicObject, u32);
 
+/// What a queue hands its handler.
+pub(crate) enum Offer {
+    /// An object waiting to start, as the watch or a LIST delivered it.
+    Waiting(DynamicObject),
+    /// An object whose work was interrupted, which recovery hands back to be run again.
+    Rerun(Rerun),
+}
+
 struct Queue<H> {
     ctx: Arc<Context>,
     kind: Kind,
     permits: Arc<Semaphore>,
     taken: Arc<Mutex<HashSet<String>>>,
     handle: H,
-    workers: Workers,
     retries: tokio::sync::mpsc::UnboundedSender<Retry>,
 }
 
 impl<H, F> Queue<H>
 where
-    H: Fn(Arc<Context>, DynamicObject) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Arc<Context>, Offer) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Handled> + Send + 'static,
 {
     /// Takes up `object` if it waits and is not taken already; `attempt` counts the times its
@@ -180,6 +187,19 @@ where
         {
             return;
         }
+        self.take(name, Offer::Waiting(object), attempt);
+    }
+
+    /// Takes up the interrupted object `rerun` names (its handler checks that it is still
+    /// the object recovery found). A rerun is not queued behind other backups, and one that
+    /// cannot start is left to recovery, which hands it back at its next round.
+    fn offer_rerun(&self, rerun: Rerun) {
+        let name = rerun.key.name.clone();
+        self.take(name, Offer::Rerun(rerun), 0);
+    }
+
+    /// Runs `offer` (of the object `name`) in a worker task unless the object is taken.
+    fn take(&self, name: String, offer: Offer, attempt: u32) {
         let fresh = self
             .taken
             .lock()
@@ -197,21 +217,21 @@ where
         );
         let span = tracing::info_span!("work", kind = %self.kind, object = %name);
         let key = ObjectKey::new(self.kind, ctx.namespace.clone(), name.clone());
-        self.workers.spawn(
+        self.ctx.workers.spawn(
             async move {
                 // Offered again once this task ends, however it ends.
                 let _offered = Offered { taken, name };
                 // A Backup is queued first (Velero's backup queue): it waits for the backups
                 // admitted before it that share a namespace with it.
-                let _reserved = match kind {
-                    Kind::Backup => {
-                        let json = serde_json::to_value(&object).unwrap_or_default();
+                let _reserved = match (kind, &offer) {
+                    (Kind::Backup, Offer::Waiting(object)) => {
+                        let json = serde_json::to_value(object).unwrap_or_default();
                         match ctx.backup_queue.admit(&ctx, &json).await {
                             Some(reservation) => Some(reservation),
                             None => return,
                         }
                     }
-                    Kind::Restore => None,
+                    _ => None,
                 };
                 // Once shutdown has begun nothing new starts, not even an object taken before.
                 let permit = tokio::select! {
@@ -222,10 +242,14 @@ where
                     && !ctx.shutdown.is_cancelled()
                 {
                     let (engine, shutdown) = (ctx.engine.clone(), ctx.shutdown.clone());
-                    let work = AssertUnwindSafe(handle(ctx, object.clone())).catch_unwind();
-                    match work.await {
-                        Ok(Handled::Done) => {}
-                        Ok(Handled::Retry) => {
+                    let again = match &offer {
+                        Offer::Waiting(object) => Some(object.clone()),
+                        Offer::Rerun(_) => None,
+                    };
+                    let work = AssertUnwindSafe(handle(ctx, offer)).catch_unwind();
+                    match (work.await, again) {
+                        (Ok(Handled::Done), _) | (Ok(Handled::Retry), None) => {}
+                        (Ok(Handled::Retry), Some(object)) => {
                             // Offered again from the queue's loop once this task has ended.
                             tokio::spawn(async move {
                                 tokio::select! {
@@ -236,7 +260,7 @@ where
                                 }
                             });
                         }
-                        Err(panic) => {
+                        (Err(panic), _) => {
                             // The worker's guard is dropped: recovery resolves the object at
                             // its next round, from its record or as Failed with this reason.
                             let why = panic_text(panic.as_ref());
@@ -251,17 +275,18 @@ where
     }
 }
 
-/// Runs the queue of `kind` until the server shuts down; `handle` runs one waiting object, as
-/// a task of `workers`.
+/// Runs the queue of `kind` until the server stops leading or shuts down; `handle` runs one
+/// waiting object, or one interrupted object that recovery hands back on `reruns`, as a task
+/// of the context's workers.
 pub(crate) async fn run<H, F>(
     ctx: Arc<Context>,
     kind: Kind,
     concurrency: usize,
     handle: H,
     health: Watch,
-    workers: Workers,
+    mut reruns: tokio::sync::mpsc::UnboundedReceiver<Rerun>,
 ) where
-    H: Fn(Arc<Context>, DynamicObject) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Arc<Context>, Offer) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Handled> + Send + 'static,
 {
     let api: Api<DynamicObject> =
@@ -273,7 +298,6 @@ pub(crate) async fn run<H, F>(
         permits: Arc::new(Semaphore::new(concurrency.max(1))),
         taken: Arc::default(),
         handle,
-        workers,
         retries,
     };
     // The API server ends each watch before the client's read timeout would cut it: a quiet
@@ -300,6 +324,7 @@ pub(crate) async fn run<H, F>(
                 None => return,
             },
             Some((o, attempt)) = handed_back.recv() => queue.offer(o, attempt),
+            Some(rerun) = reruns.recv() => queue.offer_rerun(rerun),
             _ = sweep.tick() => match api.list(&ListParams::default()).await {
                 Ok(list) => {
                     match kind {

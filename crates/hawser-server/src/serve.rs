@@ -6,22 +6,29 @@
 //!    `/readyz` (not ready yet).
 //! 2. **Follow** (with `--leader-elect`, the default): wait for the Lease
 //!    ([`leader`](crate::leader)); `/readyz` answers `follower: <holder> leads`.
-//! 3. **Lead**: run recovery, the storage-location controller and the backup and restore queues;
-//!    renew the Lease every retry period.
-//! 4. **Stop**, on the shutdown token (SIGTERM/SIGINT): `/readyz` turns 503 at once; the queues
+//! 3. **Lead** (a term): run recovery at once, the storage-location controller and the backup
+//!    and restore queues; renew the Lease every retry period.
+//! 4. **Step down**, when the Lease is lost (not renewed within
+//!    `--leader-elect-renew-deadline`, e.g. the API server cannot be reached, or found naming
+//!    another holder): the term ends in-process. The controllers and this term's work stop at
+//!    once; the statuses a stored record decides go on landing through the re-driver (right
+//!    from any instance), the others are dropped for the next leader; `/livez` answers,
+//!    `/readyz` says the server follows; and it competes for the Lease again (2). When it leads
+//!    again, recovery resolves or runs again what the stopped work left. Only a term whose work
+//!    does not stop within [`STEP_DOWN_BOUND`], or a Lease task that crashed, ends the process
+//!    (exit code 1): its state could not be reconciled in-process.
+//! 5. **Stop**, on the shutdown token (SIGTERM/SIGINT): `/readyz` turns 503 at once; the queues
 //!    stop taking work; running backups and restores get `--shutdown-grace-period` to finish
 //!    (and their final statuses to land); then what is left is abandoned, the Lease released,
-//!    and `serve` returns `Ok`. Abandoned work is resolved by the next leader's recovery, from
-//!    its record when it has one, else `Failed` saying the server restarted during the work.
-//! 5. **Lose the Lease** (not renewed within `--leader-elect-renew-deadline`, or taken): stop
-//!    everything at once and return an error, so the process exits with 1 and is started again
-//!    as a follower; the new leader's recovery resolves what was running.
+//!    and `serve` returns `Ok`. Abandoned work is resolved by the next leader's recovery: from
+//!    its record when it has one, else run again (`--resume-attempts`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use hawser_core::clock::Clock;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -31,7 +38,8 @@ use crate::leader::{Elector, LeaseLost};
 use crate::metrics::{StatusMetrics, VeleroMetrics};
 use crate::queue::Workers;
 use crate::readiness::Readiness;
-use crate::status::{self, Kind, StatusConfig, StatusEngine};
+use crate::settings::Settings;
+use crate::status::{self, Kind, ObjectKey, Rerun, Resumed, StatusConfig, StatusEngine};
 use crate::{Locations, ServerArgs, StorageRecords, downloads, http, queue};
 
 /// Longest a single Kubernetes API response may stall before the request fails.
@@ -39,6 +47,10 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How often shutdown looks whether the re-driver has landed every pending status.
 const DRAIN_POLL: Duration = Duration::from_millis(100);
+
+/// Longest the work of a term may take to stop once the server steps down (aborted tasks end
+/// at their next await; only a task that never yields could hold it up).
+const STEP_DOWN_BOUND: Duration = Duration::from_secs(10);
 
 /// Runs the server until `shutdown` is cancelled.
 ///
@@ -48,7 +60,8 @@ const DRAIN_POLL: Duration = Duration::from_millis(100);
 /// # Errors
 ///
 /// A flag value the server cannot run with, a client that cannot be built from `config`, a
-/// metrics address that cannot be bound; the Lease lost while leading.
+/// metrics address that cannot be bound; a controller that stopped on its own; a term whose
+/// work could not be stopped after the Lease was lost.
 pub async fn serve(
     config: kube::Config,
     namespace: String,
@@ -108,6 +121,7 @@ pub async fn serve(
             resource_timeout: settings.status.resource_timeout,
             max_backoff: settings.status.max_backoff,
             resync_period: settings.status.resync_period,
+            resume_attempts: settings.status.resume_attempts,
             namespace: Some(namespace.clone()),
             clock: clock.clone(),
             ..StatusConfig::default()
@@ -115,15 +129,6 @@ pub async fn serve(
         StatusMetrics::register(&mut registry),
     );
     let metrics = VeleroMetrics::register(&mut registry);
-    let readiness = Readiness::default();
-    // Registered before anything runs, so that `/readyz` waits for all of them.
-    let location_watch = readiness.watch("backupstoragelocations");
-    let backup_watch = readiness.watch("backups");
-    let restore_watch = readiness.watch("restores");
-    let schedule_watch = readiness.watch("schedules");
-    let deletion_watch = readiness.watch("deletebackuprequests");
-    let download_watch = readiness.watch("downloadrequests");
-    let status_watch = readiness.watch("serverstatusrequests");
     let locations = Locations::new(
         client.clone(),
         namespace.clone(),
@@ -135,166 +140,390 @@ pub async fn serve(
         locations.clone(),
         settings.backup.default_location.clone(),
     );
-    let concurrent_backups = settings.backup.concurrency;
-    let grace = settings.shutdown.grace_period;
-    let election = settings.leader_election.clone();
-    let ctx = Arc::new(Context {
-        client,
-        namespace: namespace.clone(),
-        settings,
-        clock: clock.clone(),
-        engine: engine.clone(),
-        metrics,
-        locations,
-        records: records.clone(),
-        // The controllers stop taking work on it; running work gets the grace period.
-        shutdown: shutdown.clone(),
-        backup_queue: Arc::default(),
-    });
     tracing::info!(
         namespace = %namespace,
         instance = engine.instance_id(),
-        metrics = %http::local_url(listener.local_addr().unwrap_or(ctx.settings.metrics_address)),
-        leader_election = election.is_some(),
-        filesystem_roots = ?ctx.settings.locations.policy.filesystem_roots(),
-        ambient_credentials = ctx.settings.locations.policy.allows_ambient_credentials(),
+        metrics = %http::local_url(listener.local_addr().unwrap_or(settings.metrics_address)),
+        leader_election = settings.leader_election.is_some(),
+        resume_attempts = settings.status.resume_attempts,
+        filesystem_roots = ?settings.locations.policy.filesystem_roots(),
+        ambient_credentials = settings.locations.policy.allows_ambient_credentials(),
         downloads = file_urls.base_url(),
         "hawser server starting"
     );
+    let server = Server {
+        client,
+        namespace,
+        settings,
+        clock,
+        engine,
+        metrics,
+        locations,
+        records,
+        readiness: Readiness::default(),
+        lease_client,
+    };
 
-    // The endpoints answer until `serve` returns, through the grace period too.
+    // The endpoints answer until `serve` returns: while following, through the grace period,
+    // and between terms of leadership.
     let endpoints_stop = CancellationToken::new();
     let _stop_endpoints = endpoints_stop.clone().drop_guard();
     tokio::spawn(http::serve(
         listener,
         http::Endpoints {
             registry: Arc::new(registry),
-            readiness: readiness.clone(),
+            readiness: server.readiness.clone(),
         },
         endpoints_stop.clone(),
     ));
     tokio::spawn(downloads::serve(
         downloads_listener,
         downloads::FileServer {
-            urls: file_urls.clone(),
-            locations: ctx.locations.clone(),
+            urls: file_urls,
+            locations: server.locations.clone(),
         },
         endpoints_stop,
     ));
 
-    let mut leadership = match (election, lease_client) {
-        (Some(election), Some(lease_client)) => {
-            let mut elector = Elector::new(
-                lease_client,
-                &namespace,
-                engine.instance_id(),
-                election,
-                clock,
-            );
-            readiness.following(None);
-            tracing::info!(lease = elector.lease(), "waiting to lead");
-            let follower = readiness.clone();
-            tokio::select! {
-                () = shutdown.cancelled() => {
-                    tracing::info!("hawser server stopping before it led");
-                    readiness.stopping();
-                    return Ok(());
-                }
-                () = elector.acquire(|holder| follower.following(holder)) => {}
-            }
-            readiness.leading();
-            let release = CancellationToken::new();
-            Leadership::Held {
-                name: elector.lease().to_owned(),
-                task: tokio::spawn(elector.hold(release.clone())),
-                release,
-            }
-        }
-        _ => Leadership::NotElected,
-    };
-
-    let workers = Workers::default();
-    let mut controllers = JoinSet::new();
-    // Backups whose record says their item operations go on are handed back, not resolved.
-    let (resumer, resumed) = tokio::sync::mpsc::unbounded_channel();
-    engine.resume_with(resumer);
-    let recovery = engine.clone();
-    controllers.spawn(async move { recovery.run_recovery(records).await });
-    controllers.spawn(controllers::operations::run(ctx.clone(), resumed));
-    controllers.spawn(controllers::bsl::run(ctx.clone(), location_watch));
-    controllers.spawn(controllers::schedule::run(ctx.clone(), schedule_watch));
-    controllers.spawn(controllers::gc::run(ctx.clone()));
-    controllers.spawn(controllers::sync::run(ctx.clone()));
-    controllers.spawn(controllers::deletion::run(ctx.clone(), deletion_watch));
-    controllers.spawn(controllers::download::run(ctx.clone(), download_watch));
-    controllers.spawn(controllers::server_status::run(ctx.clone(), status_watch));
-    controllers.spawn(controllers::vsl::run(ctx.clone()));
-    controllers.spawn(queue::run(
-        ctx.clone(),
-        Kind::Backup,
-        concurrent_backups,
-        controllers::backup::handle,
-        backup_watch,
-        workers.clone(),
-    ));
-    // Velero runs one restore at a time (the restore controller's default concurrency).
-    controllers.spawn(queue::run(
-        ctx.clone(),
-        Kind::Restore,
-        1,
-        controllers::restore::handle,
-        restore_watch,
-        workers.clone(),
-    ));
-    tracing::info!("hawser server running");
-
-    tokio::select! {
-        biased;
-        () = shutdown.cancelled() => {}
-        lost = leadership.lost() => {
-            return Err(stop_now(lost_lease(lost), &readiness, controllers, &workers, &engine).await);
-        }
-        // A controller, the recovery loop or a queue ends only at shutdown: one that ends
-        // earlier (a panic) would leave its work undone while the server looks alive.
-        Some(ended) = controllers.join_next() => {
-            let why = match ended {
-                Err(e) if e.is_panic() => "it panicked".to_owned(),
-                Err(e) => e.to_string(),
-                Ok(()) => "it returned".to_owned(),
-            };
-            let stopped = anyhow::anyhow!("a controller task stopped before shutdown: {why}");
-            return Err(stop_now(stopped, &readiness, controllers, &workers, &engine).await);
+    loop {
+        let Some(leadership) = server.follow(&shutdown).await else {
+            return server.stop_following().await;
+        };
+        match server.lead(leadership, &shutdown).await? {
+            TermEnd::Stopped => return Ok(()),
+            TermEnd::SteppedDown => {}
         }
     }
+}
 
-    tracing::info!(
-        running = workers.running(),
-        pending = engine.pending(),
-        grace = ?grace,
-        "hawser server shutting down: no new work; running backups and restores may finish"
-    );
-    readiness.stopping();
-    // Recovery and the controllers stop; the workers they started go on.
-    controllers.abort_all();
-    while controllers.join_next().await.is_some() {}
-    let finished = tokio::select! {
-        finished = drain(&workers, &engine, grace) => finished,
-        lost = leadership.lost() => {
-            return Err(stop_now(lost_lease(lost), &readiness, JoinSet::new(), &workers, &engine).await);
-        }
-    };
-    if !finished {
-        tracing::warn!(
-            running = workers.running(),
-            pending = engine.pending(),
-            "the shutdown grace period is over; stopping anyway: the next leader's recovery resolves what is unfinished"
+/// What outlives a term of leadership.
+struct Server {
+    client: kube::Client,
+    namespace: String,
+    settings: Settings,
+    clock: Clock,
+    engine: StatusEngine,
+    metrics: VeleroMetrics,
+    locations: Locations,
+    records: StorageRecords,
+    readiness: Readiness,
+    /// The client of leader election (`None` with `--leader-elect=false`).
+    lease_client: Option<kube::Client>,
+}
+
+/// How a term of leadership ended.
+enum TermEnd {
+    /// Shutdown: the work drained (or was abandoned after the grace period), the Lease was
+    /// released.
+    Stopped,
+    /// The Lease was lost; the server follows again.
+    SteppedDown,
+}
+
+/// What ends a term early: the Lease lost, or a controller that stopped on its own.
+enum Interrupted {
+    Lost(LeaseLost),
+    Controller(anyhow::Error),
+}
+
+impl Server {
+    /// Waits for the Lease; `None` when shutdown came first. Without leader election the
+    /// server leads at once.
+    async fn follow(&self, shutdown: &CancellationToken) -> Option<Leadership> {
+        let (Some(election), Some(client)) = (&self.settings.leader_election, &self.lease_client)
+        else {
+            return Some(Leadership::NotElected);
+        };
+        let mut elector = Elector::new(
+            client.clone(),
+            &self.namespace,
+            self.engine.instance_id(),
+            election.clone(),
+            self.clock.clone(),
         );
+        self.readiness.following(None);
+        tracing::info!(lease = elector.lease(), "waiting to lead");
+        let follower = self.readiness.clone();
+        tokio::select! {
+            () = shutdown.cancelled() => None,
+            () = elector.acquire(|holder| follower.following(holder)) => {
+                let release = CancellationToken::new();
+                Some(Leadership::Held {
+                    name: elector.lease().to_owned(),
+                    task: tokio::spawn(elector.hold(release.clone())),
+                    release,
+                })
+            }
+        }
     }
-    workers.abort().await;
-    engine.shutdown();
-    leadership.release().await;
-    tracing::info!("hawser server stopped");
-    Ok(())
+
+    /// Shutdown while following: the statuses still pending (a stored record decides them) get
+    /// the grace period to land.
+    async fn stop_following(&self) -> anyhow::Result<()> {
+        tracing::info!(
+            pending = self.engine.pending(),
+            "hawser server stopping while it follows"
+        );
+        self.readiness.stopping();
+        let grace = self.settings.shutdown.grace_period;
+        if !drain(&Workers::default(), &self.engine, grace).await {
+            tracing::warn!(
+                pending = self.engine.pending(),
+                "the shutdown grace period is over with statuses pending; the leader's recovery writes them from their records"
+            );
+        }
+        self.engine.shutdown();
+        Ok(())
+    }
+
+    /// The context of one term: it ends with `term`, and its work runs as `workers`.
+    fn context(&self, term: CancellationToken, workers: Workers) -> Arc<Context> {
+        Arc::new(Context {
+            client: self.client.clone(),
+            namespace: self.namespace.clone(),
+            settings: self.settings.clone(),
+            clock: self.clock.clone(),
+            engine: self.engine.clone(),
+            metrics: self.metrics.clone(),
+            locations: self.locations.clone(),
+            records: self.records.clone(),
+            shutdown: term,
+            workers,
+            backup_queue: Arc::default(),
+        })
+    }
+
+    /// One term of leadership: runs every controller and recovery until shutdown (then
+    /// drains and releases the Lease) or until the Lease is lost (then steps down).
+    async fn lead(
+        &self,
+        mut leadership: Leadership,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<TermEnd> {
+        let readiness = &self.readiness;
+        // Registered before anything runs, so that `/readyz` waits for all of them.
+        let location_watch = readiness.watch("backupstoragelocations");
+        let backup_watch = readiness.watch("backups");
+        let restore_watch = readiness.watch("restores");
+        let schedule_watch = readiness.watch("schedules");
+        let deletion_watch = readiness.watch("deletebackuprequests");
+        let download_watch = readiness.watch("downloadrequests");
+        let status_watch = readiness.watch("serverstatusrequests");
+        readiness.leading();
+        // The controllers stop taking work when the term ends; at shutdown running work gets
+        // the grace period.
+        let term = shutdown.child_token();
+        // Recovery's heartbeat (this instance's Lease) goes on through the grace period, so
+        // that no other server takes the draining work for orphaned; it stops when the server
+        // steps down or the engine shuts down.
+        let stepped_down = CancellationToken::new();
+        let workers = Workers::default();
+        let ctx = self.context(term.clone(), workers.clone());
+
+        let mut controllers = JoinSet::new();
+        let (resumer, resumed) = unbounded_channel();
+        self.engine.resume_with(resumer);
+        let (operations, resumed_operations) = unbounded_channel();
+        let (backup_reruns, backup_reruns_rx) = unbounded_channel();
+        let (restore_reruns, restore_reruns_rx) = unbounded_channel();
+        controllers.spawn(route_resumed(
+            resumed,
+            operations,
+            backup_reruns,
+            restore_reruns,
+        ));
+        let (recovery, records, stop) = (
+            self.engine.clone(),
+            self.records.clone(),
+            stepped_down.clone(),
+        );
+        controllers.spawn(async move { recovery.run_recovery(records, stop).await });
+        controllers.spawn(controllers::operations::run(
+            ctx.clone(),
+            resumed_operations,
+        ));
+        controllers.spawn(controllers::bsl::run(ctx.clone(), location_watch));
+        controllers.spawn(controllers::schedule::run(ctx.clone(), schedule_watch));
+        controllers.spawn(controllers::gc::run(ctx.clone()));
+        controllers.spawn(controllers::sync::run(ctx.clone()));
+        controllers.spawn(controllers::deletion::run(ctx.clone(), deletion_watch));
+        controllers.spawn(controllers::download::run(ctx.clone(), download_watch));
+        controllers.spawn(controllers::server_status::run(ctx.clone(), status_watch));
+        controllers.spawn(controllers::vsl::run(ctx.clone()));
+        controllers.spawn(queue::run(
+            ctx.clone(),
+            Kind::Backup,
+            self.settings.backup.concurrency,
+            controllers::backup::handle,
+            backup_watch,
+            backup_reruns_rx,
+        ));
+        // Velero runs one restore at a time (the restore controller's default concurrency).
+        controllers.spawn(queue::run(
+            ctx.clone(),
+            Kind::Restore,
+            1,
+            controllers::restore::handle,
+            restore_watch,
+            restore_reruns_rx,
+        ));
+        tracing::info!("hawser server running");
+
+        let interrupted = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => None,
+            lost = leadership.lost() => Some(Interrupted::Lost(lost)),
+            // A controller, the recovery loop or a queue ends only with the term: one that
+            // ends earlier (a panic) would leave its work undone while the server looks alive.
+            Some(ended) = controllers.join_next() => {
+                let why = match ended {
+                    Err(e) if e.is_panic() => "it panicked".to_owned(),
+                    Err(e) => e.to_string(),
+                    Ok(()) => "it returned".to_owned(),
+                };
+                Some(Interrupted::Controller(anyhow::anyhow!(
+                    "a controller task stopped before shutdown: {why}"
+                )))
+            }
+        };
+        let term_work = Term {
+            term,
+            stepped_down,
+            controllers,
+            workers,
+        };
+        match interrupted {
+            None => {}
+            Some(Interrupted::Lost(lost)) => return self.step_down(lost, term_work).await,
+            Some(Interrupted::Controller(cause)) => {
+                return Err(self.stop_now(cause, term_work).await);
+            }
+        }
+
+        let Term {
+            stepped_down,
+            mut controllers,
+            workers,
+            ..
+        } = term_work;
+        let grace = self.settings.shutdown.grace_period;
+        tracing::info!(
+            running = workers.running(),
+            pending = self.engine.pending(),
+            grace = ?grace,
+            "hawser server shutting down: no new work; running backups and restores may finish"
+        );
+        readiness.stopping();
+        // Recovery and the controllers stop; the workers they started go on.
+        controllers.abort_all();
+        while controllers.join_next().await.is_some() {}
+        let finished = tokio::select! {
+            finished = drain(&workers, &self.engine, grace) => finished,
+            lost = leadership.lost() => {
+                let term_work = Term {
+                    term: CancellationToken::new(),
+                    stepped_down,
+                    controllers: JoinSet::new(),
+                    workers,
+                };
+                return Err(self.stop_now(lost_lease(lost), term_work).await);
+            }
+        };
+        if !finished {
+            tracing::warn!(
+                running = workers.running(),
+                pending = self.engine.pending(),
+                "the shutdown grace period is over; stopping anyway: the next leader's recovery resolves what is unfinished"
+            );
+        }
+        workers.abort().await;
+        self.engine.shutdown();
+        leadership.release().await;
+        tracing::info!("hawser server stopped");
+        Ok(TermEnd::Stopped)
+    }
+
+    /// The Lease was lost: this term's controllers and work stop at once, the statuses a
+    /// stored record decides go on landing, and the server follows again. A crashed Lease task,
+    /// or work that does not stop, ends the process instead.
+    async fn step_down(&self, lost: LeaseLost, term: Term) -> anyhow::Result<TermEnd> {
+        if matches!(lost, LeaseLost::Crashed { .. }) {
+            return Err(self.stop_now(lost_lease(lost), term).await);
+        }
+        let holder = match &lost {
+            LeaseLost::TakenOver { holder, .. } => holder.clone(),
+            _ => None,
+        };
+        self.readiness.following(holder.as_deref());
+        let stopped = term.stop(STEP_DOWN_BOUND).await;
+        let dropped = self.engine.step_down();
+        if !stopped {
+            return Err(anyhow::Error::new(lost).context(format!(
+                "hawser server stopped leading and the work it ran did not stop within {STEP_DOWN_BOUND:?}: it exits so that it can be started again as a follower"
+            )));
+        }
+        tracing::warn!(
+            error = %lost,
+            pending = self.engine.pending(),
+            dropped,
+            "stepped down: this server's backups and restores stopped where they were; statuses their records decide go on landing; competing for the Lease again"
+        );
+        Ok(TermEnd::SteppedDown)
+    }
+
+    /// Stops every controller and worker at once (a controller died, or the Lease cannot be
+    /// held) and returns `cause`.
+    async fn stop_now(&self, cause: anyhow::Error, term: Term) -> anyhow::Error {
+        self.readiness.stopping();
+        let _stopped = term.stop(STEP_DOWN_BOUND).await;
+        self.engine.shutdown();
+        tracing::error!(error = %format!("{cause:#}"), "stopping at once; the next leader's recovery resolves unfinished work");
+        cause
+    }
+}
+
+/// What runs in a term of leadership, to stop it.
+struct Term {
+    /// The context's token: the controllers stop taking work.
+    term: CancellationToken,
+    /// Recovery and its heartbeat.
+    stepped_down: CancellationToken,
+    controllers: JoinSet<()>,
+    workers: Workers,
+}
+
+impl Term {
+    /// Stops everything at once; false when the work did not end within `bound`.
+    async fn stop(mut self, bound: Duration) -> bool {
+        self.term.cancel();
+        self.stepped_down.cancel();
+        self.controllers.abort_all();
+        let stopped = tokio::time::timeout(bound, self.workers.abort())
+            .await
+            .is_ok();
+        while self.controllers.join_next().await.is_some() {}
+        stopped
+    }
+}
+
+/// Sends what recovery hands back to the controller that does it: item operations to the
+/// operations controller, reruns to the queue of their kind. Ends when recovery's sender is
+/// gone (the term ended).
+async fn route_resumed(
+    mut resumed: UnboundedReceiver<Resumed>,
+    operations: UnboundedSender<ObjectKey>,
+    backups: UnboundedSender<Rerun>,
+    restores: UnboundedSender<Rerun>,
+) {
+    while let Some(resumed) = resumed.recv().await {
+        let _closed = match resumed {
+            Resumed::Operations(key) => operations.send(key).is_ok(),
+            Resumed::Rerun(rerun) => match rerun.key.kind {
+                Kind::Backup => backups.send(rerun).is_ok(),
+                Kind::Restore => restores.send(rerun).is_ok(),
+            },
+        };
+    }
 }
 
 /// Waits up to `grace` for the workers to end and the re-driver to land every pending status;
@@ -313,29 +542,11 @@ async fn drain(workers: &Workers, engine: &StatusEngine, grace: Duration) -> boo
     true
 }
 
-/// Why the server stops when it lost the Lease (another server may lead already).
+/// Why the server stops when it lost the Lease during shutdown, or when its Lease task crashed.
 fn lost_lease(lost: LeaseLost) -> anyhow::Error {
     anyhow::Error::new(lost).context(
         "hawser server stopped leading: it stops so that it can be started again as a follower",
     )
-}
-
-/// Stops every controller and worker at once (the Lease was lost, or a controller died) and
-/// returns `cause`.
-async fn stop_now(
-    cause: anyhow::Error,
-    readiness: &Readiness,
-    mut controllers: JoinSet<()>,
-    workers: &Workers,
-    engine: &StatusEngine,
-) -> anyhow::Error {
-    readiness.stopping();
-    controllers.abort_all();
-    workers.abort().await;
-    engine.shutdown();
-    while controllers.join_next().await.is_some() {}
-    tracing::error!(error = %format!("{cause:#}"), "stopping at once; the next leader's recovery resolves unfinished work");
-    cause
 }
 
 /// The Lease this server leads by, if it elects.

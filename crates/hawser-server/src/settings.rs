@@ -44,6 +44,8 @@ pub(crate) struct StatusSettings {
     pub(crate) max_backoff: Duration,
     /// `--status-resync-period`: recovery and the work queues' full LIST.
     pub(crate) resync_period: Duration,
+    /// `--resume-attempts`: how many times interrupted work is run again.
+    pub(crate) resume_attempts: u32,
 }
 
 /// The backup controller.

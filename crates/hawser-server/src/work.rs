@@ -6,14 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use hawser_api::labels::{HAWSER_ATTEMPT, HAWSER_INTERRUPTED_ATTEMPTS, HAWSER_OWNER};
 use hawser_api::phase::Phase;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::DynamicObject;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::context::Context;
-use crate::queue::Handled;
+use crate::queue::{Handled, Offer};
 use crate::status::{
     Kind, Landing, ObjectKey, ProgressWrite, StatusUpdate, WorkerGuard, WriteError,
 };
@@ -31,20 +33,30 @@ pub(crate) struct Taken {
     pub(crate) uid: String,
     /// Marks the object as owned here (recovery leaves it alone) while held.
     pub(crate) _worker: WorkerGuard,
+    /// Set when this is interrupted work run again.
+    rerun: Option<Resumed>,
+}
+
+/// Interrupted work taken up again: which attempt this is, why the earlier ones ended, and
+/// when the first one started.
+struct Resumed {
+    attempt: u32,
+    interrupted: Vec<String>,
+    started: Option<jiff::Timestamp>,
 }
 
 impl Taken {
     /// Takes up the object `offered` names, as it is now: it is read again (it may have waited
-    /// for a free slot, changed, or been deleted and created again), and taken only when it
-    /// still waits and this instance does not already own it (a worker or the re-driver holds
-    /// it). Otherwise what the queue does with it: [`Handled::Done`] when there is nothing to
-    /// take, [`Handled::Retry`] when the API cannot answer.
-    pub(crate) async fn fresh(
-        ctx: &Context,
-        kind: Kind,
-        offered: &DynamicObject,
-    ) -> Result<Self, Handled> {
-        let name = offered.metadata.name.clone().ok_or(Handled::Done)?;
+    /// for a free slot, changed, or been deleted and created again), and taken only when this
+    /// instance does not already own it (a worker or the re-driver holds it) and it still waits
+    /// or, for a rerun, it is still the interrupted object recovery found (same uid and owner,
+    /// `InProgress`). Otherwise what the queue does with it: [`Handled::Done`] when there is
+    /// nothing to take, [`Handled::Retry`] when the API cannot answer.
+    pub(crate) async fn fresh(ctx: &Context, kind: Kind, offered: &Offer) -> Result<Self, Handled> {
+        let (name, rerun) = match offered {
+            Offer::Waiting(object) => (object.metadata.name.clone().ok_or(Handled::Done)?, None),
+            Offer::Rerun(rerun) => (rerun.key.name.clone(), Some(rerun)),
+        };
         let key = ObjectKey::new(kind, ctx.namespace.clone(), name.clone());
         if ctx.engine.owns(&key) {
             return Err(Handled::Done);
@@ -62,18 +74,98 @@ impl Taken {
         };
         let json = serde_json::to_value(&object).unwrap_or(Value::Null);
         let phase = Phase::of(kind, &json);
-        if !phase.is_waiting() || object.metadata.deletion_timestamp.is_some() {
+        let uid = object.metadata.uid.clone().unwrap_or_default();
+        let takeable = match rerun {
+            None => phase.is_waiting(),
+            Some(rerun) => {
+                phase == Phase::in_progress(kind)
+                    && uid == rerun.uid
+                    && owner_of(&json) == rerun.owner.as_deref()
+            }
+        };
+        if !takeable || object.metadata.deletion_timestamp.is_some() {
             return Err(Handled::Done);
         }
+        let rerun = rerun.map(|rerun| Resumed {
+            attempt: rerun.attempt,
+            interrupted: rerun.interrupted.clone(),
+            started: json
+                .pointer("/status/startTimestamp")
+                .and_then(Value::as_str)
+                .and_then(|t| t.parse().ok()),
+        });
         Ok(Self {
             name,
             key,
             resource_version: object.metadata.resource_version.clone().unwrap_or_default(),
             phase,
-            uid: object.metadata.uid.clone().unwrap_or_default(),
+            uid,
             json,
             _worker: worker,
+            rerun,
         })
+    }
+
+    /// When the work started: now, or for a rerun when its first attempt started.
+    pub(crate) fn started(&self, now: jiff::Timestamp) -> jiff::Timestamp {
+        self.rerun.as_ref().and_then(|r| r.started).unwrap_or(now)
+    }
+
+    /// `update` (to `InProgress`) as the write that takes this object: a claim of a waiting
+    /// object, or for a rerun a take-over that records the attempt and why the earlier ones
+    /// ended.
+    pub(crate) fn claim(&self, update: StatusUpdate) -> StatusUpdate {
+        let update = match &self.rerun {
+            None => update.claim(),
+            Some(rerun) => update
+                .take_over()
+                .annotation(HAWSER_ATTEMPT, rerun.attempt.to_string())
+                .annotation(
+                    HAWSER_INTERRUPTED_ATTEMPTS,
+                    serde_json::to_string(&rerun.interrupted).unwrap_or_default(),
+                ),
+        };
+        self.first_write(update)
+    }
+
+    /// For a rerun, the line its log starts with: that the work is run again, and why.
+    pub(crate) fn resumed_note(&self) -> Option<String> {
+        self.rerun.as_ref().map(|rerun| {
+            format!(
+                "this {} was interrupted and is run again from the start (attempt {}): {}",
+                self.key.kind,
+                rerun.attempt,
+                rerun.interrupted.join("; ")
+            )
+        })
+    }
+
+    /// The final status of work that fails validation: `FailedValidation` with `messages` for a
+    /// waiting object; `Failed` for a rerun (it was started, and validation failed when it was
+    /// taken up again).
+    pub(crate) fn refused(&self, messages: Vec<String>, now: jiff::Timestamp) -> StatusUpdate {
+        let update = match &self.rerun {
+            None => self
+                .update(Phase::failed_validation(self.key.kind))
+                .field("validationErrors", messages),
+            Some(_) => self
+                .update(Phase::failed(self.key.kind))
+                .field(
+                    "failureReason",
+                    format!(
+                        "the interrupted {} could not be run again: {}",
+                        self.key.kind,
+                        messages.join("; ")
+                    ),
+                )
+                .field("completionTimestamp", json!(Time(now))),
+        };
+        self.first_write(update)
+    }
+
+    /// Whether this is interrupted work run again.
+    pub(crate) fn is_rerun(&self) -> bool {
+        self.rerun.is_some()
     }
 
     /// A status update of this object moving it to `phase` (a phase of its kind).
@@ -106,6 +198,10 @@ impl Taken {
     /// object was settled so. A record that cannot be read counts as none: validation then
     /// says what is wrong with the location.
     pub(crate) async fn settle_from_record(&self, ctx: &Context) -> bool {
+        if self.is_rerun() {
+            // Recovery found no record before handing it back.
+            return false;
+        }
         let outcome = match ctx
             .records
             .outcome_of_object(self.key.kind, &self.json)
@@ -123,7 +219,10 @@ impl Taken {
             return false;
         }
         tracing::warn!(object = %self.key, phase = %phase, "the object's status was removed after its work ended; the recorded outcome is written back");
-        let update = self.update(phase).fields(outcome.status).restoring_record();
+        let update = self
+            .update(phase)
+            .fields(outcome.status)
+            .restoring_record();
         report_final(ctx.engine.write(self.first_write(update)).await, &self.key);
         true
     }
@@ -134,6 +233,14 @@ impl Taken {
     }
 }
 
+/// The owner annotation of `object`.
+fn owner_of(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(HAWSER_OWNER))
+        .and_then(Value::as_str)
+}
+
 /// A fault for tests, in debug builds only: the worker of the object named by the environment
 /// variable `HAWSER_TEST_PANIC_AFTER_CLAIM` panics once its claim has landed. Release builds
 /// have no such hook.
@@ -142,6 +249,24 @@ pub(crate) fn test_panic_after_claim(name: &str) {
     #[cfg(debug_assertions)]
     if std::env::var("HAWSER_TEST_PANIC_AFTER_CLAIM").is_ok_and(|n| n == name) {
         panic!("test fault HAWSER_TEST_PANIC_AFTER_CLAIM for {name}");
+    }
+}
+
+/// An outcome as it was committed: `recorded` when its record was stored (its final status is
+/// then [decided by the record](StatusUpdate::decided_by_record)).
+pub(crate) struct Committed<O> {
+    pub(crate) outcome: O,
+    pub(crate) recorded: bool,
+}
+
+impl<O> Committed<O> {
+    /// `update`, marked as decided by the record when the record was stored.
+    pub(crate) fn mark(&self, update: StatusUpdate) -> StatusUpdate {
+        if self.recorded {
+            update.decided_by_record()
+        } else {
+            update
+        }
     }
 }
 

@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use hawser_api::phase::BackupPhase;
 use hawser_core::clock::Clock;
+use hawser_api::labels::{HAWSER_ATTEMPT, HAWSER_INTERRUPTED_ATTEMPTS};
 use hawser_server::status::{
-    Kind, MemoryRecords, ObjectKey, RecordedOutcome, StatusConfig, StatusUpdate,
+    Kind, MemoryRecords, ObjectKey, RecordedOutcome, Rerun, Resumed, StatusConfig, StatusUpdate,
     restart_failure_reason,
 };
 use serde_json::json;
 use status_support::*;
+use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
 async fn a_new_instance_resolves_orphans_from_records_and_fails_those_without() {
@@ -157,7 +159,9 @@ async fn the_resync_loop_resolves_an_orphan_that_appears_later() {
     let (engine, _metrics, _client) = engine_for(&sim, short_config("me")).await;
     let runner = {
         let engine = engine.clone();
-        tokio::spawn(async move { engine.run_recovery(MemoryRecords::default()).await })
+        tokio::spawn(async move { engine
+                .run_recovery(MemoryRecords::default(), CancellationToken::new())
+                .await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     create(
@@ -178,4 +182,163 @@ async fn the_resync_loop_resolves_an_orphan_that_appears_later() {
         .await
         .expect("recovery loop stops on shutdown")
         .unwrap();
+}
+
+/// Sets annotations on an object of the simulator.
+fn annotate(sim: &kube_sim::KubeSim, kind: Kind, name: &str, annotations: serde_json::Value) {
+    let mut object = get(sim, kind, name).unwrap();
+    for (k, v) in annotations.as_object().unwrap() {
+        object["metadata"]["annotations"][k] = v.clone();
+    }
+    sim.store().insert(object).unwrap();
+}
+
+#[tokio::test]
+async fn interrupted_work_without_a_record_is_handed_back_until_the_bound_then_failed_with_each_reason()
+ {
+    let sim = start_sim(false).await;
+    let config = StatusConfig {
+        resume_attempts: 2,
+        ..short_config("me")
+    };
+    let (engine, _metrics, _client) = engine_for(&sim, config).await;
+    let (resumer, mut resumed) = tokio::sync::mpsc::unbounded_channel();
+    engine.resume_with(resumer);
+    let first = create(&sim, Kind::Backup, "b-first", "InProgress", Some("gone"));
+    create(&sim, Kind::Restore, "r-second", "InProgress", Some("me"));
+    annotate(
+        &sim,
+        Kind::Restore,
+        "r-second",
+        json!({HAWSER_ATTEMPT: "2", HAWSER_INTERRUPTED_ATTEMPTS: "[\"attempt 1 ended\"]"}),
+    );
+    create(&sim, Kind::Backup, "b-last", "InProgress", Some("gone"));
+    annotate(
+        &sim,
+        Kind::Backup,
+        "b-last",
+        json!({HAWSER_ATTEMPT: "3", HAWSER_INTERRUPTED_ATTEMPTS: "[\"one\", \"two\"]"}),
+    );
+    // Started work that is not InProgress has no rerun: only its record could say more.
+    create(&sim, Kind::Backup, "b-waiting", "WaitingForPluginOperations", Some("gone"));
+
+    let report = engine
+        .resolve_orphans(&MemoryRecords::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.resumed, report.failed_without_record),
+        (2, 2),
+        "{report:?}"
+    );
+    let mut handed = Vec::new();
+    while let Ok(r) = resumed.try_recv() {
+        handed.push(r);
+    }
+    handed.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    let by_name = |name: &str| {
+        handed
+            .iter()
+            .find_map(|r| match r {
+                Resumed::Rerun(rerun) if rerun.key.name == name => Some(rerun.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{name} not handed back: {handed:?}"))
+    };
+    let b = by_name("b-first");
+    assert_eq!(
+        b,
+        Rerun {
+            key: ObjectKey::new(Kind::Backup, NS, "b-first"),
+            uid: first["metadata"]["uid"].as_str().unwrap().to_owned(),
+            owner: Some("gone".to_owned()),
+            attempt: 2,
+            interrupted: vec![
+                "attempt 1 ended when its server gone stopped (its instance Lease expired or was released), before its record was stored".to_owned()
+            ],
+        }
+    );
+    let r = by_name("r-second");
+    assert_eq!(r.attempt, 3);
+    assert_eq!(r.interrupted.len(), 2, "{r:?}");
+    assert_eq!(r.interrupted[0], "attempt 1 ended");
+    assert!(r.interrupted[1].starts_with("attempt 2 was stopped when this server (me) stopped leading"), "{r:?}");
+    // Handed back, not written: the rerun decides.
+    assert_eq!(phase(&sim, Kind::Backup, "b-first"), "InProgress");
+
+    let last = get(&sim, Kind::Backup, "b-last").unwrap();
+    assert_eq!(last["status"]["phase"], "Failed");
+    let reason = last["status"]["failureReason"].as_str().unwrap();
+    assert!(reason.starts_with(&restart_failure_reason(Kind::Backup)), "{reason}");
+    assert!(
+        reason.contains("it was run 3 times (--resume-attempts 2): one; two; attempt 3 ended when its server gone stopped"),
+        "{reason}"
+    );
+    assert_eq!(phase(&sim, Kind::Backup, "b-waiting"), "Failed");
+
+    // Without a resumer (or with --resume-attempts 0) nothing is run again.
+    engine.step_down();
+    let report = engine
+        .resolve_orphans(&MemoryRecords::default())
+        .await
+        .unwrap();
+    assert_eq!((report.resumed, report.failed_without_record), (0, 2), "{report:?}");
+    assert_eq!(
+        get(&sim, Kind::Backup, "b-first").unwrap()["status"]["failureReason"],
+        json!(restart_failure_reason(Kind::Backup))
+    );
+}
+
+#[tokio::test]
+async fn stepping_down_keeps_pending_statuses_a_record_decides_and_drops_the_others() {
+    let sim = start_sim(false).await;
+    let (engine, _metrics, _client) = engine_for(&sim, short_config("me")).await;
+    create(&sim, Kind::Backup, "recorded", "InProgress", Some("me"));
+    create(&sim, Kind::Backup, "undecided", "InProgress", Some("me"));
+    sim.faults().refuse(None);
+    let decided = engine
+        .write(StatusUpdate::backup(NS, "recorded", BackupPhase::Completed).decided_by_record())
+        .await
+        .unwrap_err();
+    let undecided = engine
+        .write(
+            StatusUpdate::backup(NS, "undecided", BackupPhase::Failed)
+                .field("failureReason", "no record"),
+        )
+        .await
+        .unwrap_err();
+    assert!(decided.is_pending() && undecided.is_pending());
+    assert_eq!(engine.pending(), 2);
+
+    assert_eq!(engine.step_down(), 1);
+    assert_eq!(engine.pending(), 1);
+    assert!(engine.is_pending(&ObjectKey::new(Kind::Backup, NS, "recorded")));
+    sim.faults().clear();
+    let landed = eventually(Duration::from_secs(3), || {
+        phase(&sim, Kind::Backup, "recorded") == "Completed"
+    })
+    .await;
+    assert!(landed.is_some(), "the decided status did not land");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(phase(&sim, Kind::Backup, "undecided"), "InProgress");
+    assert_eq!(engine.pending(), 0);
+}
+
+#[tokio::test]
+async fn recovery_stops_with_its_term_and_deletes_the_instance_lease() {
+    let sim = start_sim(false).await;
+    let (engine, _metrics, _client) = engine_for(&sim, short_config("me")).await;
+    let stop = CancellationToken::new();
+    let runner = {
+        let (engine, stop) = (engine.clone(), stop.clone());
+        tokio::spawn(async move { engine.run_recovery(MemoryRecords::default(), stop).await })
+    };
+    let lease = || sim.store().get("coordination.k8s.io/v1", "Lease", NS, "me");
+    assert!(eventually(Duration::from_secs(3), || lease().is_some()).await.is_some());
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(3), runner)
+        .await
+        .expect("recovery ended with its term")
+        .unwrap();
+    assert!(lease().is_none(), "the instance Lease outlived the term");
 }

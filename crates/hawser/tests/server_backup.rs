@@ -16,6 +16,7 @@ use kube_sim::{LatencyFault, StatusFault};
 use serde_json::{Value, json};
 use server_checks::assert_metrics;
 use server_support::{
+    backup_record as record,
     BUCKET, FAST, Server, archive_paths, artifact, create_backup, filesystem_location, phase, poll,
     seed, slow_reads, wait_final, wait_for, wait_in_progress,
 };
@@ -34,10 +35,6 @@ fn every_archive_path(path: &std::path::Path) -> Vec<String> {
     paths
 }
 
-fn record(root: &std::path::Path, name: &str) -> Option<Value> {
-    let bytes = std::fs::read(artifact(root, name, "velero-backup.json")).ok()?;
-    Some(serde_json::from_slice(&bytes).unwrap())
-}
 
 #[tokio::test]
 async fn a_backup_completes_in_velero_layout_with_the_record_matching_the_object() {
@@ -238,43 +235,6 @@ async fn an_api_outage_longer_than_the_resource_timeout_still_ends_completed() {
     assert!(
         log.contains("re-driver"),
         "the final status never went to the re-driver:\n{log}"
-    );
-}
-
-#[tokio::test]
-async fn a_server_killed_mid_backup_leaves_it_failed_with_a_restart_reason_after_restart() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    seed(&cluster, 5);
-    filesystem_location(&cluster, "default", root.path());
-    let slow = cluster.sim.faults().latency(
-        LatencyFault::new(Duration::from_secs(5))
-            .verbs(&["list"])
-            .resources(&["configmaps"]),
-    );
-    let mut first = Server::start(&cluster, root.path(), FAST).await;
-    create_backup(
-        &cluster,
-        "interrupted",
-        json!({"includedNamespaces": ["shop"]}),
-    );
-    wait_in_progress(&cluster, &first, "Backup", "interrupted").await;
-    first.kill().await;
-    cluster.sim.faults().remove(slow);
-    assert!(record(root.path(), "interrupted").is_none());
-
-    let second = Server::start(&cluster, root.path(), FAST).await;
-    let done = wait_final(&cluster, &second, "Backup", "interrupted").await;
-    assert_eq!(phase(&done), "Failed", "{done:#}");
-    assert_eq!(
-        done["status"]["failureReason"],
-        json!(hawser_server::status::restart_failure_reason(
-            hawser_server::status::Kind::Backup
-        ))
-    );
-    assert!(
-        record(root.path(), "interrupted").is_none_or(|r| r["status"]["phase"] != "Completed"),
-        "a record claims success"
     );
 }
 

@@ -153,7 +153,10 @@ async fn recovery_does_not_take_the_outcome_of_a_record_with_another_uid() {
     );
     assert_ne!(uid(&stale_r), "uid-of-an-earlier-object");
 
-    let server = Server::start(&cluster, root.path(), FAST).await;
+    // Not run again (--resume-attempts 0): what recovery decides from the records is the point.
+    let mut flags = FAST.to_vec();
+    flags.extend(["--resume-attempts", "0"]);
+    let server = Server::start(&cluster, root.path(), &flags).await;
 
     for (kind, name, server_kind) in [
         ("Backup", "stale", Kind::Backup),

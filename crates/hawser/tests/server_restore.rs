@@ -17,18 +17,11 @@ use kube_sim::LatencyFault;
 use serde_json::{Value, json};
 use server_checks::assert_metrics;
 use server_support::{
+    restore_record,
     BUCKET, FAST, Server, create_backup, create_restore, filesystem_location, phase, poll, seed,
     slow_reads, wait_final, wait_in_progress,
 };
 
-fn restore_record(root: &Path, name: &str) -> Option<Value> {
-    let path = root
-        .join(BUCKET)
-        .join("restores")
-        .join(name)
-        .join(format!("restore-{name}-status.json"));
-    Some(serde_json::from_slice(&std::fs::read(path).ok()?).unwrap())
-}
 
 /// A cluster with `shop` seeded and a Completed backup `base` of it.
 async fn backed_up(configmaps: usize) -> (Cluster, tempfile::TempDir, Server) {
@@ -156,34 +149,6 @@ async fn invalid_restores_end_failed_validation_and_change_nothing() {
         &["velero_restore_validation_failed_total{schedule=\"\"} 5"],
     )
     .await;
-}
-
-#[tokio::test]
-async fn a_server_killed_mid_restore_leaves_it_failed_with_a_restart_reason() {
-    let (cluster, root, mut first) = backed_up(3).await;
-    let slow = cluster.sim.faults().latency(
-        LatencyFault::new(Duration::from_secs(5))
-            .verbs(&["create"])
-            .resources(&["configmaps"]),
-    );
-    create_restore(
-        &cluster,
-        "interrupted",
-        json!({"backupName": "base", "namespaceMapping": {"shop": "shop-two"}}),
-    );
-    wait_in_progress(&cluster, &first, "Restore", "interrupted").await;
-    first.kill().await;
-    cluster.sim.faults().remove(slow);
-
-    let second = Server::start(&cluster, root.path(), FAST).await;
-    let done = wait_final(&cluster, &second, "Restore", "interrupted").await;
-    assert_eq!(phase(&done), "Failed", "{done:#}");
-    assert_eq!(
-        done["status"]["failureReason"],
-        json!(hawser_server::status::restart_failure_reason(
-            hawser_server::status::Kind::Restore
-        ))
-    );
 }
 
 #[tokio::test]

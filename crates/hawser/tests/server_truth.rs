@@ -12,11 +12,8 @@ use cli_support::{Cluster, NS};
 use kube_sim::{LatencyFault, StatusFault};
 use serde_json::{Value, json};
 use server_support::*;
+use server_support::backup_record as record;
 
-fn record(root: &std::path::Path, name: &str) -> Option<Value> {
-    let bytes = std::fs::read(artifact(root, name, "velero-backup.json")).ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
 
 /// Flags of a server whose status writes give up after 1 s (`--resource-timeout`), with the
 /// periodic resync every `resync`.

@@ -19,6 +19,7 @@ use kube::api::{Api, DynamicObject, PostParams, WatchEvent, WatchParams};
 use kube_sim::csi::{self, CsiConfig, CsiSim, dynamic_api};
 use serde_json::{Value, json};
 use server_support::*;
+use server_support::backup_record as record;
 
 fn client(cluster: &Cluster) -> kube::Client {
     kube::Client::try_from(kube::Config::new(cluster.sim.api_url().parse().unwrap())).unwrap()
@@ -354,10 +355,6 @@ async fn a_backup_waiting_when_its_server_is_killed_completes_under_the_next_one
     );
 }
 
-fn record(root: &std::path::Path, name: &str) -> Option<Value> {
-    let bytes = std::fs::read(artifact(root, name, "velero-backup.json")).ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
 
 /// The API goes away for 4 s the moment the record says `recorded`, i.e. while the status
 /// write that follows it (out of `InProgress`, out of `WaitingForPluginOperations`, out of

@@ -83,6 +83,15 @@ impl Phase {
         }
     }
 
+    /// `FailedValidation` of `kind`.
+    #[must_use]
+    pub fn failed_validation(kind: Kind) -> Self {
+        match kind {
+            Kind::Backup => Self::Backup(BackupPhase::FailedValidation),
+            Kind::Restore => Self::Restore(RestorePhase::FailedValidation),
+        }
+    }
+
     /// `InProgress` of `kind`.
     #[must_use]
     pub fn in_progress(kind: Kind) -> Self {

@@ -11,7 +11,8 @@
 //!   `managedFields` are kept in the object that is created (the API server accepts them on
 //!   create), so no separate patch re-applies them.
 //! * `status` removed, and handed back separately when status is to be restored (§7.7).
-//! * Labels `velero.io/backup-name` and `velero.io/restore-name` added.
+//! * Labels `velero.io/backup-name` and `velero.io/restore-name` added, and hawser's
+//!   `hawser.io/restore-uid` (the restore's uid, so that a rerun knows its own objects).
 //! * Service: `clusterIP`/`clusterIPs` cleared unless headless; `nodePort`s and
 //!   `healthCheckNodePort` cleared unless `preserveNodePorts` or set explicitly (found in the
 //!   `kubectl.kubernetes.io/last-applied-configuration` annotation or in `managedFields`).
@@ -42,6 +43,9 @@ use sha2::{Digest, Sha256};
 pub const BACKUP_NAME_LABEL: &str = "velero.io/backup-name";
 /// Label naming the restore that created an object.
 pub const RESTORE_NAME_LABEL: &str = "velero.io/restore-name";
+/// hawser's label carrying the `metadata.uid` of the restore that created an object, so that
+/// the same restore, run again after an interruption, knows its own objects.
+pub const RESTORE_UID_LABEL: &str = "hawser.io/restore-uid";
 
 /// Metadata fields a restore removes.
 pub const REMOVED_METADATA: [&str; 9] = [
@@ -106,6 +110,8 @@ pub struct CleanContext<'a> {
     pub backup_name: &'a str,
     /// The restore's name (value of [`RESTORE_NAME_LABEL`]).
     pub restore_name: &'a str,
+    /// The restore's `metadata.uid` (value of [`RESTORE_UID_LABEL`]; none when empty).
+    pub restore_uid: &'a str,
     /// `spec.preserveNodePorts == true`.
     pub preserve_node_ports: bool,
     /// Source → target namespaces.
@@ -322,6 +328,12 @@ fn add_restore_labels(meta: &mut Map<String, Value>, ctx: &CleanContext<'_>) {
             RESTORE_NAME_LABEL.into(),
             Value::from(valid_label_value(ctx.restore_name)),
         );
+        if !ctx.restore_uid.is_empty() {
+            labels.insert(
+                RESTORE_UID_LABEL.into(),
+                Value::from(valid_label_value(ctx.restore_uid)),
+            );
+        }
     }
 }
 

@@ -11,6 +11,7 @@ fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
     CleanContext {
         backup_name: "nightly",
         restore_name: "nightly-20261203",
+        restore_uid: "",
         preserve_node_ports: false,
         namespace_mapping: mapping,
         reprovisioned_pvs: &NO_PVS,
@@ -401,6 +402,23 @@ fn claim_of_a_reprovisioned_volume_loses_its_volume_name() {
         assert_eq!(out.pointer("/spec/volumeName").is_some(), kept, "{volume}");
         assert!(out.pointer("/spec/resources").is_some());
     }
+}
+
+#[test]
+fn a_restore_with_a_uid_labels_what_it_creates_with_it() {
+    let m = no_mapping();
+    let c = CleanContext {
+        restore_uid: "7d1c2f4e-0b5a-4c55-9e3f-2b8a6f9e1d20",
+        ..ctx(&m)
+    };
+    let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "cm", "namespace": "shop", "labels": {"app": "a"}}});
+    let out = clean("configmaps", obj, Some("shop"), &c, false).object;
+    assert_eq!(
+        out["metadata"]["labels"],
+        json!({"app": "a", BACKUP_NAME_LABEL: "nightly", RESTORE_NAME_LABEL: "nightly-20261203",
+               RESTORE_UID_LABEL: "7d1c2f4e-0b5a-4c55-9e3f-2b8a6f9e1d20"})
+    );
 }
 
 #[test]

@@ -15,7 +15,7 @@
 
 use serde_json::{Map, Value};
 
-use super::clean::{BACKUP_NAME_LABEL, RESTORE_NAME_LABEL, strip_metadata};
+use super::clean::{BACKUP_NAME_LABEL, RESTORE_NAME_LABEL, RESTORE_UID_LABEL, strip_metadata};
 
 /// `spec.existingResourcePolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,7 +107,7 @@ fn comparable_desired(desired: &Value) -> Value {
 
 fn restore_labels(obj: &Value) -> Map<String, Value> {
     let mut out = Map::new();
-    for key in [BACKUP_NAME_LABEL, RESTORE_NAME_LABEL] {
+    for key in [BACKUP_NAME_LABEL, RESTORE_NAME_LABEL, RESTORE_UID_LABEL] {
         if let Some(v) = obj.pointer("/metadata/labels").and_then(|l| l.get(key)) {
             out.insert(key.to_string(), v.clone());
         }
@@ -124,6 +124,22 @@ pub fn labels_patch(desired: &Value) -> Value {
     let mut patch = Map::new();
     patch.insert("metadata".into(), Value::Object(meta));
     Value::Object(patch)
+}
+
+/// Whether `live` was created by the very restore that wants `desired`: both carry the same
+/// restore name and restore uid labels (an earlier attempt of this restore, interrupted and
+/// run again, created it). Such an object counts as restored, not as one that already exists.
+pub fn made_by_restore(desired: &Value, live: &Value) -> bool {
+    let label = |obj: &Value, key: &str| {
+        obj.pointer("/metadata/labels")
+            .and_then(|l| l.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    [RESTORE_NAME_LABEL, RESTORE_UID_LABEL].iter().all(|key| {
+        let wanted = label(desired, key);
+        wanted.is_some() && wanted == label(live, key)
+    })
 }
 
 /// The decision for `desired` (cleaned, of type `group_resource` and kind `kind`) against the
@@ -273,6 +289,29 @@ mod tests {
                 "managedFields": [{"manager": "kubectl"}], "labels": {"app": "a"}},
             "data": data
         })
+    }
+
+    #[test]
+    fn only_an_object_with_this_restores_name_and_uid_is_its_own() {
+        let labelled = |name: &str, uid: Option<&str>| {
+            let mut labels = json!({"app": "a", BACKUP_NAME_LABEL: "b1", RESTORE_NAME_LABEL: name});
+            if let Some(uid) = uid {
+                labels[RESTORE_UID_LABEL] = json!(uid);
+            }
+            json!({"metadata": {"name": "cm", "labels": labels}, "data": {"changed": "by the server"}})
+        };
+        let desired = labelled("r1", Some("uid-1"));
+        assert!(made_by_restore(&desired, &labelled("r1", Some("uid-1"))));
+        for (live, why) in [
+            (labelled("r1", Some("uid-0")), "an earlier restore of the same name"),
+            (labelled("r2", Some("uid-1")), "another restore's name"),
+            (labelled("r1", None), "no uid"),
+            (json!({"metadata": {"name": "cm"}}), "no labels"),
+        ] {
+            assert!(!made_by_restore(&desired, &live), "{why}");
+        }
+        // A restore that labels nothing with a uid owns nothing.
+        assert!(!made_by_restore(&labelled("r1", None), &labelled("r1", None)));
     }
 
     #[test]

@@ -12,10 +12,12 @@ pub mod types;
 pub mod validate;
 
 pub use clean::{
-    BACKUP_NAME_LABEL, CleanContext, Cleaned, ItemSkip, RESTORE_NAME_LABEL, clean,
-    namespace_object, skip_reason, valid_label_value,
+    BACKUP_NAME_LABEL, CleanContext, Cleaned, ItemSkip, RESTORE_NAME_LABEL, RESTORE_UID_LABEL,
+    clean, namespace_object, skip_reason, valid_label_value,
 };
-pub use existing::{Existing, ExistingPolicy, decide, differs_warning, merge_patch};
+pub use existing::{
+    Existing, ExistingPolicy, decide, differs_warning, made_by_restore, merge_patch,
+};
 pub use filters::{
     FILTER_BYPASS, FilterSkip, NON_RESTORABLE, RESTORE_STATUS_ANNOTATION, RestoreFilters,
     RestoreSelection, RestoreStatusFilter,

@@ -88,6 +88,9 @@ pub struct BackupOptions {
     /// How long one read (a LIST page, a GET) is retried while the API server is unreachable
     /// or answers 429/5xx; default [`RETRY_BUDGET`]. (A backup writes nothing to the API.)
     pub api_retry: Duration,
+    /// Lines written as warnings at the start of the log (e.g. that the work was interrupted
+    /// and is run again); not counted among the results' warnings.
+    pub log_warnings: Vec<String>,
 }
 
 impl Default for BackupOptions {
@@ -99,6 +102,7 @@ impl Default for BackupOptions {
             progress: None,
             clock: hawser_core::clock::Clock::system(),
             api_retry: RETRY_BUDGET,
+            log_warnings: Vec::new(),
         }
     }
 }
@@ -148,6 +152,13 @@ impl BackupOptions {
     #[must_use]
     pub fn with_clock(mut self, clock: hawser_core::clock::Clock) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Adds `line`, when given, to the lines written as warnings at the start of the log.
+    #[must_use]
+    pub fn with_log_warning(mut self, line: Option<String>) -> Self {
+        self.log_warnings.extend(line);
         self
     }
 }
@@ -304,6 +315,9 @@ async fn run_named(
     let started = options.clock.now();
     let mut log = BackupLog::new(format!("{namespace}/{name}"), options.clock.clone());
     log.info("Starting backup");
+    for line in &options.log_warnings {
+        log.line("warning", line);
+    }
     let mut messages = Messages::default();
     for warning in backup.spec.unsupported_fields() {
         log.line("warning", &warning);

@@ -12,7 +12,7 @@ use hawser_core::csi::{
 };
 use hawser_core::restore::{
     CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, NonCanonicalType, RestoreSelection,
-    clean, decide,
+    clean, decide, made_by_restore,
 };
 use hawser_core::selection::related::PERSISTENT_VOLUMES;
 use hawser_core::selection::{Catalogue, NAMESPACES};
@@ -32,6 +32,8 @@ pub(crate) struct Restorer {
     pub selection: RestoreSelection,
     pub backup_name: String,
     pub restore_name: String,
+    /// The Restore's `metadata.uid` (empty when it has none).
+    pub restore_uid: String,
     pub preserve_node_ports: bool,
     pub mapping: BTreeMap<String, String>,
     pub policy: ExistingPolicy,
@@ -124,6 +126,7 @@ impl Restorer {
         CleanContext {
             backup_name: &self.backup_name,
             restore_name: &self.restore_name,
+            restore_uid: &self.restore_uid,
             preserve_node_ports: self.preserve_node_ports,
             namespace_mapping: &self.mapping,
             reprovisioned_pvs: &self.reprovisioned_pvs,
@@ -422,6 +425,12 @@ impl Restorer {
                 return;
             }
         };
+        if made_by_restore(desired, &live) {
+            // An earlier attempt of this very restore created it before it was interrupted.
+            self.touched(t);
+            self.record(t, ItemResult::Created);
+            return;
+        }
         match decide(t.gr, desired, live, self.policy) {
             Existing::Unchanged { label_patch } => {
                 if let Some(patch) = label_patch {

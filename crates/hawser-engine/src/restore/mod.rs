@@ -108,6 +108,9 @@ pub struct RestoreOptions {
     /// API server is unreachable or answers 429/5xx, a write after 429; default
     /// [`RETRY_BUDGET`](crate::cluster::request::RETRY_BUDGET).
     pub api_retry: Duration,
+    /// Lines written as warnings at the start of the log (e.g. that the work was interrupted
+    /// and is run again); not counted among the results' warnings.
+    pub log_warnings: Vec<String>,
 }
 
 impl Default for RestoreOptions {
@@ -122,6 +125,7 @@ impl Default for RestoreOptions {
             progress: None,
             clock: hawser_core::clock::Clock::system(),
             api_retry: crate::cluster::request::RETRY_BUDGET,
+            log_warnings: Vec::new(),
         }
     }
 }
@@ -202,6 +206,13 @@ impl RestoreOptions {
     #[must_use]
     pub fn with_clock(mut self, clock: hawser_core::clock::Clock) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Adds `line`, when given, to the lines written as warnings at the start of the log.
+    #[must_use]
+    pub fn with_log_warning(mut self, line: Option<String>) -> Self {
+        self.log_warnings.extend(line);
         self
     }
 }
@@ -427,6 +438,9 @@ async fn run_named(
 ) -> Result<RestoreOutcome, RestoreError> {
     let started = options.clock.now();
     report.info(&format!("Starting restore of backup {backup_name}"));
+    for line in &options.log_warnings {
+        report.line("warning", line);
+    }
     for warning in restore.spec.unsupported_fields() {
         report.warn(Scope::Velero, warning);
     }
@@ -448,6 +462,7 @@ async fn run_named(
         selection,
         backup_name: backup_name.clone(),
         restore_name: name.clone(),
+        restore_uid: restore.metadata.uid.clone().unwrap_or_default(),
         preserve_node_ports: filters.preserve_node_ports == Some(true),
         mapping: filters.namespace_mapping.clone(),
         policy: ExistingPolicy::parse(filters.existing_resource_policy.as_deref()),

@@ -34,16 +34,17 @@ use hawser_core::archive::FORMAT_VERSION;
 use hawser_core::restore::clean::valid_label_value;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::DynamicObject;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::context::{Context, schedule_of};
 use crate::controllers::{backup_queue, operations};
 use crate::metrics::{BackupFinished, FinalOutcome};
-use crate::queue::Handled;
+use crate::queue::{Handled, Offer};
 use crate::status::Kind;
-use crate::work::{Taken, record_status, report_final, store_record, test_panic_after_claim};
+use crate::work::{
+    Committed, Taken, record_status, report_final, store_record, test_panic_after_claim,
+};
 use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
 
 /// The outcome of validation.
@@ -57,8 +58,8 @@ enum Checked {
 }
 
 /// Handles one waiting Backup (see the module docs).
-pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled {
-    let taken = match Taken::fresh(&ctx, Kind::Backup, &object).await {
+pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
+    let taken = match Taken::fresh(&ctx, Kind::Backup, &offer).await {
         Ok(taken) => taken,
         Err(handled) => return handled,
     };
@@ -76,11 +77,9 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
         Checked::Invalid(messages) => {
             tracing::warn!(backup = %name, errors = ?messages, "backup failed validation");
             let update = taken
-                .update(BackupPhase::FailedValidation)
-                .field("validationErrors", messages)
+                .refused(messages, ctx.clock.now())
                 .field("queuePosition", 0);
-            let update = taken.first_write(update);
-            if report_final(ctx.engine.write(update).await, &key) {
+            if report_final(ctx.engine.write(update).await, &key) && !taken.is_rerun() {
                 ctx.metrics.backup_validation_failed(&schedule);
             }
             backup_queue::renumber(&ctx).await;
@@ -88,7 +87,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
         }
     };
 
-    let started = ctx.clock.now();
+    let started = taken.started(ctx.clock.now());
     let expiration = backup
         .spec
         .ttl
@@ -96,7 +95,6 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
         .map(Time);
     let claim = taken
         .update(BackupPhase::InProgress)
-        .claim()
         // What the backup was resolved to, written as Velero does, so that recovery reads the
         // location this backup went to whatever the defaults are by then.
         .spec_field("storageLocation", backup.spec.storage_location.clone())
@@ -117,7 +115,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
             .annotation(SOURCE_CLUSTER_K8S_MINOR_VERSION, info.minor),
         None => claim,
     };
-    match ctx.engine.write(taken.first_write(claim)).await {
+    match ctx.engine.write(taken.claim(claim)).await {
         Ok(_) => ctx.metrics.backup_attempt(&schedule),
         Err(e) => {
             tracing::info!(backup = %name, category = e.category(), error = %e, "the backup could not be started");
@@ -138,11 +136,13 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
         .with_page_size(ctx.settings.client.page_size.unwrap_or(u32::MAX))
         .with_api_retry(ctx.settings.status.resource_timeout)
         .with_progress(progress)
-        .with_clock(ctx.clock.clone());
+        .with_clock(ctx.clock.clone())
+        .with_log_warning(taken.resumed_note());
     let result = backup::run(ctx.client.clone(), &location, &backup, options).await;
     reporter.abort();
 
-    let outcome = commit(&ctx, &location, &backup, result, started).await;
+    let committed = commit(&ctx, &location, &backup, result, started).await;
+    let outcome = &committed.outcome;
     if !outcome.operations.is_empty() && !outcome.phase.is_final() {
         // The wait for the snapshots does not hold this worker's slot: the next backup starts.
         let target = operations::Target {
@@ -150,25 +150,25 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
             uid: taken.uid.clone(),
             taken_up: None,
         };
-        operations::spawn(ctx.clone(), target, *backup, location, outcome);
+        operations::spawn(&ctx, target, *backup, location, committed.outcome);
         return Handled::Done;
     }
-    let record = record_status(backup::record(&backup, &outcome).ok().as_ref());
-    let update = taken.update(outcome.phase.clone()).fields(record);
+    let record = record_status(backup::record(&backup, outcome).ok().as_ref());
+    let update = committed.mark(taken.update(outcome.phase.clone()).fields(record));
     report_final(ctx.engine.write(update).await, &key);
-    ctx.metrics.backup_finished(&schedule, &finished(&outcome));
+    ctx.metrics.backup_finished(&schedule, &finished(outcome));
     Handled::Done
 }
 
 /// Stores `velero-backup.json` for the run's result; returns the outcome that was stored (or
-/// `Failed` when storing the record of a successful run failed).
+/// `Failed`, unrecorded, when storing the record of a successful run failed).
 pub(crate) async fn commit(
     ctx: &Context,
     location: &Location,
     backup: &Backup,
     result: Result<BackupOutcome, BackupError>,
     started: jiff::Timestamp,
-) -> BackupOutcome {
+) -> Committed<BackupOutcome> {
     let name = backup.metadata.name.clone().unwrap_or_default();
     let mut outcome = match result {
         Ok(outcome) => outcome,
@@ -198,7 +198,8 @@ pub(crate) async fn commit(
         },
     )
     .await;
-    match stored {
+    let recorded = stored.is_ok();
+    let outcome = match stored {
         Ok(()) => outcome,
         Err(why) if outcome.phase == BackupPhase::Failed => {
             tracing::warn!(backup = %name, error = %why, "the record of the failed backup could not be stored");
@@ -213,7 +214,8 @@ pub(crate) async fn commit(
             ));
             failed
         }
-    }
+    };
+    Committed { outcome, recorded }
 }
 
 /// The API server's version, for Velero's source-cluster annotations (what a restore into

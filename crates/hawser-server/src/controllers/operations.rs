@@ -38,7 +38,7 @@ use tracing::Instrument;
 use crate::context::{Context, backup_location_name, schedule_of};
 use crate::controllers::backup::{commit, finished};
 use crate::status::{Kind, ObjectKey, StatusUpdate};
-use crate::work::{record_status, report_final};
+use crate::work::{Committed, record_status, report_final};
 
 /// The Backup being ended: its key, uid, and how the first write of this worker is made.
 pub(crate) struct Target {
@@ -64,10 +64,10 @@ impl Target {
     }
 }
 
-/// Ends the backup of `target` in a task of its own (see the module docs). The object counts as
-/// owned from now on, so recovery leaves it to that task.
+/// Ends the backup of `target` in a task of its own among the term's workers (see the module
+/// docs). The object counts as owned from now on, so recovery leaves it to that task.
 pub(crate) fn spawn(
-    ctx: Arc<Context>,
+    ctx: &Arc<Context>,
     target: Target,
     backup: Backup,
     location: Location,
@@ -75,10 +75,11 @@ pub(crate) fn spawn(
 ) {
     let worker = ctx.engine.worker(target.key.clone());
     let span = tracing::info_span!("backup operations", backup = %target.key);
-    tokio::spawn(
+    let task_ctx = ctx.clone();
+    ctx.workers.spawn(
         async move {
             let _worker = worker;
-            drive(&ctx, target, &backup, &location, outcome).await;
+            drive(&task_ctx, target, &backup, &location, outcome).await;
         }
         .instrument(span),
     );
@@ -97,9 +98,10 @@ pub(crate) async fn run(ctx: Arc<Context>, mut resumed: mpsc::UnboundedReceiver<
         if ctx.engine.owns(&key) {
             continue;
         }
-        let ctx = ctx.clone();
+        let task_ctx = ctx.clone();
         let span = tracing::info_span!("backup operations", backup = %key);
-        tokio::spawn(async move { take_up(ctx, key).await }.instrument(span));
+        ctx.workers
+            .spawn(async move { take_up(task_ctx, key).await }.instrument(span));
     }
 }
 
@@ -266,7 +268,7 @@ pub(crate) async fn drive(
             BackupPhase::Finalizing
         };
         let stored = commit(ctx, location, backup, Ok(outcome.clone()), outcome.started).await;
-        if stored.phase == BackupPhase::Failed {
+        if stored.outcome.phase == BackupPhase::Failed {
             finish(ctx, &mut target, backup, stored, &schedule).await;
             return;
         }
@@ -297,13 +299,14 @@ async fn finish(
     ctx: &Context,
     target: &mut Target,
     backup: &Backup,
-    stored: BackupOutcome,
+    stored: Committed<BackupOutcome>,
     schedule: &str,
 ) {
-    let record = record_status(backup::record(backup, &stored).ok().as_ref());
-    let update = target.update(stored.phase.clone()).fields(record);
+    let outcome = &stored.outcome;
+    let record = record_status(backup::record(backup, outcome).ok().as_ref());
+    let update = stored.mark(target.update(outcome.phase.clone()).fields(record));
     report_final(ctx.engine.write(update).await, &target.key);
-    ctx.metrics.backup_finished(schedule, &finished(&stored));
+    ctx.metrics.backup_finished(schedule, &finished(outcome));
 }
 
 /// Writes a non-final status; one that does not land is logged and the work goes on.

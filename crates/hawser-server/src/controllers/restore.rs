@@ -33,10 +33,12 @@ use tokio::sync::watch;
 
 use crate::context::{Context, SCHEDULE_LABEL, backup_location_name};
 use crate::metrics::FinalOutcome;
-use crate::queue::Handled;
+use crate::queue::{Handled, Offer};
 use crate::records;
 use crate::status::Kind;
-use crate::work::{Taken, record_status, report_final, store_record, test_panic_after_claim};
+use crate::work::{
+    Committed, Taken, record_status, report_final, store_record, test_panic_after_claim,
+};
 use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
 
 enum Checked {
@@ -46,8 +48,8 @@ enum Checked {
 }
 
 /// Handles one waiting Restore (see the module docs).
-pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled {
-    let taken = match Taken::fresh(&ctx, Kind::Restore, &object).await {
+pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
+    let taken = match Taken::fresh(&ctx, Kind::Restore, &offer).await {
         Ok(taken) => taken,
         Err(handled) => return handled,
     };
@@ -70,11 +72,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
         Checked::Invalid(messages) => {
             ctx.metrics.restore_attempt(&schedule);
             tracing::warn!(restore = %name, errors = ?messages, "restore failed validation");
-            let update = taken
-                .update(RestorePhase::FailedValidation)
-                .field("validationErrors", messages);
-            let update = taken.first_write(update);
-            if report_final(ctx.engine.write(update).await, &key) {
+            let update = taken.refused(messages, ctx.clock.now());
+            if report_final(ctx.engine.write(update).await, &key) && !taken.is_rerun() {
                 ctx.metrics.restore_validation_failed(&schedule);
             }
             return Handled::Done;
@@ -82,15 +81,14 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
     };
     ctx.metrics.restore_attempt(&schedule);
 
-    let started = ctx.clock.now();
+    let started = taken.started(ctx.clock.now());
     let claim = taken
         .update(RestorePhase::InProgress)
-        .claim()
         // The backup a `scheduleName` resolved to, written as Velero does, so that recovery
         // finds the record whatever the schedule's newest backup is by then.
         .spec_field("backupName", restore.spec.backup_name.clone())
         .field("startTimestamp", json!(Time(started)));
-    if let Err(e) = ctx.engine.write(taken.first_write(claim)).await {
+    if let Err(e) = ctx.engine.write(taken.claim(claim)).await {
         tracing::info!(restore = %name, category = e.category(), error = %e, "the restore could not be started");
         return Handled::after_failed_claim(&e);
     }
@@ -108,13 +106,15 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
         .with_crd_ready_timeout(ctx.settings.restore.crd_ready_timeout)
         .with_api_retry(ctx.settings.status.resource_timeout)
         .with_progress(progress)
-        .with_clock(ctx.clock.clone());
+        .with_clock(ctx.clock.clone())
+        .with_log_warning(taken.resumed_note());
     let result = restore::run(ctx.client.clone(), &location, &restore, &backup, options).await;
     reporter.abort();
 
-    let outcome = commit(&ctx, &location, &restore, result, started).await;
-    let record = record_status(restore::record(&restore, &outcome).ok().as_ref());
-    let update = taken.update(outcome.phase.clone()).fields(record);
+    let committed = commit(&ctx, &location, &restore, result, started).await;
+    let outcome = &committed.outcome;
+    let record = record_status(restore::record(&restore, outcome).ok().as_ref());
+    let update = committed.mark(taken.update(outcome.phase.clone()).fields(record));
     report_final(ctx.engine.write(update).await, &key);
     ctx.metrics.restore_finished(
         &schedule,
@@ -128,14 +128,14 @@ pub(crate) async fn handle(ctx: Arc<Context>, object: DynamicObject) -> Handled 
 }
 
 /// Stores the Restore record for the run's result; returns the outcome that was stored (or
-/// `Failed` when the record of a finished run could not be stored).
+/// `Failed`, unrecorded, when the record of a finished run could not be stored).
 async fn commit(
     ctx: &Context,
     location: &Location,
     restore: &Restore,
     result: Result<RestoreOutcome, RestoreError>,
     started: jiff::Timestamp,
-) -> RestoreOutcome {
+) -> Committed<RestoreOutcome> {
     let name = restore.metadata.name.clone().unwrap_or_default();
     let mut outcome = match result {
         Ok(outcome) => outcome,
@@ -178,7 +178,8 @@ async fn commit(
         )
         .await
     };
-    match stored {
+    let recorded = stored.is_ok();
+    let outcome = match stored {
         Ok(()) => outcome,
         Err(why) if outcome.phase == RestorePhase::Failed => {
             tracing::warn!(restore = %name, error = %why, "the record of the failed restore could not be stored");
@@ -192,7 +193,8 @@ async fn commit(
             ));
             outcome
         }
-    }
+    };
+    Committed { outcome, recorded }
 }
 
 /// Validation (see the module docs).

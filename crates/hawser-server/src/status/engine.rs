@@ -17,6 +17,7 @@ use super::error::{AttemptError, Class, WriteError};
 use super::events::{Events, reasons};
 use super::kind::ObjectKey;
 use super::liveness::{Liveness, heartbeat};
+use super::recovery::Resumed;
 use super::redriver::Redriver;
 use super::retry::{Finish, until_deadline};
 use super::update::StatusUpdate;
@@ -45,6 +46,11 @@ pub struct StatusConfig {
     /// The clock of the timestamps the engine writes (`completionTimestamp` of recovered
     /// objects); the server's one clock.
     pub clock: Clock,
+    /// `--resume-attempts`: how many times recovery hands an interrupted object (left
+    /// `InProgress` without a record by a server that is gone) back to be run again, before it
+    /// is `Failed` with every attempt's reason. Only with a resumer
+    /// ([`StatusEngine::resume_with`]); 0 fails it at once.
+    pub resume_attempts: u32,
 }
 
 impl Default for StatusConfig {
@@ -59,6 +65,7 @@ impl Default for StatusConfig {
             redrive_concurrency: 16,
             rng_seed: None,
             clock: Clock::system(),
+            resume_attempts: 0,
         }
     }
 }
@@ -110,9 +117,8 @@ pub(crate) struct Inner {
     pub(crate) progress_pauses: super::progress::ProgressPauses,
     /// Whether this instance's Lease has been written (before its first claim).
     beaten: tokio::sync::OnceCell<()>,
-    /// Where recovery hands a Backup whose record says its work can go on (see
-    /// [`StatusEngine::resume_with`]).
-    pub(crate) resumer: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<ObjectKey>>,
+    /// Where recovery hands work that goes on (see [`StatusEngine::resume_with`]).
+    pub(crate) resumer: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Resumed>>>,
     pub(crate) shutdown: CancellationToken,
 }
 
@@ -181,7 +187,7 @@ impl StatusEngine {
             abandoned: Mutex::default(),
             progress_pauses: super::progress::ProgressPauses::default(),
             beaten: tokio::sync::OnceCell::new(),
-            resumer: std::sync::OnceLock::new(),
+            resumer: Mutex::new(None),
             shutdown: CancellationToken::new(),
         };
         Self {
@@ -189,11 +195,25 @@ impl StatusEngine {
         }
     }
 
-    /// Has recovery send on `resumer`, instead of resolving it, every orphaned Backup whose
-    /// record says `WaitingForPluginOperations*` or `Finalizing*`: its work goes on from what
-    /// is stored. Set once; without it such a Backup is resolved like one without a record.
-    pub fn resume_with(&self, resumer: tokio::sync::mpsc::UnboundedSender<ObjectKey>) {
-        let _ = self.inner.resumer.set(resumer);
+    /// Has recovery send on `resumer`, instead of resolving it, the orphaned work that can go
+    /// on ([`Resumed`]): a Backup whose record says `WaitingForPluginOperations*` or
+    /// `Finalizing*`, and, up to [`StatusConfig::resume_attempts`] times, an object left
+    /// `InProgress` with no record. Replaces the resumer set before (one per term of
+    /// leadership); without one, such objects are resolved like any other orphan.
+    pub fn resume_with(&self, resumer: tokio::sync::mpsc::UnboundedSender<Resumed>) {
+        if let Ok(mut r) = self.inner.resumer.lock() {
+            *r = Some(resumer);
+        }
+    }
+
+    /// This server no longer leads: the statuses pending in the re-driver that a stored record
+    /// decides go on landing (right from any instance), the others are dropped for the next
+    /// leader to decide again, and the resumer is forgotten. Returns how many were dropped.
+    pub fn step_down(&self) -> usize {
+        if let Ok(mut r) = self.inner.resumer.lock() {
+            *r = None;
+        }
+        self.inner.redriver.keep_decided(&self.inner.metrics)
     }
 
     /// The id written into the owner annotation.

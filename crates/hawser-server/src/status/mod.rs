@@ -47,7 +47,7 @@ pub use error::{AttemptError, Class, RecoveryError, WriteError};
 pub use kind::{Kind, ObjectKey};
 pub use progress::ProgressWrite;
 pub use recovery::{
-    MemoryRecords, RecordError, RecordSource, RecordedOutcome, RecoveryReport,
+    MemoryRecords, RecordError, RecordSource, RecordedOutcome, RecoveryReport, Rerun, Resumed,
     abandoned_failure_reason, restart_failure_reason,
 };
 pub use update::{Observed, StatusUpdate};

@@ -1,15 +1,24 @@
 //! Recovery: objects whose work was started but that no live worker of this instance owns.
 //!
-//! At start-up and every `--status-resync-period`, list Backups and Restores → keep those whose
-//! phase says the work had started and is not finished (`InProgress`, `WaitingForPluginOperations*`,
-//! `Finalizing*`) → skip those owned here (a live worker, a write in progress, or a pending status
-//! in the re-driver, all behind the owner annotation naming this instance) → ask the
-//! [`RecordSource`] for the recorded outcome → write it, or `Failed` with a reason saying the
-//! server restarted during the work when there is no record. A Backup whose record says
-//! `WaitingForPluginOperations*` or `Finalizing*` (its items are stored, its item operations
-//! were under way) is not resolved but handed to the resumer set with
-//! [`StatusEngine::resume_with`], which goes on with its work. Writes go through
-//! [`StatusEngine::write`] (same deadline, re-driver, transition table).
+//! At start-up of each term of leadership and every `--status-resync-period`, list Backups and
+//! Restores → keep those whose phase says the work had started and is not finished
+//! (`InProgress`, `WaitingForPluginOperations*`, `Finalizing*`) → skip those owned here (a live
+//! worker, a write in progress, or a pending status in the re-driver, all behind the owner
+//! annotation naming this instance) → ask the [`RecordSource`] for the recorded outcome → then:
+//!
+//! - a final record: write it;
+//! - a Backup whose record says `WaitingForPluginOperations*` or `Finalizing*` (its items are
+//!   stored, its item operations were under way): hand it to the resumer set with
+//!   [`StatusEngine::resume_with`] ([`Resumed::Operations`]), which goes on with its work;
+//! - no record, `InProgress`, and fewer than [`StatusConfig::resume_attempts`] reruns so far:
+//!   hand it to the resumer to be run again from the start ([`Resumed::Rerun`]); the attempt
+//!   number and why each earlier attempt ended travel with it, and the rerun's take-over write
+//!   stores them on the object (`hawser.io/attempt`, `hawser.io/interrupted-attempts`);
+//! - otherwise `Failed`, with a reason saying the server restarted during the work (and, after
+//!   reruns, why each attempt ended). A worker that panicked is not run again: its object is
+//!   `Failed` with the panic as the reason.
+//!
+//! Writes go through [`StatusEngine::write`] (same deadline, re-driver, transition table).
 //!
 //! A record source that cannot be read (storage down, a location, Secret or backup missing)
 //! leaves the object alone, with a Warning Event, and the round is tried again within one
@@ -19,6 +28,8 @@
 //! [`super::liveness`]); once it is not, the object is an orphan like any other. Leader election
 //! keeps one active server; the Leases keep two servers run without it from stealing each
 //! other's work.
+//!
+//! [`StatusConfig::resume_attempts`]: super::StatusConfig::resume_attempts
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -26,9 +37,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
-use hawser_api::labels::HAWSER_OWNER;
+use hawser_api::labels::{HAWSER_ATTEMPT, HAWSER_INTERRUPTED_ATTEMPTS, HAWSER_OWNER};
 use hawser_api::phase::Phase;
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
 use super::engine::StatusEngine;
 use super::error::{RecoveryError, WriteError};
@@ -140,6 +152,98 @@ pub struct RecoveryReport {
     pub unresolved: usize,
 }
 
+/// Work recovery hands back to be done instead of resolving it (see
+/// [`StatusEngine::resume_with`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resumed {
+    /// A Backup whose record says its item operations go on: taken up from what is stored.
+    Operations(ObjectKey),
+    /// An object left `InProgress` with no record by a server that is gone: run it again from
+    /// the start.
+    Rerun(Rerun),
+}
+
+/// An interrupted object to run again from the start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rerun {
+    /// Which object.
+    pub key: ObjectKey,
+    /// Its `metadata.uid` as recovery read it: the rerun is for this object only.
+    pub uid: String,
+    /// Its owner annotation as recovery read it (`None`: no owner): the rerun takes the object
+    /// over only while it still names that owner.
+    pub owner: Option<String>,
+    /// The number of the attempt about to run (2 for the first rerun).
+    pub attempt: u32,
+    /// Why each earlier attempt ended, oldest first.
+    pub interrupted: Vec<String>,
+}
+
+/// The attempts an object records: the number of the one that ran last (1 when the
+/// annotation is absent or unreadable) and why the ones before it ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Attempts {
+    pub(crate) last: u32,
+    pub(crate) interrupted: Vec<String>,
+}
+
+/// Most reasons kept from [`HAWSER_INTERRUPTED_ATTEMPTS`] (the annotation is the object's, so
+/// anyone who can write the object could make it long).
+const MAX_INTERRUPTED: usize = 32;
+
+impl Attempts {
+    /// Reads the annotations of `object`.
+    pub(crate) fn of(object: &Value) -> Self {
+        let annotation = |key: &str| {
+            object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(key))
+                .and_then(Value::as_str)
+        };
+        let last = annotation(HAWSER_ATTEMPT)
+            .and_then(|a| a.parse::<u32>().ok())
+            .filter(|n| *n >= 1)
+            .unwrap_or(1);
+        let interrupted = annotation(HAWSER_INTERRUPTED_ATTEMPTS)
+            .and_then(|a| serde_json::from_str::<Vec<String>>(a).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .take(MAX_INTERRUPTED)
+            .collect();
+        Self { last, interrupted }
+    }
+}
+
+/// Why attempt `attempt` of the work ended, when the object names `owner` and this server is
+/// `me`.
+fn interruption(attempt: u32, owner: Option<&str>, me: &str) -> String {
+    match owner {
+        Some(owner) if owner == me => format!(
+            "attempt {attempt} was stopped when this server ({me}) stopped leading, before its record was stored"
+        ),
+        Some(owner) => format!(
+            "attempt {attempt} ended when its server {owner} stopped (its instance Lease expired or was released), before its record was stored"
+        ),
+        None => format!(
+            "attempt {attempt} ended with no record stored and no server named as its owner"
+        ),
+    }
+}
+
+/// `failureReason` of an orphan with no record once no rerun is left: the server restarted,
+/// and, when it was run more than once, why each attempt ended.
+fn resume_exhausted_reason(kind: Kind, interrupted: &[String], resume_attempts: u32) -> String {
+    let restarted = restart_failure_reason(kind);
+    if interrupted.len() <= 1 {
+        return restarted;
+    }
+    format!(
+        "{restarted}; it was run {} times (--resume-attempts {resume_attempts}): {}",
+        interrupted.len(),
+        interrupted.join("; ")
+    )
+}
+
 /// Whether work recorded at `phase` can go on from what is stored: a Backup waiting for its
 /// item operations or finalizing.
 fn is_resumable(phase: &Phase) -> bool {
@@ -169,6 +273,55 @@ pub fn abandoned_failure_reason(kind: Kind, why: &str) -> String {
     format!(
         "hawser server's worker of this {kind} stopped unexpectedly ({why}); no completion record was found in the storage location"
     )
+}
+
+/// What ends recovery: the end of the term of leadership, or the engine's shutdown.
+struct Stop(CancellationToken, CancellationToken);
+
+impl Stop {
+    async fn fired(&self) {
+        tokio::select! {
+            () = self.0.cancelled() => {}
+            () = self.1.cancelled() => {}
+        }
+    }
+}
+
+/// An object in flight as recovery read it.
+struct Orphan {
+    key: ObjectKey,
+    resource_version: String,
+    uid: String,
+    phase: Phase,
+    owner: Option<String>,
+    attempts: Attempts,
+}
+
+impl Orphan {
+    /// `object` of `kind` when its work started and has not finished.
+    fn of(kind: Kind, object: &Value) -> Option<Self> {
+        let phase = Phase::of(kind, object);
+        if !phase.is_in_flight() {
+            return None;
+        }
+        let text = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        Some(Self {
+            key: ObjectKey::new(kind, text("/metadata/namespace"), text("/metadata/name")),
+            resource_version: text("/metadata/resourceVersion"),
+            uid: text("/metadata/uid"),
+            phase,
+            owner: object["metadata"]["annotations"][HAWSER_OWNER]
+                .as_str()
+                .map(str::to_owned),
+            attempts: Attempts::of(object),
+        })
+    }
 }
 
 enum Resolution {
@@ -214,24 +367,15 @@ impl StatusEngine {
                 })?;
             let mut orphans = Vec::new();
             for obj in items {
-                let s = |p: &str| {
-                    obj.pointer(p)
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned()
-                };
-                let phase = Phase::of(kind, &obj);
-                if !phase.is_in_flight() {
+                let Some(orphan) = Orphan::of(kind, &obj) else {
                     continue;
-                }
+                };
                 report.in_flight += 1;
-                let key = ObjectKey::new(kind, s("/metadata/namespace"), s("/metadata/name"));
-                if self.owns(&key) {
+                if self.owns(&orphan.key) {
                     report.owned += 1;
                     continue;
                 }
-                let owner = obj["metadata"]["annotations"][HAWSER_OWNER].as_str();
-                if let (Some(liveness), Some(owner)) = (&inner.liveness, owner) {
+                if let (Some(liveness), Some(owner)) = (&inner.liveness, &orphan.owner) {
                     match liveness.is_alive(owner).await {
                         Ok(true) => {
                             report.owned_elsewhere += 1;
@@ -239,21 +383,16 @@ impl StatusEngine {
                         }
                         Ok(false) => {}
                         Err(e) => {
-                            tracing::warn!(object = %key, owner, error = %e, "whether the owner is alive cannot be read; object left for the next round");
+                            tracing::warn!(object = %orphan.key, owner, error = %e, "whether the owner is alive cannot be read; object left for the next round");
                             report.unresolved += 1;
                             continue;
                         }
                     }
                 }
-                orphans.push((
-                    key,
-                    s("/metadata/resourceVersion"),
-                    s("/metadata/uid"),
-                    phase,
-                ));
+                orphans.push(orphan);
             }
             let results: Vec<Resolution> = futures::stream::iter(orphans)
-                .map(|(key, rv, uid, phase)| self.resolve_one(records, key, rv, uid, phase))
+                .map(|orphan| self.resolve_one(records, orphan))
                 .buffer_unordered(inner.config.redrive_concurrency.max(1))
                 .collect()
                 .await;
@@ -272,20 +411,35 @@ impl StatusEngine {
         Ok(report)
     }
 
+    /// Sends `resumed` to the resumer; false when there is none (or it is gone).
+    fn hand_back(&self, resumed: Resumed) -> bool {
+        self.inner
+            .resumer
+            .lock()
+            .ok()
+            .and_then(|r| r.as_ref().map(|r| r.send(resumed).is_ok()))
+            .unwrap_or(false)
+    }
+
     async fn resolve_one<R: RecordSource + ?Sized>(
         &self,
         records: &R,
-        key: ObjectKey,
-        rv: String,
-        uid: String,
-        phase: Phase,
+        orphan: Orphan,
     ) -> Resolution {
+        let Orphan {
+            key,
+            resource_version,
+            uid,
+            phase,
+            owner,
+            attempts,
+        } = orphan;
         let record = match records.outcome(key.kind, &key.namespace, &key.name).await {
             Ok(r) => {
                 let r = r.map(|o| (Phase::parse(key.kind, &o.phase), o.status));
-                if let (Some((recorded, _)), Some(resumer)) = (&r, self.inner.resumer.get())
+                if let Some((recorded, _)) = &r
                     && is_resumable(recorded)
-                    && resumer.send(key.clone()).is_ok()
+                    && self.hand_back(Resumed::Operations(key.clone()))
                 {
                     tracing::info!(object = %key, recorded = %recorded, "the record says the work can go on; it is taken up again");
                     return Resolution::Resumed;
@@ -314,17 +468,38 @@ impl StatusEngine {
             .lock()
             .ok()
             .and_then(|mut a| a.remove(&key));
+        let resume_attempts = self.inner.config.resume_attempts;
+        let mut interrupted = attempts.interrupted;
+        if record.is_none() && abandoned.is_none() {
+            interrupted.push(interruption(
+                attempts.last,
+                owner.as_deref(),
+                self.instance_id(),
+            ));
+            let rerun = Rerun {
+                key: key.clone(),
+                uid: uid.clone(),
+                owner,
+                attempt: attempts.last.saturating_add(1),
+                interrupted: interrupted.clone(),
+            };
+            if phase == Phase::in_progress(key.kind)
+                && attempts.last <= resume_attempts
+                && self.hand_back(Resumed::Rerun(rerun))
+            {
+                tracing::warn!(object = %key, attempt = attempts.last + 1, "interrupted with no record; it is run again");
+                return Resolution::Resumed;
+            }
+        }
         // The reason written when there is no record (None: the record decides).
-        let unrecorded = record.is_none().then(|| {
-            abandoned.map_or_else(
-                || restart_failure_reason(key.kind),
-                |why| abandoned_failure_reason(key.kind, &why),
-            )
+        let unrecorded = record.is_none().then(|| match abandoned {
+            Some(why) => abandoned_failure_reason(key.kind, &why),
+            None => resume_exhausted_reason(key.kind, &interrupted, resume_attempts),
         });
         let update = match (record, &unrecorded) {
-            (Some((recorded, status)), _) => {
-                StatusUpdate::for_key(key.clone(), recorded).fields(status)
-            }
+            (Some((recorded, status)), _) => StatusUpdate::for_key(key.clone(), recorded)
+                .fields(status)
+                .decided_by_record(),
             (None, reason) => {
                 let now = self
                     .inner
@@ -338,7 +513,7 @@ impl StatusEngine {
                     .field("completionTimestamp", now)
             }
         }
-        .observed(rv, phase.clone())
+        .observed(resource_version, phase.clone())
         .for_uid(uid);
         let from_record = unrecorded.is_none();
         let wanted = update.phase().clone();
@@ -372,14 +547,15 @@ impl StatusEngine {
         }
     }
 
-    /// Run recovery at once and then every `--status-resync-period` until
-    /// [`shutdown`](Self::shutdown).
+    /// Runs recovery at once and then every `--status-resync-period` until `stop` fires (the
+    /// server stops leading) or [`shutdown`](Self::shutdown).
     ///
     /// While it runs, this instance's Lease is renewed every heartbeat (other instances read it
-    /// to tell whether the objects this one owns are still worked on); it is deleted on return.
-    pub async fn run_recovery<R: RecordSource>(&self, records: R) {
+    /// to tell whether the objects this one owns are still worked on); it is deleted on return
+    /// (best effort: a Lease that cannot be deleted expires after three heartbeats).
+    pub async fn run_recovery<R: RecordSource>(&self, records: R, stop: CancellationToken) {
         let heartbeat = self.inner.liveness.clone().map(|liveness| {
-            let shutdown = self.inner.shutdown.clone();
+            let stop = Stop(stop.clone(), self.inner.shutdown.clone());
             tokio::spawn(async move {
                 loop {
                     if let Err(e) = liveness.beat().await {
@@ -387,19 +563,20 @@ impl StatusEngine {
                     }
                     tokio::select! {
                         () = tokio::time::sleep(liveness.interval()) => {}
-                        () = shutdown.cancelled() => break,
+                        () = stop.fired() => break,
                     }
                 }
                 liveness.release().await;
             })
         });
-        self.recovery_rounds(&records).await;
+        let stop = Stop(stop, self.inner.shutdown.clone());
+        self.recovery_rounds(&records, &stop).await;
         if let Some(heartbeat) = heartbeat {
             let _ = heartbeat.await;
         }
     }
 
-    async fn recovery_rounds<R: RecordSource>(&self, records: &R) {
+    async fn recovery_rounds<R: RecordSource>(&self, records: &R, stop: &Stop) {
         let period = self
             .inner
             .config
@@ -409,17 +586,20 @@ impl StatusEngine {
         // resync period later.
         let soon = period.min(self.inner.config.max_backoff);
         loop {
-            let wait = match self.resolve_orphans(records).await {
-                Ok(report) if report.unresolved == 0 => period,
-                Ok(_) => soon,
-                Err(e) => {
-                    tracing::warn!(category = e.category(), error = %e, "recovery round failed; retrying soon");
-                    soon
-                }
+            let wait = tokio::select! {
+                round = self.resolve_orphans(records) => match round {
+                    Ok(report) if report.unresolved == 0 => period,
+                    Ok(_) => soon,
+                    Err(e) => {
+                        tracing::warn!(category = e.category(), error = %e, "recovery round failed; retrying soon");
+                        soon
+                    }
+                },
+                () = stop.fired() => return,
             };
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                () = self.inner.shutdown.cancelled() => return,
+                () = stop.fired() => return,
             }
         }
     }

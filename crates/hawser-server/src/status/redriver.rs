@@ -5,7 +5,8 @@
 //! the status lands, the object is deleted, the API refuses it permanently, or the object has
 //! moved to a phase the transition table does not allow leaving for this status (then the pending
 //! status is dropped and logged). A semaphore bounds the re-driver's requests in flight. A newer
-//! write for the same object cancels the pending one.
+//! write for the same object cancels the pending one. A server that steps down keeps only the
+//! statuses a stored record decides ([`Redriver::keep_decided`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,8 +25,15 @@ use super::update::StatusUpdate;
 use super::writer::AttemptState;
 use crate::metrics::StatusMetrics;
 
+/// One pending status: its task's id and handle, and whether a stored record decides it.
+struct Entry {
+    id: u64,
+    task: AbortHandle,
+    decided: bool,
+}
+
 pub(crate) struct Redriver {
-    entries: Mutex<HashMap<ObjectKey, (u64, AbortHandle)>>,
+    entries: Mutex<HashMap<ObjectKey, Entry>>,
     next_id: AtomicU64,
     permits: Arc<Semaphore>,
 }
@@ -53,8 +61,8 @@ impl Redriver {
     /// Drop the pending status of `key`, if any (a newer write supersedes it).
     pub(crate) fn cancel(&self, key: &ObjectKey, metrics: &StatusMetrics) {
         let removed = self.entries.lock().ok().and_then(|mut e| e.remove(key));
-        if let Some((_, handle)) = removed {
-            handle.abort();
+        if let Some(entry) = removed {
+            entry.task.abort();
             metrics.pending_dec(key.kind);
             tracing::debug!(object = %key, "pending status replaced by a newer write");
         }
@@ -63,11 +71,31 @@ impl Redriver {
     /// Remove the entry of a finished task (only if it is still that task's).
     fn finished(&self, key: &ObjectKey, id: u64, metrics: &StatusMetrics) {
         if let Ok(mut e) = self.entries.lock()
-            && e.get(key).is_some_and(|(i, _)| *i == id)
+            && e.get(key).is_some_and(|entry| entry.id == id)
         {
             e.remove(key);
             metrics.pending_dec(key.kind);
         }
+    }
+
+    /// Drops every pending status that no stored record decides (see
+    /// [`StatusUpdate::decided_by_record`]); returns how many were dropped. Called when the
+    /// server steps down: such a status (a `FailedValidation`, a `Failed` written for lack of a
+    /// record) is the leader's to decide, and the next leader decides it again.
+    pub(crate) fn keep_decided(&self, metrics: &StatusMetrics) -> usize {
+        let Ok(mut entries) = self.entries.lock() else {
+            return 0;
+        };
+        let before = entries.len();
+        entries.retain(|key, entry| {
+            if !entry.decided {
+                entry.task.abort();
+                metrics.pending_dec(key.kind);
+                tracing::info!(object = %key, "pending status dropped: no stored record decides it, and this server no longer leads");
+            }
+            entry.decided
+        });
+        before - entries.len()
     }
 
     /// Take over `update` after the reconcile path's deadline.
@@ -85,11 +113,17 @@ impl Redriver {
             tracing::error!(object = %key, "re-driver state poisoned; pending status not taken over");
             return;
         };
+        let decided = update.decided;
         // Spawned while the map is locked, so the task cannot finish before its entry exists.
         let task =
             tokio::spawn(run(inner.clone(), update, state, start, attempts, id).instrument(span));
-        if let Some((_, old)) = entries.insert(key.clone(), (id, task.abort_handle())) {
-            old.abort();
+        let entry = Entry {
+            id,
+            task: task.abort_handle(),
+            decided,
+        };
+        if let Some(old) = entries.insert(key.clone(), entry) {
+            old.task.abort();
         } else {
             inner.metrics.pending_inc(key.kind);
         }

@@ -31,6 +31,7 @@ pub struct StatusUpdate {
     pub(crate) annotations: Map<String, Value>,
     pub(crate) restores_record: bool,
     pub(crate) takes_over: bool,
+    pub(crate) decided: bool,
 }
 
 impl StatusUpdate {
@@ -57,6 +58,7 @@ impl StatusUpdate {
             annotations: Map::new(),
             restores_record: false,
             takes_over: false,
+            decided: false,
         }
     }
 
@@ -127,6 +129,18 @@ impl StatusUpdate {
     /// status subresource, so replacing the whole object drops it); the record is the truth.
     pub fn restoring_record(mut self) -> Self {
         self.restores_record = true;
+        self.decided = true;
+        self
+    }
+
+    /// This status is what the record stored in the storage location (or the cluster) says:
+    /// writing it is right from any server instance, whoever leads (the uid precondition and
+    /// the transition table keep it on this object and forward). A server that steps down
+    /// keeps landing such statuses and drops the others ([`StatusEngine::step_down`]).
+    ///
+    /// [`StatusEngine::step_down`]: super::StatusEngine::step_down
+    pub fn decided_by_record(mut self) -> Self {
+        self.decided = true;
         self
     }
 

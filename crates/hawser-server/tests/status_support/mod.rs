@@ -34,6 +34,7 @@ pub fn short_config(instance: &str) -> StatusConfig {
         redrive_concurrency: 16,
         rng_seed: Some(7),
         clock: Clock::system(),
+        resume_attempts: 0,
     }
 }
 

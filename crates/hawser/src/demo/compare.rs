@@ -2,17 +2,14 @@
 //!
 //! What a restore is expected to keep: every top-level field other than `metadata` and `status`
 //! (`data`, `spec`, `rules`, `roleRef`, `subjects`, ...), the name, the labels other than
-//! Velero's `velero.io/backup-name` and `velero.io/restore-name`, and the annotations. What it is
+//! the restore's own (Velero's `velero.io/backup-name` and `velero.io/restore-name`, hawser's
+//! `hawser.io/restore-uid`), and the annotations. What it is
 //! expected to change (docs/restore.md, cleaning): the namespace (mapped), role binding subject
 //! namespaces (mapped), a non-headless Service's `clusterIP`/`clusterIPs` (assigned anew), and
 //! the server metadata. The restore labels must name the backup and the restore.
 
+use hawser_core::restore::{BACKUP_NAME_LABEL, RESTORE_NAME_LABEL, RESTORE_UID_LABEL};
 use serde_json::{Map, Value};
-
-/// Labels a restore adds to every object it creates.
-pub const BACKUP_NAME_LABEL: &str = "velero.io/backup-name";
-/// See [`BACKUP_NAME_LABEL`].
-pub const RESTORE_NAME_LABEL: &str = "velero.io/restore-name";
 
 /// The namespace mapping the copy was restored with.
 #[derive(Debug, Clone, Copy)]
@@ -74,7 +71,7 @@ fn comparable(object: &Value, mapping: Option<Mapping<'_>>) -> Value {
     if let Some(Value::Object(labels)) = object.pointer("/metadata/labels") {
         let kept: Map<String, Value> = labels
             .iter()
-            .filter(|(k, _)| *k != BACKUP_NAME_LABEL && *k != RESTORE_NAME_LABEL)
+            .filter(|(k, _)| ![BACKUP_NAME_LABEL, RESTORE_NAME_LABEL, RESTORE_UID_LABEL].contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if !kept.is_empty() {

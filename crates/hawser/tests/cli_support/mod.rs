@@ -209,6 +209,25 @@ impl Cluster {
         }
     }
 
+    /// Makes the whole API unreachable for `outage`, then waits until it answers again. With
+    /// kube-sim it refuses connections; against a real API server the server process itself is
+    /// stopped and started again on the same address (kube-sim, its proxy, answers 502 while
+    /// it is down, as a load balancer in front of a rolling API server does). Returns when the
+    /// API answers again.
+    pub async fn api_outage(&self, outage: std::time::Duration) {
+        match &self.real {
+            Some(real) => {
+                real.server().stop().await;
+                tokio::time::sleep(outage).await;
+                real.server().start_again().await;
+            }
+            None => {
+                self.sim.faults().refuse(Some(outage));
+                tokio::time::sleep(outage).await;
+            }
+        }
+    }
+
     /// A directory that lives as long as the cluster, for files passed to the binary.
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()

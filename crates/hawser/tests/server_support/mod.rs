@@ -119,6 +119,19 @@ impl Server {
         }
     }
 
+    /// Whether the process still runs (it has not exited; a zombie counts as exited).
+    pub fn is_running(&self) -> bool {
+        self.child.id().is_some_and(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    stat.rsplit_once(") ")
+                        .and_then(|(_, rest)| rest.chars().next())
+                })
+                .is_some_and(|state| state != 'Z')
+        })
+    }
+
     /// The process id, while the process runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
@@ -441,6 +454,23 @@ pub async fn wait_in_progress(cluster: &Cluster, server: &Server, kind: &str, na
         |o| phase(o) == "InProgress",
     )
     .await
+}
+
+/// The `velero-backup.json` of `name` in a filesystem location rooted at `root`, if stored
+/// (and readable whole).
+pub fn backup_record(root: &Path, name: &str) -> Option<Value> {
+    let bytes = std::fs::read(artifact(root, name, "velero-backup.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The record of the Restore `name` in a filesystem location rooted at `root`, if stored.
+pub fn restore_record(root: &Path, name: &str) -> Option<Value> {
+    let path = root
+        .join(BUCKET)
+        .join("restores")
+        .join(name)
+        .join(format!("restore-{name}-status.json"));
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
 /// A backup's artifact in a filesystem location rooted at `root`.

@@ -122,6 +122,30 @@ impl ApiServer {
         }
     }
 
+    /// Stops the API server process (SIGTERM, as a rollout does); etcd keeps running.
+    pub async fn stop(&self) {
+        self.script("stop-apiserver").await;
+    }
+
+    /// Starts the stopped API server again on the same address; returns once it is ready.
+    pub async fn start_again(&self) {
+        self.script("start-apiserver").await;
+    }
+
+    async fn script(&self, verb: &str) {
+        let out = tokio::process::Command::new(script())
+            .arg(verb)
+            .arg(self.dir.path())
+            .output()
+            .await
+            .expect("scripts/real-cluster.sh runs");
+        assert!(
+            out.status.success(),
+            "real-cluster.sh {verb} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The API server's log, for failure messages.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("kube-apiserver.log")).unwrap_or_default()
