@@ -1,8 +1,9 @@
 //! The `lease-outage` scenario: `hawser server` itself, in-process with leader election on,
 //! through a whole-API outage (its Lease included) longer than its renew deadline.
 //!
-//! M Backups run through the server's backup controller into a `filesystem` location; once
-//! every one is `InProgress`, status writes of Backups answer 503 until every record
+//! M Backups (one namespace each) run through the server's backup controller into a
+//! `filesystem` location; once every one is `InProgress`, status writes of Backups answer 503
+//! until every record
 //! (`velero-backup.json`) is stored, so each final status is pending when the API then refuses
 //! connections for T. The server cannot renew its Lease: it steps down in-process, keeps
 //! re-driving the statuses its records decide, and competes for the Lease again. Measured: CRs
@@ -16,7 +17,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser as _;
 use hawser_server::ServerArgs;
-use kube_sim::{KubeSim, SimConfig, SimStore, StatusFault};
+use kube_sim::{KubeSim, LatencyFault, SimConfig, SimStore, StatusFault};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -58,7 +59,7 @@ pub(crate) async fn run(s: &LeaseOutage) -> anyhow::Result<()> {
     })
     .await?;
     let storage = tempfile::tempdir()?;
-    install(&sim, storage.path())?;
+    install(&sim, storage.path(), s.crs)?;
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml())?;
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
@@ -97,11 +98,17 @@ pub(crate) async fn run(s: &LeaseOutage) -> anyhow::Result<()> {
         .await
         .context("the server never led")?;
 
+    // Each backup's LIST of ConfigMaps takes a second, so that all are `InProgress` at once.
+    let slow = sim.faults().latency(
+        LatencyFault::new(Duration::from_secs(1))
+            .verbs(&["list"])
+            .resources(&["configmaps"]),
+    );
     for i in 0..s.crs {
         sim.store().insert(json!({
             "apiVersion": "velero.io/v1", "kind": "Backup",
             "metadata": {"name": format!("b{i:04}"), "namespace": NS},
-            "spec": {"includedNamespaces": ["shop"]},
+            "spec": {"includedNamespaces": [format!("app-{i}")]},
         }))?;
     }
     let store = sim.store();
@@ -120,6 +127,7 @@ pub(crate) async fn run(s: &LeaseOutage) -> anyhow::Result<()> {
             .verbs(&["patch", "update"])
             .resources(&["backups"]),
     );
+    sim.faults().remove(slow);
     let records = |_: ()| {
         (0..s.crs).all(|i| {
             storage
@@ -189,20 +197,21 @@ fn lease_duration(renew_deadline: Duration) -> Duration {
     renew_deadline.mul_f64(1.5)
 }
 
-/// Velero's CRDs, the server namespace, a `filesystem` location under `root`, and `shop` with
-/// three ConfigMaps to back up.
-fn install(sim: &KubeSim, root: &std::path::Path) -> anyhow::Result<()> {
+/// Velero's CRDs, the server namespace, a `filesystem` location under `root`, and `crs`
+/// namespaces `app-<i>` with a ConfigMap each (one per backup: backups that share a namespace
+/// would wait for each other in the backup queue).
+fn install(sim: &KubeSim, root: &std::path::Path, crs: usize) -> anyhow::Result<()> {
     let store = sim.store();
     for crd in hawser_api::crd::crds() {
         store.insert(serde_json::to_value(crd)?)?;
     }
-    for ns in [NS, "shop"] {
+    store.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))?;
+    for i in 0..crs {
+        let ns = format!("app-{i}");
         store.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))?;
-    }
-    for i in 0..3 {
         store.insert(json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("cm-{i}"), "namespace": "shop"},
+            "metadata": {"name": "settings", "namespace": ns},
             "data": {"index": i.to_string()}
         }))?;
     }

@@ -60,7 +60,7 @@ struct Args {
     /// `--resource-timeout` of both policies.
     #[arg(long, default_value = "10s")]
     timeout: GoDuration,
-    /// Length of the outage (default: three times the timeout).
+    /// Length of the outage (default: three times the timeout); `0s` skips it.
     #[arg(long)]
     outage: Option<GoDuration>,
     /// Length of the second, short outage (default: 60 % of the time of the last attempt of
@@ -417,7 +417,9 @@ async fn main() -> anyhow::Result<()> {
         Some(o) => std(o, "short-outage")?,
         None => velero_last_attempt(timeout).mul_f64(0.6),
     };
-    scenario(&args, "outage", outage).await?;
+    if !outage.is_zero() {
+        scenario(&args, "outage", outage).await?;
+    }
     if !short.is_zero() {
         println!();
         scenario(&args, "short-outage", short).await?;

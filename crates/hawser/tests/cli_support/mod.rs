@@ -212,19 +212,37 @@ impl Cluster {
     /// Makes the whole API unreachable for `outage`, then waits until it answers again. With
     /// kube-sim it refuses connections; against a real API server the server process itself is
     /// stopped and started again on the same address (kube-sim, its proxy, answers 502 while
-    /// it is down, as a load balancer in front of a rolling API server does). Returns when the
-    /// API answers again.
-    pub async fn api_outage(&self, outage: std::time::Duration) {
+    /// it is down, as a load balancer in front of a rolling API server does). The kube-sim
+    /// faults `lift` are removed once the API is down. Returns when the API answers again:
+    /// when it serves Backups and Restores (a restarted real server is ready a moment before it
+    /// serves custom resources again; how long that took is printed).
+    pub async fn api_outage(&self, outage: std::time::Duration, lift: &[u64]) {
         match &self.real {
-            Some(real) => {
-                real.server().stop().await;
-                tokio::time::sleep(outage).await;
-                real.server().start_again().await;
+            Some(real) => real.server().stop().await,
+            None => self.sim.faults().refuse(Some(outage)),
+        }
+        for id in lift {
+            self.sim.faults().remove(*id);
+        }
+        tokio::time::sleep(outage).await;
+        if let Some(real) = &self.real {
+            real.server().start_again().await;
+            let ready = std::time::Instant::now();
+            let deadline = ready + std::time::Duration::from_secs(60);
+            while !["Backup", "Restore"]
+                .iter()
+                .all(|kind| real.serves("velero.io/v1", kind, NS))
+            {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the restarted API server does not serve Backups and Restores"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
-            None => {
-                self.sim.faults().refuse(Some(outage));
-                tokio::time::sleep(outage).await;
-            }
+            println!(
+                "the restarted API server served Backups and Restores {:?} after it was ready",
+                ready.elapsed()
+            );
         }
     }
 

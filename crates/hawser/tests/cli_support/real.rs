@@ -207,6 +207,16 @@ impl RealApi {
             .collect()
     }
 
+    /// Whether a LIST of `kind` answers 200 now (after a restart the API server is ready a
+    /// moment before it serves the custom resources again).
+    pub fn serves(&self, api_version: &str, kind: &str, namespace: &str) -> bool {
+        let Ok((api, _)) = self.api(api_version, kind, namespace) else {
+            return false;
+        };
+        self.run(async move { api.list(&ListParams::default().limit(1)).await })
+            .is_ok()
+    }
+
     pub fn delete(
         &self,
         api_version: &str,
