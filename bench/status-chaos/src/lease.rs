@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::{NS, quantile, watch_landings};
+use crate::{NS, after_outage, quantile, watch_landings};
 
 /// What the scenario is run with.
 pub(crate) struct LeaseOutage {
@@ -61,9 +61,11 @@ pub(crate) async fn run(s: &LeaseOutage) -> anyhow::Result<()> {
     let storage = tempfile::tempdir()?;
     install(&sim, storage.path(), s.crs)?;
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml())?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
     let root = storage.path().display().to_string();
     let go = |d: Duration| format!("{}ms", d.as_millis());
     let argv = [
@@ -79,10 +81,7 @@ pub(crate) async fn run(s: &LeaseOutage) -> anyhow::Result<()> {
             "--leader-elect-lease-duration={}",
             go(lease_duration(s.renew_deadline))
         ),
-        format!(
-            "--leader-elect-retry-period={}",
-            go(s.renew_deadline / 5)
-        ),
+        format!("--leader-elect-retry-period={}", go(s.renew_deadline / 5)),
     ];
     let args = Flags::try_parse_from(argv)
         .context("parsing the server flags")?
@@ -119,9 +118,11 @@ pub(crate) async fn run(s: &LeaseOutage) -> anyhow::Result<()> {
             .filter(|b| b.pointer("/status/phase").and_then(Value::as_str) == Some(wanted))
             .count()
     };
-    until(Duration::from_secs(60), || (in_phase("InProgress") == s.crs).then_some(()))
-        .await
-        .context("the Backups never all started")?;
+    until(Duration::from_secs(60), || {
+        (in_phase("InProgress") == s.crs).then_some(())
+    })
+    .await
+    .context("the Backups never all started")?;
     let held = sim.faults().status(
         StatusFault::new(503)
             .verbs(&["patch", "update"])
@@ -149,23 +150,26 @@ pub(crate) async fn run(s: &LeaseOutage) -> anyhow::Result<()> {
     let renewed = tokio::spawn({
         let store = sim.store();
         let limit = s.outage + s.settle;
-        async move { until(limit, || (lease_version(&store) != before).then(|| t0.elapsed())).await }
+        async move {
+            until(limit, || {
+                (lease_version(&store) != before).then(|| t0.elapsed())
+            })
+            .await
+        }
     });
     let landed = watch_landings(&sim, s.crs, t0, t0 + s.outage + s.settle).await;
     let led_again = renewed.await?;
     let running = !server.is_finished();
     let outage = s.outage.as_secs_f64();
-    let mut after: Vec<f64> = landed
-        .iter()
-        .flatten()
-        .filter(|t| **t >= outage)
-        .map(|t| t - outage)
-        .collect();
-    after.sort_by(f64::total_cmp);
+    let after = after_outage(&landed, outage);
     let non_final = landed.iter().filter(|l| l.is_none()).count();
     let p = |q| {
         let x = quantile(&after, q);
-        if x.is_nan() { "none".to_owned() } else { format!("{x:.2}") }
+        if x.is_nan() {
+            "none".to_owned()
+        } else {
+            format!("{x:.2}")
+        }
     };
     println!(
         "hawser  pending at the outage {pending:>4}/{n}  non-final {non_final:>4}/{n}  after recovery p50 {:>5}s p99 {:>5}s  led again {}  server still running: {}",

@@ -175,13 +175,9 @@ async fn watch_landings(sim: &KubeSim, n: usize, t0: Instant, until: Instant) ->
     }
 }
 
-fn figures(
-    policy: &'static str,
-    landed: &[Option<f64>],
-    outage: f64,
-    attempts_during: f64,
-    worker_free: Vec<f64>,
-) -> Figures {
+/// The landing times after the outage (`outage` seconds from the start) of the CRs that landed
+/// after it, sorted, in seconds after the outage.
+fn after_outage(landed: &[Option<f64>], outage: f64) -> Vec<f64> {
     let mut after: Vec<f64> = landed
         .iter()
         .flatten()
@@ -189,6 +185,17 @@ fn figures(
         .map(|t| t - outage)
         .collect();
     after.sort_by(f64::total_cmp);
+    after
+}
+
+fn figures(
+    policy: &'static str,
+    landed: &[Option<f64>],
+    outage: f64,
+    attempts_during: f64,
+    worker_free: Vec<f64>,
+) -> Figures {
+    let after = after_outage(landed, outage);
     let mut free = worker_free;
     free.sort_by(f64::total_cmp);
     Figures {

@@ -157,7 +157,7 @@ type Retry = (DynamicObject, u32);
 /// What a queue hands its handler.
 pub(crate) enum Offer {
     /// An object waiting to start, as the watch or a LIST delivered it.
-    Waiting(DynamicObject),
+    Waiting(Box<DynamicObject>),
     /// An object whose work was interrupted, which recovery hands back to be run again.
     Rerun(Rerun),
 }
@@ -187,7 +187,7 @@ where
         {
             return;
         }
-        self.take(name, Offer::Waiting(object), attempt);
+        self.take(name, Offer::Waiting(Box::new(object)), attempt);
     }
 
     /// Takes up the interrupted object `rerun` names (its handler checks that it is still
@@ -225,7 +225,7 @@ where
                 // admitted before it that share a namespace with it.
                 let _reserved = match (kind, &offer) {
                     (Kind::Backup, Offer::Waiting(object)) => {
-                        let json = serde_json::to_value(object).unwrap_or_default();
+                        let json = serde_json::to_value(&**object).unwrap_or_default();
                         match ctx.backup_queue.admit(&ctx, &json).await {
                             Some(reservation) => Some(reservation),
                             None => return,
@@ -243,7 +243,7 @@ where
                 {
                     let (engine, shutdown) = (ctx.engine.clone(), ctx.shutdown.clone());
                     let again = match &offer {
-                        Offer::Waiting(object) => Some(object.clone()),
+                        Offer::Waiting(object) => Some((**object).clone()),
                         Offer::Rerun(_) => None,
                     };
                     let work = AssertUnwindSafe(handle(ctx, offer)).catch_unwind();

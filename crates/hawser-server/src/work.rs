@@ -219,10 +219,7 @@ impl Taken {
             return false;
         }
         tracing::warn!(object = %self.key, phase = %phase, "the object's status was removed after its work ended; the recorded outcome is written back");
-        let update = self
-            .update(phase)
-            .fields(outcome.status)
-            .restoring_record();
+        let update = self.update(phase).fields(outcome.status).restoring_record();
         report_final(ctx.engine.write(self.first_write(update)).await, &self.key);
         true
     }

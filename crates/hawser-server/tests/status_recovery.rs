@@ -6,9 +6,9 @@ mod status_support;
 
 use std::time::Duration;
 
+use hawser_api::labels::{HAWSER_ATTEMPT, HAWSER_INTERRUPTED_ATTEMPTS};
 use hawser_api::phase::BackupPhase;
 use hawser_core::clock::Clock;
-use hawser_api::labels::{HAWSER_ATTEMPT, HAWSER_INTERRUPTED_ATTEMPTS};
 use hawser_server::status::{
     Kind, MemoryRecords, ObjectKey, RecordedOutcome, Rerun, Resumed, StatusConfig, StatusUpdate,
     restart_failure_reason,
@@ -159,9 +159,11 @@ async fn the_resync_loop_resolves_an_orphan_that_appears_later() {
     let (engine, _metrics, _client) = engine_for(&sim, short_config("me")).await;
     let runner = {
         let engine = engine.clone();
-        tokio::spawn(async move { engine
+        tokio::spawn(async move {
+            engine
                 .run_recovery(MemoryRecords::default(), CancellationToken::new())
-                .await })
+                .await
+        })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     create(
@@ -220,7 +222,13 @@ async fn interrupted_work_without_a_record_is_handed_back_until_the_bound_then_f
         json!({HAWSER_ATTEMPT: "3", HAWSER_INTERRUPTED_ATTEMPTS: "[\"one\", \"two\"]"}),
     );
     // Started work that is not InProgress has no rerun: only its record could say more.
-    create(&sim, Kind::Backup, "b-waiting", "WaitingForPluginOperations", Some("gone"));
+    create(
+        &sim,
+        Kind::Backup,
+        "b-waiting",
+        "WaitingForPluginOperations",
+        Some("gone"),
+    );
 
     let report = engine
         .resolve_orphans(&MemoryRecords::default())
@@ -262,14 +270,20 @@ async fn interrupted_work_without_a_record_is_handed_back_until_the_bound_then_f
     assert_eq!(r.attempt, 3);
     assert_eq!(r.interrupted.len(), 2, "{r:?}");
     assert_eq!(r.interrupted[0], "attempt 1 ended");
-    assert!(r.interrupted[1].starts_with("attempt 2 was stopped when this server (me) stopped leading"), "{r:?}");
+    assert!(
+        r.interrupted[1].starts_with("attempt 2 was stopped when this server (me) stopped leading"),
+        "{r:?}"
+    );
     // Handed back, not written: the rerun decides.
     assert_eq!(phase(&sim, Kind::Backup, "b-first"), "InProgress");
 
     let last = get(&sim, Kind::Backup, "b-last").unwrap();
     assert_eq!(last["status"]["phase"], "Failed");
     let reason = last["status"]["failureReason"].as_str().unwrap();
-    assert!(reason.starts_with(&restart_failure_reason(Kind::Backup)), "{reason}");
+    assert!(
+        reason.starts_with(&restart_failure_reason(Kind::Backup)),
+        "{reason}"
+    );
     assert!(
         reason.contains("it was run 3 times (--resume-attempts 2): one; two; attempt 3 ended when its server gone stopped"),
         "{reason}"
@@ -282,7 +296,11 @@ async fn interrupted_work_without_a_record_is_handed_back_until_the_bound_then_f
         .resolve_orphans(&MemoryRecords::default())
         .await
         .unwrap();
-    assert_eq!((report.resumed, report.failed_without_record), (0, 2), "{report:?}");
+    assert_eq!(
+        (report.resumed, report.failed_without_record),
+        (0, 2),
+        "{report:?}"
+    );
     assert_eq!(
         get(&sim, Kind::Backup, "b-first").unwrap()["status"]["failureReason"],
         json!(restart_failure_reason(Kind::Backup))
@@ -334,7 +352,11 @@ async fn recovery_stops_with_its_term_and_deletes_the_instance_lease() {
         tokio::spawn(async move { engine.run_recovery(MemoryRecords::default(), stop).await })
     };
     let lease = || sim.store().get("coordination.k8s.io/v1", "Lease", NS, "me");
-    assert!(eventually(Duration::from_secs(3), || lease().is_some()).await.is_some());
+    assert!(
+        eventually(Duration::from_secs(3), || lease().is_some())
+            .await
+            .is_some()
+    );
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(3), runner)
         .await

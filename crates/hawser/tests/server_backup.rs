@@ -16,9 +16,8 @@ use kube_sim::{LatencyFault, StatusFault};
 use serde_json::{Value, json};
 use server_checks::assert_metrics;
 use server_support::{
-    backup_record as record,
-    BUCKET, FAST, Server, archive_paths, artifact, create_backup, filesystem_location, phase, poll,
-    seed, slow_reads, wait_final, wait_for, wait_in_progress,
+    BUCKET, FAST, Server, archive_paths, artifact, backup_record as record, create_backup,
+    filesystem_location, phase, poll, seed, slow_reads, wait_final, wait_for, wait_in_progress,
 };
 
 /// Every item entry of a backup archive, the versioned copies included, sorted (duplicates kept).
@@ -34,7 +33,6 @@ fn every_archive_path(path: &std::path::Path) -> Vec<String> {
     paths.sort();
     paths
 }
-
 
 #[tokio::test]
 async fn a_backup_completes_in_velero_layout_with_the_record_matching_the_object() {

@@ -15,9 +15,8 @@ use cli_support::{Cluster, NS};
 use kube_sim::{LatencyFault, StatusFault};
 use serde_json::{Value, json};
 use server_support::{
-    backup_record as record,
-    Server, create_backup, filesystem_location, is_final, phase, seed, wait_final,
-    wait_in_progress,
+    Server, backup_record as record, create_backup, filesystem_location, is_final, phase, seed,
+    wait_final, wait_in_progress,
 };
 
 /// The Lease's name (the server's default).
@@ -45,7 +44,6 @@ fn args(lease: &'static str, extra: &[&'static str]) -> Vec<&'static str> {
     all.extend_from_slice(extra);
     all
 }
-
 
 fn lease_holder(cluster: &Cluster) -> Option<String> {
     let lease = cluster
@@ -181,7 +179,12 @@ async fn two_elected_servers_run_each_backup_once_and_the_follower_takes_over_fr
 
     // The successor runs the interrupted backup again, once, and it ends with every item.
     let done = wait_final(&cluster, &successor, "Backup", "interrupted").await;
-    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", successor.log_text());
+    assert_eq!(
+        phase(&done),
+        "Completed",
+        "{done:#}\n{}",
+        successor.log_text()
+    );
     assert_eq!(owner(&done), successor_id);
     assert_eq!(done["metadata"]["annotations"]["hawser.io/attempt"], "2");
     assert_eq!(done["status"]["progress"]["itemsBackedUp"], 8, "{done:#}");
@@ -347,7 +350,10 @@ async fn a_leader_that_cannot_renew_its_lease_steps_down_in_process_and_its_back
     assert!(leader.is_running(), "{log}");
     assert_eq!(leader.try_get("/livez").await.map(|r| r.0), Some(200));
     assert!(!leader.is_ready().await);
-    assert!(!follower.is_ready().await, "the follower led without the Lease");
+    assert!(
+        !follower.is_ready().await,
+        "the follower led without the Lease"
+    );
     cluster.sim.faults().remove(blocked);
     cluster.sim.faults().remove(slow);
 
@@ -361,16 +367,28 @@ async fn a_leader_that_cannot_renew_its_lease_steps_down_in_process_and_its_back
         if follower.is_ready().await {
             break (&follower, &leader);
         }
-        assert!(Instant::now() < deadline, "nobody leads:\n{}", follower.log_text());
+        assert!(
+            Instant::now() < deadline,
+            "nobody leads:\n{}",
+            follower.log_text()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let holder = lease_holder(&cluster).unwrap();
     assert_eq!(follows(other).await.as_deref(), Some(holder.as_str()));
     let done = wait_final(&cluster, now_leading, "Backup", "cut-off").await;
-    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", now_leading.log_text());
+    assert_eq!(
+        phase(&done),
+        "Completed",
+        "{done:#}\n{}",
+        now_leading.log_text()
+    );
     assert_eq!(owner(&done), holder);
     assert_eq!(done["metadata"]["annotations"]["hawser.io/attempt"], "2");
-    assert_eq!(record(root.path(), "cut-off").unwrap()["status"]["phase"], "Completed");
+    assert_eq!(
+        record(root.path(), "cut-off").unwrap()["status"]["phase"],
+        "Completed"
+    );
     assert!(leader.is_running() && follower.is_running());
 }
 

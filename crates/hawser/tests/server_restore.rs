@@ -17,11 +17,9 @@ use kube_sim::LatencyFault;
 use serde_json::{Value, json};
 use server_checks::assert_metrics;
 use server_support::{
-    restore_record,
-    BUCKET, FAST, Server, create_backup, create_restore, filesystem_location, phase, poll, seed,
-    slow_reads, wait_final, wait_in_progress,
+    BUCKET, FAST, Server, create_backup, create_restore, filesystem_location, phase, poll,
+    restore_record, seed, slow_reads, wait_final, wait_in_progress,
 };
-
 
 /// A cluster with `shop` seeded and a Completed backup `base` of it.
 async fn backed_up(configmaps: usize) -> (Cluster, tempfile::TempDir, Server) {

@@ -18,7 +18,7 @@ use cli_support::Cluster;
 use kube_sim::{LatencyFault, StatusFault};
 use serde_json::{Value, json};
 use server_support::{
-    Server, backup_record, create_backup, create_restore, filesystem_location, phase, poll,
+    Server, backup_record, create_backup, create_restore, filesystem_location, gunzip, phase, poll,
     restore_record, seed, wait_final, wait_for, wait_in_progress,
 };
 
@@ -178,7 +178,11 @@ async fn landed(
         {
             return (o, since.elapsed());
         }
-        assert!(Instant::now() < deadline, "{kind} {name} never final:\n{}", logs());
+        assert!(
+            Instant::now() < deadline,
+            "{kind} {name} never final:\n{}",
+            logs()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -242,7 +246,9 @@ async fn with_two_servers_through_the_outage_each_object_is_finished_once_and_ma
     let servers = [&first, &second];
     let (backup, backup_took) = landed(&cluster, &servers, "Backup", "during", back).await;
     let (restore, restore_took) = landed(&cluster, &servers, "Restore", "during-r", back).await;
-    println!("the Backup landed {backup_took:?} and the Restore {restore_took:?} after the API answered again");
+    println!(
+        "the Backup landed {backup_took:?} and the Restore {restore_took:?} after the API answered again"
+    );
     for (object, record) in [
         (&backup, backup_record(root.path(), "during").unwrap()),
         (&restore, restore_record(root.path(), "during-r").unwrap()),
@@ -257,7 +263,10 @@ async fn with_two_servers_through_the_outage_each_object_is_finished_once_and_ma
     // One of them leads again, the other follows; both processes run on.
     let deadline = Instant::now() + Duration::from_secs(20);
     while !(first.is_ready().await ^ second.is_ready().await) {
-        assert!(Instant::now() < deadline, "no single leader after the outage");
+        assert!(
+            Instant::now() < deadline,
+            "no single leader after the outage"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(first.is_running() && second.is_running());
@@ -284,13 +293,32 @@ async fn with_two_servers_through_the_outage_each_object_is_finished_once_and_ma
     }
 }
 
+/// Creates the Backup `interrupted` of `shop` and the Restore `interrupted-r` of `base` into
+/// `shop-two`.
+fn create_interrupted_pair(cluster: &Cluster) {
+    create_backup(
+        cluster,
+        "interrupted",
+        json!({"includedNamespaces": ["shop"]}),
+    );
+    create_restore(
+        cluster,
+        "interrupted-r",
+        json!({"backupName": "base", "namespaceMapping": {"shop": "shop-two"}}),
+    );
+}
+
 /// The ConfigMaps restored into `namespace`.
 fn restored(cluster: &Cluster, namespace: &str) -> usize {
     cluster
         .store()
         .list("v1", "ConfigMap", Some(namespace))
         .iter()
-        .filter(|c| c["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("cm-")))
+        .filter(|c| {
+            c["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("cm-"))
+        })
         .count()
 }
 
@@ -313,16 +341,16 @@ async fn a_server_killed_mid_backup_and_mid_restore_is_resumed_by_the_next_one()
                 .resources(&["configmaps"]),
         ),
     ];
-    create_backup(&cluster, "interrupted", json!({"includedNamespaces": ["shop"]}));
-    create_restore(
-        &cluster,
-        "interrupted-r",
-        json!({"backupName": "base", "namespaceMapping": {"shop": "shop-two"}}),
-    );
+    create_interrupted_pair(&cluster);
     let started = wait_in_progress(&cluster, &first, "Backup", "interrupted").await;
-    wait_for(&cluster, Some(&first), "Restore", "interrupted-r", Duration::from_secs(20), |_| {
-        cluster.store().list("v1", "Secret", Some("shop-two")).len() == 2
-    })
+    wait_for(
+        &cluster,
+        Some(&first),
+        "Restore",
+        "interrupted-r",
+        Duration::from_secs(20),
+        |_| cluster.store().list("v1", "Secret", Some("shop-two")).len() == 2,
+    )
     .await;
     first.kill().await;
     for id in slow {
@@ -348,7 +376,10 @@ async fn a_server_killed_mid_backup_and_mid_restore_is_resumed_by_the_next_one()
     )
     .unwrap();
     assert_eq!(reasons.len(), 1, "{reasons:?}");
-    assert!(reasons[0].starts_with("attempt 1 ended when its server"), "{reasons:?}");
+    assert!(
+        reasons[0].starts_with("attempt 1 ended when its server"),
+        "{reasons:?}"
+    );
     let archive = server_support::artifact(root.path(), "interrupted", "interrupted.tar.gz");
     assert_eq!(
         server_support::archive_paths(&archive)
@@ -363,7 +394,8 @@ async fn a_server_killed_mid_backup_and_mid_restore_is_resumed_by_the_next_one()
         "interrupted-logs.gz",
     ));
     assert!(
-        backup_log.contains("this backup was interrupted and is run again from the start (attempt 2)"),
+        backup_log
+            .contains("this backup was interrupted and is run again from the start (attempt 2)"),
         "{backup_log}"
     );
 
@@ -371,7 +403,10 @@ async fn a_server_killed_mid_backup_and_mid_restore_is_resumed_by_the_next_one()
     assert_eq!(phase(&done), "Completed", "{done:#}\n{log}");
     assert_eq!(attempt(&done), Some("2"));
     // The objects the first attempt created count as restored (created), without warnings.
-    assert!(done["status"].get("warnings").is_none_or(|w| w == 0), "{done:#}");
+    assert!(
+        done["status"].get("warnings").is_none_or(|w| w == 0),
+        "{done:#}"
+    );
     assert_eq!(restored(&cluster, "shop-two"), 5);
     let list = root
         .path()
@@ -380,21 +415,17 @@ async fn a_server_killed_mid_backup_and_mid_restore_is_resumed_by_the_next_one()
     let list: Value = serde_json::from_str(&gunzip(&list)).unwrap();
     let secrets = list["v1/Secret"].as_array().expect("Secrets restored");
     assert_eq!(secrets.len(), 2, "{list:#}");
-    for entry in list.as_object().unwrap().values().flat_map(|e| e.as_array().unwrap()) {
+    for entry in list
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|e| e.as_array().unwrap())
+    {
         assert!(entry.as_str().unwrap().ends_with("(created)"), "{list:#}");
     }
     let metrics = second.metrics().await;
     assert_eq!(series(&metrics, BACKUP_ATTEMPTS), 1.0, "{metrics}");
     assert_eq!(series(&metrics, RESTORE_ATTEMPTS), 1.0, "{metrics}");
-}
-
-fn gunzip(path: &Path) -> String {
-    use std::io::Read as _;
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
-        .read_to_string(&mut text)
-        .unwrap();
-    text
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -410,19 +441,18 @@ async fn with_resume_attempts_zero_interrupted_work_ends_failed_as_before() {
                 .resources(&["configmaps"]),
         );
     }
-    create_backup(&cluster, "interrupted", json!({"includedNamespaces": ["shop"]}));
-    create_restore(
-        &cluster,
-        "interrupted-r",
-        json!({"backupName": "base", "namespaceMapping": {"shop": "shop-two"}}),
-    );
+    create_interrupted_pair(&cluster);
     wait_in_progress(&cluster, &first, "Backup", "interrupted").await;
     wait_in_progress(&cluster, &first, "Restore", "interrupted-r").await;
     first.kill().await;
     let second = Server::start(&cluster, root.path(), &flags).await;
     for (kind, name, server_kind) in [
         ("Backup", "interrupted", hawser_server::status::Kind::Backup),
-        ("Restore", "interrupted-r", hawser_server::status::Kind::Restore),
+        (
+            "Restore",
+            "interrupted-r",
+            hawser_server::status::Kind::Restore,
+        ),
     ] {
         let done = wait_final(&cluster, &second, kind, name).await;
         assert_eq!(phase(&done), "Failed", "{done:#}");
@@ -452,9 +482,14 @@ async fn a_resumed_backup_killed_again_past_the_bound_is_failed_with_each_attemp
     first.kill().await;
 
     let mut second = Server::start(&cluster, root.path(), &flags).await;
-    wait_for(&cluster, Some(&second), "Backup", "doomed", Duration::from_secs(30), |o| {
-        attempt(o) == Some("2")
-    })
+    wait_for(
+        &cluster,
+        Some(&second),
+        "Backup",
+        "doomed",
+        Duration::from_secs(30),
+        |o| attempt(o) == Some("2"),
+    )
     .await;
     second.kill().await;
 
@@ -465,7 +500,14 @@ async fn a_resumed_backup_killed_again_past_the_bound_is_failed_with_each_attemp
     let restarted =
         hawser_server::status::restart_failure_reason(hawser_server::status::Kind::Backup);
     assert!(reason.starts_with(&restarted), "{reason}");
-    assert!(reason.contains("it was run 2 times (--resume-attempts 1): attempt 1 ended when its server"), "{reason}");
-    assert!(reason.contains("; attempt 2 ended when its server"), "{reason}");
+    assert!(
+        reason
+            .contains("it was run 2 times (--resume-attempts 1): attempt 1 ended when its server"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("; attempt 2 ended when its server"),
+        "{reason}"
+    );
     assert_eq!(series(&third.metrics().await, BACKUP_ATTEMPTS), 0.0);
 }

@@ -7,27 +7,20 @@
 mod cli_support;
 mod server_support;
 
-use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
 use cli_support::Cluster;
 use serde_json::{Value, json};
-use server_support::{FAST, Server, artifact, create_backup, phase, poll, seed, wait_final};
+use server_support::{
+    FAST, Server, artifact, create_backup, gunzip, phase, poll, seed, wait_final,
+};
 
 /// Inserts a filesystem location `name` rooted at `root`, marked `spec.default: true`.
 fn default_location(cluster: &Cluster, name: &str, root: &Path) {
     let mut location = server_support::filesystem_location_object(name, root);
     location["spec"]["default"] = true.into();
     cluster.store().insert(location).unwrap();
-}
-
-fn gunzip(path: &Path) -> String {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
-        .read_to_string(&mut text)
-        .unwrap();
-    text
 }
 
 #[tokio::test]

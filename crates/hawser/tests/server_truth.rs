@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 use cli_support::{Cluster, NS};
 use kube_sim::{LatencyFault, StatusFault};
 use serde_json::{Value, json};
-use server_support::*;
 use server_support::backup_record as record;
-
+use server_support::*;
 
 /// Flags of a server whose status writes give up after 1 s (`--resource-timeout`), with the
 /// periodic resync every `resync`.

@@ -18,8 +18,8 @@ use futures::StreamExt;
 use kube::api::{Api, DynamicObject, PostParams, WatchEvent, WatchParams};
 use kube_sim::csi::{self, CsiConfig, CsiSim, dynamic_api};
 use serde_json::{Value, json};
-use server_support::*;
 use server_support::backup_record as record;
+use server_support::*;
 
 fn client(cluster: &Cluster) -> kube::Client {
     kube::Client::try_from(kube::Config::new(cluster.sim.api_url().parse().unwrap())).unwrap()
@@ -354,7 +354,6 @@ async fn a_backup_waiting_when_its_server_is_killed_completes_under_the_next_one
         "the second server took it over"
     );
 }
-
 
 /// The API goes away for 4 s the moment the record says `recorded`, i.e. while the status
 /// write that follows it (out of `InProgress`, out of `WaitingForPluginOperations`, out of

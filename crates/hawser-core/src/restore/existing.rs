@@ -303,7 +303,10 @@ mod tests {
         let desired = labelled("r1", Some("uid-1"));
         assert!(made_by_restore(&desired, &labelled("r1", Some("uid-1"))));
         for (live, why) in [
-            (labelled("r1", Some("uid-0")), "an earlier restore of the same name"),
+            (
+                labelled("r1", Some("uid-0")),
+                "an earlier restore of the same name",
+            ),
             (labelled("r2", Some("uid-1")), "another restore's name"),
             (labelled("r1", None), "no uid"),
             (json!({"metadata": {"name": "cm"}}), "no labels"),
@@ -311,7 +314,10 @@ mod tests {
             assert!(!made_by_restore(&desired, &live), "{why}");
         }
         // A restore that labels nothing with a uid owns nothing.
-        assert!(!made_by_restore(&labelled("r1", None), &labelled("r1", None)));
+        assert!(!made_by_restore(
+            &labelled("r1", None),
+            &labelled("r1", None)
+        ));
     }
 
     #[test]

@@ -71,7 +71,9 @@ fn comparable(object: &Value, mapping: Option<Mapping<'_>>) -> Value {
     if let Some(Value::Object(labels)) = object.pointer("/metadata/labels") {
         let kept: Map<String, Value> = labels
             .iter()
-            .filter(|(k, _)| ![BACKUP_NAME_LABEL, RESTORE_NAME_LABEL, RESTORE_UID_LABEL].contains(&k.as_str()))
+            .filter(|(k, _)| {
+                ![BACKUP_NAME_LABEL, RESTORE_NAME_LABEL, RESTORE_UID_LABEL].contains(&k.as_str())
+            })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if !kept.is_empty() {

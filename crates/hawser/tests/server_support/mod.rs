@@ -473,6 +473,16 @@ pub fn restore_record(root: &Path, name: &str) -> Option<Value> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
+/// The text of a gzipped file.
+pub fn gunzip(path: &Path) -> String {
+    use std::io::Read as _;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
+
 /// A backup's artifact in a filesystem location rooted at `root`.
 pub fn artifact(root: &Path, backup: &str, file: &str) -> PathBuf {
     root.join(BUCKET).join("backups").join(backup).join(file)
