@@ -129,6 +129,17 @@ pub fn snapshot_name(claim: &str, backup_uid: &str) -> String {
     format!("{prefix}-{suffix}")
 }
 
+/// The labels a backup puts on the VolumeSnapshots it cuts and on their contents: its name (as
+/// a valid label value) and its uid. Deleting the backup acts only on contents that carry its
+/// uid.
+#[must_use]
+pub fn backup_labels(backup_name: &str, backup_uid: &str) -> Value {
+    json!({
+        "velero.io/backup-name": crate::restore::clean::valid_label_value(backup_name),
+        "velero.io/backup-uid": backup_uid,
+    })
+}
+
 /// The VolumeSnapshot of claim `namespace/claim` for a backup, labelled with the backup's name
 /// and uid.
 #[must_use]
@@ -145,10 +156,7 @@ pub fn volume_snapshot(
         "metadata": {
             "name": snapshot_name(claim, backup_uid),
             "namespace": namespace,
-            "labels": {
-                "velero.io/backup-name": crate::restore::clean::valid_label_value(backup_name),
-                "velero.io/backup-uid": backup_uid,
-            }
+            "labels": backup_labels(backup_name, backup_uid)
         },
         "spec": {
             "volumeSnapshotClassName": class,

@@ -619,6 +619,13 @@ async fn rbac_minimal_replaces_cluster_admin_and_keeps_secrets_in_the_namespace(
         ("create", "", "namespaces"),
         ("patch", "apps", "deployments"),
         ("get", "apiextensions.k8s.io", "customresourcedefinitions"),
+        // A CSI backup deletes its VolumeSnapshots, and its deletion the contents it kept.
+        ("delete", "snapshot.storage.k8s.io", "volumesnapshots"),
+        (
+            "delete",
+            "snapshot.storage.k8s.io",
+            "volumesnapshotcontents",
+        ),
     ] {
         assert!(
             cluster_rules

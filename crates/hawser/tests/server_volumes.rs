@@ -456,3 +456,106 @@ async fn a_backup_waiting_for_its_snapshots_does_not_hold_up_the_next_one() {
     let slow = wait_final(&cluster, &server, "Backup", "slow").await;
     assert_eq!(phase(&slow), "Completed", "{slow:#}\n{}", server.log_text());
 }
+
+/// Copies every file of `backups/<from>/` to `backups/<to>/` under the names of `to`, with the
+/// record renamed and given `uid`: a backup forged by whoever can write the bucket.
+fn forge(root: &std::path::Path, from: &str, to: &str, uid: &str) {
+    let source = artifact(root, from, "");
+    let target = artifact(root, to, "");
+    std::fs::create_dir_all(&target).unwrap();
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().replace(from, to);
+        std::fs::copy(entry.path(), target.join(name)).unwrap();
+    }
+    let mut forged = record(root, to).unwrap();
+    forged["metadata"]["name"] = json!(to);
+    forged["metadata"]["uid"] = json!(uid);
+    std::fs::write(
+        artifact(root, to, "velero-backup.json"),
+        serde_json::to_vec(&forged).unwrap(),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn deleting_a_forged_backup_that_names_another_backups_snapshot_leaves_that_snapshot() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let _csi = application(&cluster, Duration::from_millis(200), "").await;
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "real", json!({"includedNamespaces": ["shop"]}));
+    let real = wait_final(&cluster, &server, "Backup", "real").await;
+    assert_eq!(phase(&real), "Completed", "{real:#}\n{}", server.log_text());
+    let real_uid = real["metadata"]["uid"].as_str().unwrap().to_owned();
+
+    // The content the real backup kept carries its name and uid.
+    let contents = dynamic_api(
+        &client(&cluster),
+        "snapshot.storage.k8s.io",
+        "VolumeSnapshotContent",
+        "volumesnapshotcontents",
+        None,
+    );
+    let kept: Vec<DynamicObject> = contents
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|c| c.data["spec"]["deletionPolicy"] == "Retain")
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:#?}");
+    let content = kept[0].metadata.name.clone().unwrap();
+    let labels = kept[0].metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("velero.io/backup-uid"), Some(&real_uid));
+    assert_eq!(
+        labels.get("velero.io/backup-name").map(String::as_str),
+        Some("real")
+    );
+
+    // A forged backup in the bucket whose item operations and volume info are the real ones,
+    // and its Backup object as backup sync makes it.
+    forge(root.path(), "real", "forged", "uid-of-nothing-here");
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": "forged", "namespace": NS,
+                         "annotations": {"hawser.io/record-uid": "uid-of-nothing-here"}},
+            "spec": {"includedNamespaces": ["shop"], "storageLocation": "default"},
+            "status": {"phase": "Completed"}
+        }))
+        .unwrap();
+    request_deletion(&cluster, "delete-forged", "forged");
+    until_gone(&cluster, &server, "Backup", "forged").await;
+    assert!(
+        !artifact(root.path(), "forged", "velero-backup.json").exists(),
+        "the forged backup's files stay"
+    );
+    let still = contents.get_opt(&content).await.unwrap();
+    let still = still.expect("the real backup's snapshot content was deleted");
+    assert_eq!(still.data["spec"]["deletionPolicy"], "Retain");
+    // The request says what it left alone.
+    let request = cluster
+        .get("velero.io/v1", "DeleteBackupRequest", "delete-forged")
+        .expect("the request is kept with what it left alone");
+    assert_eq!(request["status"]["phase"], "Processed");
+    let errors = request["status"]["errors"].to_string();
+    assert!(
+        errors.contains(&format!(
+            "VolumeSnapshotContent {content} was left as it is"
+        )),
+        "{errors}"
+    );
+
+    // The real backup's own deletion still deletes its snapshot.
+    request_deletion(&cluster, "delete-real", "real");
+    until_gone(&cluster, &server, "Backup", "real").await;
+    assert!(
+        contents.get_opt(&content).await.unwrap().is_none(),
+        "{content} deleted with its backup\n{}",
+        server.log_text()
+    );
+}

@@ -22,6 +22,7 @@ use std::io::Cursor;
 use std::time::Duration;
 
 use hawser_api::Backup;
+use hawser_api::labels::BACKUP_UID;
 use hawser_api::phase::BackupPhase;
 use hawser_core::archive::gzjson::{Results, Scope, gunzip_limited, read_gz_json};
 use hawser_core::csi::{
@@ -89,6 +90,25 @@ pub async fn load(location: &Location, backup: &str) -> Result<Vec<BackupOperati
     let operations: Option<Vec<BackupOperation>> = read_gz_json(Cursor::new(bytes), READ_LIMIT)
         .map_err(|source| BackupError::Decode { key, source })?;
     Ok(operations.unwrap_or_default())
+}
+
+/// Reads `<backup>-volumeinfo.json.gz` (an empty list when there is none).
+///
+/// # Errors
+/// [`BackupError::Storage`] or [`BackupError::Decode`].
+pub async fn load_volume_info(
+    location: &Location,
+    backup: &str,
+) -> Result<Vec<Value>, BackupError> {
+    let key = Layout::new(None).backup_volume_info(backup);
+    let bytes = match location.get(&key).await {
+        Ok(bytes) => bytes,
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
+        Err(source) => return Err(BackupError::storage(key, source)),
+    };
+    let info: Option<Vec<Value>> = read_gz_json(Cursor::new(bytes), READ_LIMIT)
+        .map_err(|source| BackupError::Decode { key, source })?;
+    Ok(info.unwrap_or_default())
 }
 
 /// Reads `<backup>-results.gz`.
@@ -302,14 +322,39 @@ impl SnapshotOperations {
     /// Deletes the snapshots `operations` cut, for the deletion of their backup: each content
     /// is set to `deletionPolicy: Delete`, then deleted, so that the driver deletes the snapshot.
     /// A content already gone counts as deleted. The errors, one per content that was not.
-    pub async fn delete_snapshots(&self, operations: &[BackupOperation]) -> Vec<String> {
-        let mut errors = Vec::new();
+    pub async fn delete_snapshots(
+        &self,
+        operations: &[BackupOperation],
+        backup_uid: &str,
+        volume_info: &[Value],
+    ) -> SnapshotDeletion {
+        let mut done = SnapshotDeletion::default();
         let contents = operations
             .iter()
             .flat_map(|o| &o.spec.post_operation_items)
             .filter(|i| i.resource == self.contents.plural);
         for content in contents {
             let path = Collection::of(&self.contents).item_path(None, &content.name);
+            let live = match request::get_opt(&self.client, &path, self.api_retry).await {
+                Ok(Some(live)) => live,
+                Ok(None) => continue,
+                Err(e) => {
+                    done.errors.push(format!(
+                        "reading VolumeSnapshotContent {} (the backup's snapshot) failed: {}",
+                        content.name,
+                        request::text(&e)
+                    ));
+                    continue;
+                }
+            };
+            if let Err(why) = owned_content(&live, &content.name, backup_uid, volume_info) {
+                tracing::warn!(content = %content.name, reason = %why, "a VolumeSnapshotContent the backup's item operations name is left as it is");
+                done.left_alone.push(format!(
+                    "VolumeSnapshotContent {} was left as it is: {why}",
+                    content.name
+                ));
+                continue;
+            }
             let patch = json!({"spec": {"deletionPolicy": "Delete"}});
             let deleted =
                 match request::merge_patch(&self.client, &path, &patch, self.api_retry).await {
@@ -319,14 +364,62 @@ impl SnapshotOperations {
             match deleted {
                 Ok(()) => {}
                 Err(e) if request::code(&e) == Some(404) => {}
-                Err(e) => errors.push(format!(
+                Err(e) => done.errors.push(format!(
                     "deleting VolumeSnapshotContent {} (the backup's snapshot) failed: {}",
                     content.name,
                     request::text(&e)
                 )),
             }
         }
-        errors
+        done
+    }
+}
+
+/// What deleting a backup's snapshots did besides deleting them.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SnapshotDeletion {
+    /// Deletions that failed (the backup's files are kept, so a new request finds them).
+    pub errors: Vec<String>,
+    /// Contents the operations name that are not this backup's own: not touched, and why.
+    pub left_alone: Vec<String>,
+}
+
+/// Whether the live VolumeSnapshotContent `live` (named `name`) is the backup's own: labelled
+/// with the backup's uid when the backup cut it, and holding the snapshot handle the backup's
+/// volume info recorded for it. The bucket is not trusted: an item operations file naming any
+/// content must not get it deleted.
+fn owned_content(
+    live: &Value,
+    name: &str,
+    backup_uid: &str,
+    volume_info: &[Value],
+) -> Result<(), String> {
+    let label = live
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(BACKUP_UID))
+        .and_then(Value::as_str);
+    if backup_uid.is_empty() || label != Some(backup_uid) {
+        return Err(format!(
+            "its label {BACKUP_UID} is {} and the backup's uid {backup_uid:?}",
+            label.map_or_else(|| "absent".to_owned(), |l| format!("{l:?}"))
+        ));
+    }
+    let handle = live
+        .pointer("/status/snapshotHandle")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let recorded = volume_info.iter().find_map(|info| {
+        let csi = info.get("csiSnapshotInfo")?;
+        (csi.get("vscName")?.as_str()? == name)
+            .then(|| csi.get("snapshotHandle").and_then(Value::as_str))
+            .flatten()
+    });
+    match recorded {
+        Some(recorded) if !handle.is_empty() && recorded == handle => Ok(()),
+        Some(recorded) => Err(format!(
+            "its snapshot handle {handle:?} is not the one the backup's volume info recorded, {recorded:?}"
+        )),
+        None => Err("the backup's volume info records no snapshot handle for it".to_owned()),
     }
 }
 
@@ -387,4 +480,80 @@ async fn append_log(location: &Location, key: &str, log: BackupLog) -> Result<()
     };
     text.extend(log.into_bytes());
     super::put_gzip(location, key, &text).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn content(uid: Option<&str>, handle: &str) -> Value {
+        let mut c =
+            json!({"metadata": {"name": "snapcontent-1"}, "status": {"snapshotHandle": handle}});
+        if let Some(uid) = uid {
+            c["metadata"]["labels"] = json!({BACKUP_UID: uid});
+        }
+        c
+    }
+
+    fn info(name: &str, handle: &str) -> Vec<Value> {
+        vec![json!({"csiSnapshotInfo": {"vscName": name, "snapshotHandle": handle}})]
+    }
+
+    #[test]
+    fn only_a_content_with_the_backups_uid_and_recorded_handle_is_its_own() {
+        let mine = info("snapcontent-1", "snap-a");
+        assert_eq!(
+            owned_content(
+                &content(Some("uid-1"), "snap-a"),
+                "snapcontent-1",
+                "uid-1",
+                &mine
+            ),
+            Ok(())
+        );
+        let refused = [
+            (
+                content(None, "snap-a"),
+                "uid-1",
+                mine.clone(),
+                "unlabelled (made before, or by another tool)",
+            ),
+            (
+                content(Some("uid-2"), "snap-a"),
+                "uid-1",
+                mine.clone(),
+                "another backup's",
+            ),
+            (
+                content(Some("uid-1"), "snap-b"),
+                "uid-1",
+                mine.clone(),
+                "another handle than recorded",
+            ),
+            (
+                content(Some("uid-1"), "snap-a"),
+                "uid-1",
+                info("other", "snap-a"),
+                "not in the volume info",
+            ),
+            (
+                content(Some("uid-1"), ""),
+                "uid-1",
+                info("snapcontent-1", ""),
+                "no handle at all",
+            ),
+            (
+                content(Some(""), "snap-a"),
+                "",
+                mine.clone(),
+                "a backup without a uid",
+            ),
+        ];
+        for (live, uid, volume_info, why) in refused {
+            assert!(
+                owned_content(&live, "snapcontent-1", uid, &volume_info).is_err(),
+                "{why}"
+            );
+        }
+    }
 }

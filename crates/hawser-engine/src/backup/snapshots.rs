@@ -15,7 +15,8 @@
 //!    until the snapshot is cut (its content has a `snapshotHandle`), fails, or
 //!    `spec.csiSnapshotTimeout` passes;
 //! 3. a cut snapshot's content gets `deletionPolicy: Retain` (the snapshot outlives the
-//!    VolumeSnapshot object, as in Velero), and the VolumeSnapshot, its content and class go into
+//!    VolumeSnapshot object, as in Velero) and the backup's name and uid labels (deleting the
+//!    backup acts only on contents with its uid), and the VolumeSnapshot, its content and class go into
 //!    the archive (past the type filters: Velero's actions return them as items that must be
 //!    included), with an operation that waits for `readyToUse`
 //!    ([`hawser_core::csi::BackupOperation`]).
@@ -31,7 +32,8 @@ use hawser_core::backoff::Backoff;
 use hawser_core::csi::{
     BackupOperation, DEFAULT_SNAPSHOT_TIMEOUT, SnapshotState, VOLUME_SNAPSHOT_CLASSES,
     VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOT_NAME_ANNOTATION, VOLUME_SNAPSHOTS,
-    annotate_for_restore, choose_class, set_annotation, snapshot_state, volume_snapshot,
+    annotate_for_restore, backup_labels, choose_class, set_annotation, snapshot_state,
+    volume_snapshot,
 };
 use hawser_core::selection::related::{PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES};
 use hawser_core::selection::{ApiResource, Catalogue};
@@ -335,19 +337,20 @@ impl Context<'_> {
         let content_name = text(&content, "/metadata/name").to_owned();
         let contents = Collection::of(self.types.contents);
         let content_path = contents.item_path(None, &content_name);
-        let content = request::merge_patch(
-            client,
-            &content_path,
-            &json!({"spec": {"deletionPolicy": "Retain"}}),
-            retry,
-        )
-        .await
-        .map_err(|e| {
-            format!(
-                "setting deletionPolicy Retain on VolumeSnapshotContent {content_name} failed: {}",
-                request::text(&e)
-            )
-        })?;
+        // Retained, and labelled with the backup's uid: deleting this backup deletes it, and
+        // only this backup's deletion does.
+        let kept = json!({
+            "metadata": {"labels": backup_labels(self.backup_name, self.backup_uid)},
+            "spec": {"deletionPolicy": "Retain"}
+        });
+        let content = request::merge_patch(client, &content_path, &kept, retry)
+            .await
+            .map_err(|e| {
+                format!(
+                    "setting deletionPolicy Retain on VolumeSnapshotContent {content_name} failed: {}",
+                    request::text(&e)
+                )
+            })?;
         let class_path = Collection::of(self.types.classes).item_path(None, &class_name);
         let class = request::get(client, &class_path, retry)
             .await

@@ -13,8 +13,11 @@
 //! Otherwise: the request → `InProgress` (with the backup's name and uid labels), the Backup →
 //! `Deleting` (written with its `resourceVersion` as a precondition, so a backup that started
 //! meanwhile is not marked), then the CSI snapshots its item operations cut (each content set to
-//! `deletionPolicy: Delete` and deleted; a failure keeps every file, so that a new request can
-//! find them again), then in the location **`velero-backup.json` first**, then the rest
+//! `deletionPolicy: Delete` and deleted, only when the live content is labelled with this
+//! Backup's uid and holds the handle the backup's volume info recorded: the files come from an
+//! untrusted bucket, and any other content they name is left alone and reported in the
+//! request's errors; a failure keeps every file, so that a new request can find them again),
+//! then in the location **`velero-backup.json` first**, then the rest
 //! of `backups/<name>/`; then each Restore of the backup (its files in the location, its record
 //! kept in the cluster, its object); then the Backup object. The request ends `Processed` with
 //! the errors met; without errors every request of the backup is deleted. With errors the
@@ -35,7 +38,7 @@ use hawser_core::restore::clean::valid_label_value;
 use kube::api::ListParams;
 use serde_json::{Value, json};
 
-use hawser_engine::backup::operations::{self, SnapshotOperations};
+use hawser_engine::backup::operations::{self, SnapshotDeletion, SnapshotOperations};
 use hawser_store::Location;
 
 use crate::context::{Context, backup_location_name, schedule_of};
@@ -50,8 +53,9 @@ const KEEP_PROCESSED: Duration = Duration::from_secs(24 * 3600);
 
 /// How one request ended this pass.
 enum Outcome {
-    /// Everything was deleted.
-    Deleted,
+    /// Everything of the backup was deleted; these cluster objects its files named were not
+    /// its own and were left as they are (the request keeps them as its errors).
+    Deleted(Vec<String>),
     /// Nothing was done: `Processed` with this error.
     Refused(String),
     /// Some deletions failed: `Processed` with these errors; the Backup stays `Deleting`.
@@ -122,31 +126,35 @@ async fn handle(ctx: &Context, api: &kube::Api<kube::api::DynamicObject>, reques
     } else {
         delete_backup(ctx, api, name, &backup_name, resumed).await
     };
-    let errors = match outcome {
+    let (deleted, errors) = match outcome {
         Outcome::Later(why) => {
             tracing::info!(request = name, backup = %backup_name, reason = %why, "deletion waits");
             return;
         }
-        Outcome::Deleted => Vec::new(),
-        Outcome::Refused(why) => vec![why],
-        Outcome::Failed(errors) => errors,
+        Outcome::Deleted(left_alone) => (true, left_alone),
+        Outcome::Refused(why) => (false, vec![why]),
+        Outcome::Failed(errors) => (false, errors),
     };
     let processed = json!({"status": {"phase": "Processed", "errors": errors}});
     if let Err(e) = objects::merge_patch(ctx, api, name, &processed).await {
         tracing::warn!(request = name, error = %e, "the deletion request's outcome could not be stored; the next pass runs it again");
         return;
     }
-    if errors.is_empty() {
-        tracing::info!(request = name, backup = %backup_name, "backup deleted");
+    if deleted {
+        tracing::info!(request = name, backup = %backup_name, left_alone = ?errors, "backup deleted");
         ctx.metrics.deletion_finished(&schedule, true);
-        // Every request of this backup is done with: remove them all, this one too.
+        // Every request of this backup is done with: remove them all, this one too unless it
+        // reports objects left alone (it is then kept, as a processed request, for 24 h).
         let all = ListParams::default().labels(&format!(
             "{BACKUP_NAME}={}",
             valid_label_value(&backup_name)
         ));
         if let Ok(requests) = objects::list(ctx, api, &all).await {
             for r in requests {
-                let _ = objects::delete(ctx, api, text(&r, "/metadata/name")).await;
+                let other = text(&r, "/metadata/name");
+                if errors.is_empty() || other != name {
+                    let _ = objects::delete(ctx, api, other).await;
+                }
             }
         }
     } else {
@@ -168,7 +176,7 @@ async fn delete_backup(
     let backup = match objects::get(ctx, &backups, backup_name).await {
         Ok(Some(b)) => b,
         // A resumed request whose backup is gone had deleted it before it stopped.
-        Ok(None) if resumed => return (Outcome::Deleted, String::new()),
+        Ok(None) if resumed => return (Outcome::Deleted(Vec::new()), String::new()),
         Ok(None) => {
             return (
                 Outcome::Refused(format!(
@@ -260,7 +268,10 @@ async fn delete_backup(
         }
     }
 
-    let mut errors = delete_snapshots(ctx, &location, backup_name).await;
+    let SnapshotDeletion {
+        mut errors,
+        left_alone,
+    } = delete_snapshots(ctx, &location, &backup, backup_name).await;
     if !errors.is_empty() {
         return (Outcome::Failed(errors), schedule);
     }
@@ -291,39 +302,48 @@ async fn delete_backup(
             schedule,
         );
     }
-    (Outcome::Deleted, schedule)
+    (Outcome::Deleted(left_alone), schedule)
 }
 
 /// Deletes the CSI snapshots the backup's item operations cut (read from its operations file,
-/// which is kept until they are gone); the errors met.
-async fn delete_snapshots(ctx: &Context, location: &Location, backup_name: &str) -> Vec<String> {
-    let operations = match location
+/// which is kept until they are gone), only those that are the backup's own: labelled with the
+/// uid of the Backup object `backup` and holding the handle its volume info recorded. A backup
+/// this cluster did not make (synced from a location) has a uid no content carries, so its
+/// deletion removes only its files.
+async fn delete_snapshots(
+    ctx: &Context,
+    location: &Location,
+    backup: &Value,
+    backup_name: &str,
+) -> SnapshotDeletion {
+    let failed = |why: String| SnapshotDeletion {
+        errors: vec![format!("reading the backup's item operations: {why}")],
+        left_alone: Vec::new(),
+    };
+    match location
         .exists(&Layout::new(None).backup_item_operations(backup_name))
         .await
     {
-        Ok(false) => return Vec::new(),
-        Ok(true) => operations::load(location, backup_name).await,
-        Err(e) => {
-            return vec![format!(
-                "reading the backup's item operations: {}",
-                e.full_message()
-            )];
-        }
+        Ok(false) => return SnapshotDeletion::default(),
+        Ok(true) => {}
+        Err(e) => return failed(e.full_message()),
+    }
+    let read = async {
+        let operations = operations::load(location, backup_name).await?;
+        let volume_info = operations::load_volume_info(location, backup_name).await?;
+        Ok::<_, hawser_engine::backup::BackupError>((operations, volume_info))
     };
-    match operations {
-        Ok(operations) => {
+    match read.await {
+        Ok((operations, volume_info)) => {
             SnapshotOperations::new(
                 ctx.client.clone(),
                 ctx.settings.status.resource_timeout,
                 ctx.clock.clone(),
             )
-            .delete_snapshots(&operations)
+            .delete_snapshots(&operations, text(backup, "/metadata/uid"), &volume_info)
             .await
         }
-        Err(e) => vec![format!(
-            "reading the backup's item operations: {}",
-            e.full_message()
-        )],
+        Err(e) => failed(e.full_message()),
     }
 }
 

@@ -91,13 +91,20 @@ fn subject(namespace: &str, account: &str) -> Option<Vec<Subject>> {
     }])
 }
 
-/// The cluster-wide rules: read for backups, write for restores.
+/// The cluster-wide rules: read for backups, write for restores, and deleting CSI snapshots: a
+/// backup deletes its VolumeSnapshots once their contents keep the snapshots, and deleting the
+/// backup deletes those contents (only the ones labelled with its uid).
 pub fn cluster_rules() -> Vec<PolicyRule> {
     vec![
         rule(&[""], CORE_RESOURCES, READ),
         rule(API_GROUPS, &["*"], READ),
         rule(&[""], CORE_RESOURCES, WRITE),
         rule(API_GROUPS, &["*"], WRITE),
+        rule(
+            &["snapshot.storage.k8s.io"],
+            &["volumesnapshots", "volumesnapshotcontents"],
+            &["delete"],
+        ),
     ]
 }
 
