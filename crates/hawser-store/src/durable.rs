@@ -1,5 +1,7 @@
-//! Durability of the filesystem provider.
+//! The filesystem provider's store: durable uploads, private files, and no symbolic link below
+//! the bucket directory ever followed.
 //!
+//! **Durability.**
 //! `object_store`'s `LocalFileSystem` writes each object to a temporary file and renames it into
 //! place, but never calls fsync: after a power loss an object that was reported stored can be
 //! missing or empty. [`Synced`] wraps it so that an upload (a single put, or the completion of a
@@ -11,7 +13,16 @@
 //! directory between it and the bucket directory 0700 (`LocalFileSystem` creates them with the
 //! process's umask). The bucket directory, created 0700, keeps others out in the meantime.
 //!
-//! Written here because `object_store` offers no fsync option and no other crate wraps it so.
+//! **Links.** Whoever can write the directory tree is not trusted more than whoever can write a
+//! bucket: a symbolic link below the bucket directory (`backups/b1` pointing at `/etc`, or a
+//! file pointing anywhere) would let the download listener serve any file and garbage
+//! collection delete any directory's files. `LocalFileSystem` follows links, so every request is
+//! checked first: a read, write, copy or delete of an object whose path below the bucket
+//! directory passes through a link (the object itself included) fails with an error naming the
+//! link, and a listing leaves such objects out. The checks are `lstat` calls, made inline.
+//!
+//! Written here because `object_store` offers no fsync option, follows links, and no other
+//! crate wraps it so.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -19,6 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
+use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
@@ -88,6 +100,53 @@ async fn sync(
     Ok(())
 }
 
+/// The first symbolic link on the way from `root` to `file` (`file` itself included), if any.
+/// A component that does not exist ends the walk: nothing below it can be a link yet.
+fn link_below(root: &std::path::Path, file: &std::path::Path) -> Option<PathBuf> {
+    let relative = file.strip_prefix(root).ok()?;
+    let mut path = root.to_path_buf();
+    for part in relative.components() {
+        path.push(part);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => return Some(path),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// `Ok` when the path of `location` below `root` passes through no symbolic link.
+fn no_link(
+    store: &LocalFileSystem,
+    root: &std::path::Path,
+    location: &Path,
+) -> object_store::Result<()> {
+    let file = store.path_to_filesystem(location)?;
+    match link_below(root, &file) {
+        None => Ok(()),
+        Some(link) => Err(object_store::Error::Generic {
+            store: "filesystem",
+            source: format!(
+                "`{}` is a symbolic link below the bucket directory; links are not followed",
+                link.display()
+            )
+            .into(),
+        }),
+    }
+}
+
+/// Whether a listed object's path passes through no symbolic link (logged when it does).
+fn listable(store: &LocalFileSystem, root: &std::path::Path, location: &Path) -> bool {
+    match no_link(store, root, location) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(object = %location, error = %e, "object left out of a listing");
+            false
+        }
+    }
+}
+
 /// Sets the permission bits of `path` to `mode` unless they already are.
 #[cfg(unix)]
 fn restrict(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
@@ -118,6 +177,7 @@ impl ObjectStore for Synced {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        no_link(&self.inner, &self.root, location)?;
         let result = self.inner.put_opts(location, payload, opts).await?;
         sync(&self.inner, self.root.clone(), location, &self.synced).await?;
         Ok(result)
@@ -128,6 +188,7 @@ impl ObjectStore for Synced {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        no_link(&self.inner, &self.root, location)?;
         let upload = self.inner.put_multipart_opts(location, opts).await?;
         Ok(Box::new(SyncedUpload {
             upload,
@@ -143,6 +204,7 @@ impl ObjectStore for Synced {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        no_link(&self.inner, &self.root, location)?;
         self.inner.get_opts(location, options).await
     }
 
@@ -150,15 +212,38 @@ impl ObjectStore for Synced {
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
     ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
+        let (store, root) = (self.inner.clone(), self.root.clone());
+        let checked = locations
+            .map(move |location| {
+                let location = location?;
+                no_link(&store, &root, &location).map(|()| location)
+            })
+            .boxed();
+        self.inner.delete_stream(checked)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
+        let (store, root) = (self.inner.clone(), self.root.clone());
+        self.inner
+            .list(prefix)
+            .filter(move |meta| {
+                let keep = meta
+                    .as_ref()
+                    .map_or(true, |meta| listable(&store, &root, &meta.location));
+                std::future::ready(keep)
+            })
+            .boxed()
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
+        let mut listed = self.inner.list_with_delimiter(prefix).await?;
+        listed
+            .objects
+            .retain(|meta| listable(&self.inner, &self.root, &meta.location));
+        listed
+            .common_prefixes
+            .retain(|dir| listable(&self.inner, &self.root, dir));
+        Ok(listed)
     }
 
     async fn copy_opts(
@@ -167,6 +252,8 @@ impl ObjectStore for Synced {
         to: &Path,
         options: CopyOptions,
     ) -> object_store::Result<()> {
+        no_link(&self.inner, &self.root, from)?;
+        no_link(&self.inner, &self.root, to)?;
         self.inner.copy_opts(from, to, options).await?;
         sync(&self.inner, self.root.clone(), to, &self.synced).await
     }
@@ -250,5 +337,91 @@ mod tests {
             .unwrap();
         upload.abort().await.unwrap();
         assert_eq!(store.synced_files(), 2);
+    }
+
+    #[tokio::test]
+    async fn no_symbolic_link_below_the_bucket_is_followed() {
+        use futures::TryStreamExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("bucket");
+        std::fs::create_dir(&root).unwrap();
+        let root = root.canonicalize().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("secret"), b"not the bucket's").unwrap();
+        let store = Synced::new(
+            LocalFileSystem::new_with_prefix(&root).unwrap(),
+            root.clone(),
+        );
+        store
+            .put(
+                &Path::from("backups/ok/velero-backup.json"),
+                PutPayload::from_static(b"{}"),
+            )
+            .await
+            .unwrap();
+        // A directory link and a file link, at two depths.
+        std::os::unix::fs::symlink(&outside, root.join("backups/evil")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), root.join("backups/ok/leak")).unwrap();
+
+        for linked in ["backups/evil/secret", "backups/ok/leak"] {
+            let path = Path::from(linked);
+            let read = store.get(&path).await.unwrap_err().to_string();
+            assert!(read.contains("symbolic link"), "{linked}: {read}");
+            assert!(store.delete(&path).await.is_err(), "{linked} deleted");
+            assert!(
+                store
+                    .put(&path, PutPayload::from_static(b"x"))
+                    .await
+                    .is_err(),
+                "{linked} written"
+            );
+        }
+        assert!(
+            store
+                .put(
+                    &Path::from("backups/evil/new"),
+                    PutPayload::from_static(b"x")
+                )
+                .await
+                .is_err()
+        );
+        let listed: Vec<String> = store
+            .list(None)
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(listed, ["backups/ok/velero-backup.json"]);
+        let shallow = store
+            .list_with_delimiter(Some(&Path::from("backups")))
+            .await
+            .unwrap();
+        let prefixes: Vec<String> = shallow
+            .common_prefixes
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(prefixes, ["backups/ok"]);
+        let deep = store
+            .list_with_delimiter(Some(&Path::from("backups/ok")))
+            .await
+            .unwrap();
+        let objects: Vec<String> = deep
+            .objects
+            .iter()
+            .map(|m| m.location.to_string())
+            .collect();
+        assert_eq!(objects, ["backups/ok/velero-backup.json"]);
+        // What the links point at is untouched; the bucket's own object is readable.
+        assert_eq!(
+            std::fs::read(outside.join("secret")).unwrap(),
+            b"not the bucket's"
+        );
+        let ok = store
+            .get(&Path::from("backups/ok/velero-backup.json"))
+            .await
+            .unwrap();
+        assert_eq!(&ok.bytes().await.unwrap()[..], b"{}");
     }
 }
