@@ -34,12 +34,12 @@ pub(crate) struct Taken {
     /// Marks the object as owned here (recovery leaves it alone) while held.
     pub(crate) _worker: WorkerGuard,
     /// Set when this is interrupted work run again.
-    rerun: Option<Resumed>,
+    rerun: Option<RerunOf>,
 }
 
 /// Interrupted work taken up again: which attempt this is, why the earlier ones ended, and
 /// when the first one started.
-struct Resumed {
+struct RerunOf {
     attempt: u32,
     interrupted: Vec<String>,
     started: Option<jiff::Timestamp>,
@@ -86,7 +86,7 @@ impl Taken {
         if !takeable || object.metadata.deletion_timestamp.is_some() {
             return Err(Handled::Done);
         }
-        let rerun = rerun.map(|rerun| Resumed {
+        let rerun = rerun.map(|rerun| RerunOf {
             attempt: rerun.attempt,
             interrupted: rerun.interrupted.clone(),
             started: json
