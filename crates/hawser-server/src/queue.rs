@@ -12,6 +12,10 @@
 //! queue leaves behind); objects being deleted are left alone. Each waiting object is handled by
 //! one task; an object already taken is not taken again until its task ends.
 //!
+//! Recovery hands a queue the interrupted objects to run again ([`Offer::Rerun`]): they take
+//! a concurrency slot like any other, skip the backup queue's reservations, and one that cannot
+//! start is left to recovery's next round.
+//!
 //! Objects are read as untyped JSON, so that one malformed object cannot stop the watch of the
 //! others; the handler parses it and reports a malformed one on the object itself.
 //!

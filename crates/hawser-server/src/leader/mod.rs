@@ -14,10 +14,12 @@
 //!   its last renewal.
 //! - **Leading** ([`Elector::hold`]): renew every retry period. A renewal that has not
 //!   succeeded within `--leader-elect-renew-deadline` of the last one, or a Lease found naming
-//!   another holder, means the Lease is lost ([`LeaseLost`]); the server then stops at once with
-//!   an error (exit code 1, so the Deployment starts it again as a follower). The deadline is
-//!   shorter than the lease duration, so the old leader stops before a follower may take over.
-//! - **Stepping down**: on shutdown the leader keeps renewing while its work finishes, then
+//!   another holder, means the Lease is lost ([`LeaseLost`]); the server then stops its
+//!   controllers and work at once and follows again, in the same process (`crate::serve`). The
+//!   deadline is shorter than the lease duration, so the old leader stops before a follower may
+//!   take over. A candidate that finds the Lease still naming itself (nobody took it meanwhile)
+//!   renews it and leads again.
+//! - **Releasing**: on shutdown the leader keeps renewing while its work finishes, then
 //!   releases the Lease (no holder, `leaseDurationSeconds: 1`), so a follower takes it at its
 //!   next try instead of waiting for it to expire.
 //!

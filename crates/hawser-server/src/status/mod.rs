@@ -19,9 +19,11 @@
 //!    400/403/422 stop with an error log and a Warning Event; 409 re-reads.
 //! 5. **Re-driver**: a final status not stored by the deadline is handed to a background task that
 //!    keeps trying once per (jittered) cap interval; the caller returns at once.
-//! 6. **Recovery**: at start-up and every `--status-resync-period`, started-but-unfinished objects
-//!    that no live worker here owns are resolved from the storage record, or marked `Failed` with a
-//!    reason saying the server restarted ([`StatusEngine::run_recovery`]).
+//! 6. **Recovery**: when the server starts to lead and every `--status-resync-period`,
+//!    started-but-unfinished objects that no live worker here owns are resolved from the storage
+//!    record, handed back to be run again (`--resume-attempts`), or marked `Failed` with a reason
+//!    saying the server restarted ([`StatusEngine::run_recovery`]). A server that steps down
+//!    keeps landing only the pending statuses a record decides ([`StatusEngine::step_down`]).
 //! 7. **Progress**: `status.progress` of running work is one attempt, paused for a cap after a
 //!    transient failure ([`StatusEngine::write_progress`]).
 //! 8. **Observable**: attempt counters by kind and outcome, a landing-time histogram, a pending

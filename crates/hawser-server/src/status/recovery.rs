@@ -476,16 +476,16 @@ impl StatusEngine {
                 owner.as_deref(),
                 self.instance_id(),
             ));
-            let rerun = Rerun {
+            let rerun = || Rerun {
                 key: key.clone(),
                 uid: uid.clone(),
-                owner,
+                owner: owner.clone(),
                 attempt: attempts.last.saturating_add(1),
                 interrupted: interrupted.clone(),
             };
             if phase == Phase::in_progress(key.kind)
                 && attempts.last <= resume_attempts
-                && self.hand_back(Resumed::Rerun(rerun))
+                && self.hand_back(Resumed::Rerun(rerun()))
             {
                 tracing::warn!(object = %key, attempt = attempts.last + 1, "interrupted with no record; it is run again");
                 return Resolution::Resumed;
