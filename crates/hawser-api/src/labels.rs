@@ -50,6 +50,10 @@ pub const SKIP_FROM_BACKUP: &str = "velero.io/skip-from-backup";
 pub const RESTORE_EXTERNAL_RESOURCES_FINALIZER: &str =
     "restores.velero.io/external-resources-finalizer";
 
+/// The prefix of hawser's own labels and annotations. Backup sync drops every one a record in
+/// a bucket carries: they are the server's marks, not the bucket's.
+pub const HAWSER_PREFIX: &str = "hawser.io/";
+
 /// hawser's annotation on a Backup or Restore: the id of the server instance working on it,
 /// written in the same patch that sets `InProgress`.
 pub const HAWSER_OWNER: &str = "hawser.io/owner";

@@ -325,3 +325,75 @@ async fn an_item_whose_object_disagrees_with_its_path_is_an_error_naming_the_ent
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_control_objects_are_never_restored_and_the_restore_says_so() {
+    let Cluster { sim, client } = empty_cluster().await;
+    install_velero_crds(&client).await;
+    let dir = TempDir::new().unwrap();
+    let location = location(&dir);
+    let velero = |kind: &str, name: &str, spec: serde_json::Value| {
+        json!({"apiVersion": "velero.io/v1", "kind": kind,
+            "metadata": {"name": name, "namespace": "velero"}, "spec": spec})
+    };
+    let archive = HandArchive::new()
+        .file("metadata/version", b"1.1.0\n")
+        .item(
+            "resources/namespaces/cluster/velero.json",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "velero"}}),
+        )
+        .item(
+            "resources/deletebackuprequests.velero.io/namespaces/velero/kill.json",
+            &velero("DeleteBackupRequest", "kill", json!({"backupName": "victim"})),
+        )
+        .item(
+            "resources/schedules.velero.io/namespaces/velero/every-second.json",
+            &velero("Schedule", "every-second", json!({"schedule": "@every 1s", "template": {}})),
+        )
+        .item(
+            "resources/downloadrequests.velero.io/namespaces/velero/out.json",
+            &velero("DownloadRequest", "out", json!({"target": {"kind": "BackupLog", "name": "victim"}})),
+        )
+        .item(
+            "resources/configmaps/namespaces/velero/settings.json",
+            &config_map("settings", "velero"),
+        )
+        .gzipped();
+    let backup = store_archive(&location, "forged", archive).await;
+    let restore = restore_of("r-forged", "forged", json!({}));
+    let outcome = run_restore(&client, &location, &restore, &backup).await;
+
+    assert_eq!(outcome.phase, RestorePhase::Completed, "{:?}", outcome.results);
+    let warnings = &outcome.results.warnings.velero;
+    for gr in [
+        "deletebackuprequests.velero.io",
+        "schedules.velero.io",
+        "downloadrequests.velero.io",
+    ] {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with(&format!("1 {gr} objects")) && w.contains("never creates")),
+            "{gr}: {warnings:?}"
+        );
+    }
+    let store = sim.store();
+    for kind in ["DeleteBackupRequest", "Schedule", "DownloadRequest"] {
+        assert!(store.list("velero.io/v1", kind, Some("velero")).is_empty(), "{kind}");
+    }
+    // The ordinary object beside them is restored.
+    assert_eq!(names(&store.list("v1", "ConfigMap", Some("velero"))), ["settings"]);
+
+    // Filters that leave the control objects out say nothing of them.
+    let restore = restore_of(
+        "r-configmaps",
+        "forged",
+        json!({"includedResources": ["configmaps"], "existingResourcePolicy": "none"}),
+    );
+    let outcome = run_restore(&client, &location, &restore, &backup).await;
+    assert!(
+        outcome.results.warnings.velero.iter().all(|w| !w.contains("control objects")),
+        "{:?}",
+        outcome.results
+    );
+}

@@ -24,6 +24,24 @@ pub const NON_RESTORABLE: [&str; 9] = [
     "backuprepositories.velero.io",
 ];
 
+/// The server's own control objects: a restore never creates them, whatever its filters, and
+/// says so in a warning when the filters would have selected some. Restored from a bucket, such
+/// an object would set this server to work (delete a backup, send files away, run a schedule,
+/// add a location, move volume data).
+pub const CONTROL_TYPES: [&str; 11] = [
+    "deletebackuprequests.velero.io",
+    "downloadrequests.velero.io",
+    "serverstatusrequests.velero.io",
+    "schedules.velero.io",
+    "backupstoragelocations.velero.io",
+    "volumesnapshotlocations.velero.io",
+    "backuprepositories.velero.io",
+    "podvolumebackups.velero.io",
+    "podvolumerestores.velero.io",
+    "datauploads.velero.io",
+    "datadownloads.velero.io",
+];
+
 /// Types that bypass the type and namespace filters and the selectors (Velero's must-have
 /// list); cluster-scoped ones still follow `includeClusterResources`.
 pub const FILTER_BYPASS: [&str; 2] = [
@@ -105,6 +123,8 @@ pub enum FilterSkip {
     ClusterResourcesExcluded,
     /// Its archived labels do not match the selector(s).
     LabelsDoNotMatch,
+    /// The filters select it, but it is one of the [`CONTROL_TYPES`].
+    ControlType,
 }
 
 impl FilterSkip {
@@ -115,6 +135,7 @@ impl FilterSkip {
             Self::NamespaceExcluded => "namespace_excluded",
             Self::ClusterResourcesExcluded => "cluster_resources_excluded",
             Self::LabelsDoNotMatch => "labels_do_not_match",
+            Self::ControlType => "control_type",
         }
     }
 }
@@ -211,7 +232,22 @@ impl RestoreSelection {
     /// The filter decision for an archived item of type `group_resource`, archived in source
     /// namespace `namespace` (`None` for cluster-scoped items). A `Namespace` object is
     /// filtered by the namespace filter on its own name, whatever `includeClusterResources`.
+    /// An item the filters select that is one of the [`CONTROL_TYPES`] is
+    /// [`FilterSkip::ControlType`].
     pub fn check_item(
+        &self,
+        group_resource: &str,
+        namespace: Option<&str>,
+        obj: &serde_json::Value,
+    ) -> Result<(), FilterSkip> {
+        self.filter_item(group_resource, namespace, obj)?;
+        if CONTROL_TYPES.contains(&group_resource) {
+            return Err(FilterSkip::ControlType);
+        }
+        Ok(())
+    }
+
+    fn filter_item(
         &self,
         group_resource: &str,
         namespace: Option<&str>,

@@ -84,8 +84,36 @@ fn bypass_types_ignore_every_filter() {
         json!({"includedResources": ["pods"], "includedNamespaces": ["a"],
         "labelSelector": {"matchLabels": {"app": "x"}}}),
     );
+    // A DataUpload bypasses the filters too, and is then never restored (a control type).
     assert_eq!(
         s.check_item("datauploads.velero.io", Some("b"), &item(json!({}))),
+        Err(FilterSkip::ControlType)
+    );
+}
+
+#[test]
+fn control_types_are_never_restored_and_are_told_apart_only_when_selected() {
+    let all = selection(json!({}));
+    for gr in CONTROL_TYPES {
+        let namespace = (gr != "backupstoragelocations.velero.io").then_some("velero");
+        let got = all.check_item(gr, namespace, &item(json!({})));
+        // backuprepositories are also never restored in Velero: excluded as a type.
+        assert!(
+            matches!(got, Err(FilterSkip::ControlType | FilterSkip::TypeExcluded)),
+            "{gr}: {got:?}"
+        );
+    }
+    assert_eq!(
+        all.check_item("schedules.velero.io", Some("velero"), &item(json!({}))),
+        Err(FilterSkip::ControlType)
+    );
+    let elsewhere = selection(json!({"includedNamespaces": ["shop"]}));
+    assert_eq!(
+        elsewhere.check_item("schedules.velero.io", Some("velero"), &item(json!({}))),
+        Err(FilterSkip::NamespaceExcluded)
+    );
+    assert_eq!(
+        all.check_item("configmaps", Some("velero"), &item(json!({}))),
         Ok(())
     );
 }

@@ -577,7 +577,7 @@ async fn run_named(
 }
 
 /// Rejected entries become errors (in the target namespace of the entry's path when it has
-/// one); skip-rule counts go to the log.
+/// one); selected control objects become a warning per type; skip-rule counts go to the log.
 fn report_checking_pass(restorer: &Restorer, checked: &PassReport) {
     for e in &checked.rejected {
         let scope = match &e.namespace {
@@ -593,6 +593,14 @@ fn report_checking_pass(restorer: &Restorer, checked: &PassReport) {
                 "{} more archive entries were rejected (only the first {} are listed)",
                 checked.rejected_more,
                 scan::MAX_REJECTED
+            ),
+        );
+    }
+    for (gr, n) in &checked.control {
+        restorer.report.warn(
+            Scope::Velero,
+            format!(
+                "{n} {gr} objects in the backup were not restored: they are the backup server's own control objects, which a restore never creates"
             ),
         );
     }

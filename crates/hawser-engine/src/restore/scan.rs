@@ -16,7 +16,7 @@ use std::io::Read;
 
 use hawser_core::archive::{ArchiveError, ArchiveItem, ArchiveReader, ItemPath, ReadError};
 use hawser_core::errors::{MAX_MESSAGE_BYTES, chain_text, printable};
-use hawser_core::restore::{ArchiveTypes, ItemSkip, RestoreSelection, skip_reason};
+use hawser_core::restore::{ArchiveTypes, FilterSkip, ItemSkip, RestoreSelection, skip_reason};
 use hawser_core::selection::NAMESPACES;
 use serde_json::Value;
 
@@ -65,6 +65,9 @@ pub(crate) struct PassReport {
     pub counts: BTreeMap<String, u64>,
     /// Items skipped by a skip rule, per type and reason.
     pub skipped: BTreeMap<(String, &'static str), u64>,
+    /// Items of the server's control types that the filters selected, per type: never
+    /// restored.
+    pub control: BTreeMap<String, u64>,
     /// Names of the PersistentVolumes skipped for dynamic re-provisioning.
     pub reprovisioned_pvs: BTreeSet<String>,
     /// The archived CSI snapshots of claims that are restored: (source namespace, claim) →
@@ -130,18 +133,17 @@ fn estimated_size(v: &Value) -> u64 {
 /// Why an item read from the archive is not restored.
 enum Drop {
     Filtered,
+    Control,
     Skipped(ItemSkip),
 }
 
 fn dropped(selection: &RestoreSelection, item: &ArchiveItem) -> Option<Drop> {
     let gr = item.location.group_resource.as_str();
-    if selection
-        .check_item(gr, item.location.namespace.as_deref(), &item.object)
-        .is_err()
-    {
-        return Some(Drop::Filtered);
+    match selection.check_item(gr, item.location.namespace.as_deref(), &item.object) {
+        Ok(()) => skip_reason(gr, &item.object).map(Drop::Skipped),
+        Err(FilterSkip::ControlType) => Some(Drop::Control),
+        Err(_) => Some(Drop::Filtered),
     }
-    skip_reason(gr, &item.object).map(Drop::Skipped)
 }
 
 /// Reads the whole archive from `reader` (see the module docs), keeping the items to restore
@@ -208,6 +210,10 @@ pub(crate) fn run_pass<R: Read>(
         }
         let keep = match dropped(selection, &item) {
             Some(Drop::Filtered) => false,
+            Some(Drop::Control) => {
+                *report.control.entry(gr.to_owned()).or_default() += 1;
+                false
+            }
             Some(Drop::Skipped(why)) => {
                 if why == ItemSkip::DynamicallyReprovisioned {
                     report.reprovisioned_pvs.insert(item.location.name.clone());

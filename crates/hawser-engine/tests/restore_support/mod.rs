@@ -124,6 +124,22 @@ pub async fn install_widget_crd(client: &Client) {
     .unwrap();
 }
 
+/// Installs Velero's CRDs and waits for each to be established.
+pub async fn install_velero_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in hawser_api::crd::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .expect("CRD established within 10s")
+        .unwrap();
+    }
+}
+
 /// A filesystem location rooted in `dir`.
 pub fn location(dir: &TempDir) -> Location {
     let spec =

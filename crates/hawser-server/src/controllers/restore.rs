@@ -3,7 +3,8 @@
 //! 0. **Already recorded?** As for backups ([`Taken::settle_from_record`]).
 //! 1. **Validate** (→ `FailedValidation` with `validationErrors`, nothing written to the cluster
 //!    or the store): the object parses; exactly one of `backupName`/`scheduleName` (a schedule
-//!    resolves to its newest `Completed` backup); the Backup exists and is `Completed` or
+//!    resolves to its newest `Completed` backup made in this cluster, not synced from a bucket
+//!    nor dated in the future); the Backup exists and is `Completed` or
 //!    `PartiallyFailed`; its storage location exists and is `Available`; the spec's filters,
 //!    selectors, mappings and existing-resource policy (Velero's checks, against discovery).
 //!    An API that cannot answer leaves the Restore waiting: the queue takes it up again.
@@ -22,6 +23,7 @@
 
 use std::sync::Arc;
 
+use hawser_api::labels::HAWSER_RECORD_UID;
 use hawser_api::phase::{BackupPhase, RestorePhase};
 use hawser_api::{Backup, Restore};
 use hawser_store::Location;
@@ -212,7 +214,7 @@ async fn check(ctx: &Context, json: Value) -> Checked {
             Ok(Some(b)) => b,
             Ok(None) => {
                 return Checked::Invalid(vec![format!(
-                    "no Completed backup of schedule {schedule} was found in namespace {}",
+                    "no Completed backup made by schedule {schedule} in this cluster was found in namespace {}; a backup synced from a storage location is restored by spec.backupName",
                     ctx.namespace
                 )]);
             }
@@ -297,8 +299,11 @@ async fn check(ctx: &Context, json: Value) -> Checked {
     Checked::Valid(Box::new(restore), Box::new(backup), Box::new(location))
 }
 
-/// The newest `Completed` backup (by `startTimestamp`) labelled with `schedule`. Backups are
-/// read untyped and parsed one by one, so a malformed one among them is skipped, not fatal.
+/// The newest `Completed` backup (by `startTimestamp`) labelled with `schedule` and made in
+/// this cluster: one synced from a bucket (it carries [`HAWSER_RECORD_UID`]) or dated in the
+/// future is never chosen, so a record written into the bucket cannot become "the newest
+/// backup" of a schedule. Backups are read untyped and parsed one by one, so a malformed one
+/// among them is skipped, not fatal.
 async fn newest_completed(ctx: &Context, schedule: &str) -> Result<Option<String>, kube::Error> {
     let api: Api<DynamicObject> = Api::namespaced_with(
         ctx.client.clone(),
@@ -308,16 +313,24 @@ async fn newest_completed(ctx: &Context, schedule: &str) -> Result<Option<String
     let list = api
         .list(&ListParams::default().labels(&format!("{SCHEDULE_LABEL}={schedule}")))
         .await?;
+    let now = ctx.clock.now();
     Ok(list
         .items
         .into_iter()
         .filter_map(|o| serde_json::to_value(o).ok())
         .filter_map(|v| serde_json::from_value::<Backup>(v).ok())
+        .filter(|b| {
+            b.metadata
+                .annotations
+                .as_ref()
+                .is_none_or(|a| !a.contains_key(HAWSER_RECORD_UID))
+        })
         .filter_map(|b| {
             let status = b.status.as_ref()?;
-            (status.phase == BackupPhase::Completed)
-                .then(|| (status.start_timestamp.clone(), b.metadata.name.clone()))
+            let start = status.start_timestamp.as_ref().map(|t| t.0);
+            (status.phase == BackupPhase::Completed && start.is_none_or(|at| at <= now))
+                .then(|| (start, b.metadata.name.clone()))
         })
-        .max_by(|a, b| a.0.as_ref().map(|t| t.0).cmp(&b.0.as_ref().map(|t| t.0)))
+        .max_by_key(|(start, _)| *start)
         .and_then(|(_, name)| name))
 }

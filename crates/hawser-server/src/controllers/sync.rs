@@ -17,11 +17,14 @@
 //!    missing, is not JSON, is not a velero.io/v1 Backup or names another backup is skipped with
 //!    a warning and blocks nothing else. B15: a backup still `WaitingForPluginOperations*` or
 //!    `Finalizing*` is skipped until it has expired, and is then created `PartiallyFailed`.
-//!    Otherwise the object is the record with its stored status (Velero's CRDs have no status
-//!    subresource, so a create carries it), in the server namespace, without the source
-//!    cluster's identity (`resourceVersion`, `uid`, `creationTimestamp`, `managedFields`, …) or
-//!    its owner annotation, with `spec.storageLocation` and the label
-//!    `velero.io/storage-location` naming this location;
+//!    A record in any other phase that is not final (`New`, `InProgress`, `Deleting`, …) is
+//!    created `Failed`, its `failureReason` starting "synced unfinished": a bucket cannot set
+//!    the server to work. Otherwise the object is the record with its stored status (Velero's
+//!    CRDs have no status subresource, so a create carries it), in the server namespace,
+//!    without the source cluster's identity (`resourceVersion`, `uid`, `creationTimestamp`,
+//!    `managedFields`, …), its `finalizers` or any `hawser.io/` label or annotation, with a
+//!    `startTimestamp` or `completionTimestamp` in the future set to now, and with
+//!    `spec.storageLocation` and the label `velero.io/storage-location` naming this location;
 //! 3. act: create those objects (one created meanwhile by someone else wins);
 //! 4. orphans: a Backup of this location (its label, as Velero; an unlabelled one made by an
 //!    earlier hawser server, whose claim wrote no label, by its owner annotation and
@@ -58,7 +61,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hawser_api::labels::{HAWSER_OWNER, HAWSER_RECORD_UID, STORAGE_LOCATION};
+use hawser_api::labels::{HAWSER_OWNER, HAWSER_PREFIX, HAWSER_RECORD_UID, STORAGE_LOCATION};
 use hawser_api::phase::BackupPhase;
 use hawser_api::{Backup, BackupStorageLocation, BackupStorageLocationPhase};
 use hawser_core::duration::GoDuration;
@@ -412,14 +415,18 @@ enum Plan {
     Unusable(String),
 }
 
-/// Rule B15: the phase a stored backup is created in; `None` to leave it for now.
+/// The phase a stored backup is created in; `None` to leave it for now. A final phase is kept.
+/// Rule B15: one waiting for plugin operations or finalizing is left until it has expired, and
+/// is then `PartiallyFailed`. Any other phase (`New`, `InProgress`, `Deleting`, …) is `Failed`:
+/// the backup did not finish where it was made, and a record in that phase must not set a
+/// server to work on it.
 fn synced_phase(
     stored: BackupPhase,
     expiration: Option<Timestamp>,
     now: Timestamp,
 ) -> Option<BackupPhase> {
     use BackupPhase::*;
-    let unfinished = matches!(
+    let b15 = matches!(
         stored,
         WaitingForPluginOperations
             | WaitingForPluginOperationsPartiallyFailed
@@ -427,10 +434,18 @@ fn synced_phase(
             | FinalizingPartiallyFailed
     );
     match expiration {
-        _ if !unfinished => Some(stored),
+        _ if stored.is_final() => Some(stored),
+        _ if !b15 => Some(Failed),
         Some(at) if at <= now => Some(PartiallyFailed),
         _ => None,
     }
+}
+
+/// `status.failureReason` of a backup synced as `Failed` from the unfinished phase `stored`.
+fn synced_unfinished(stored: &BackupPhase) -> String {
+    format!(
+        "synced unfinished: the record in the storage location says phase {stored}; the backup did not finish where it was made"
+    )
 }
 
 /// The Backup object to create from the record `bytes` of the directory `name` (see the module
@@ -460,6 +475,7 @@ fn plan(name: &str, bytes: &[u8], target: &Target<'_>) -> Plan {
     let Some(phase) = synced_phase(stored.clone(), expiration, target.now) else {
         return Plan::Wait(stored.to_string());
     };
+    let unfinished = (!stored.is_final() && phase == BackupPhase::Failed).then_some(stored);
     let record_uid = text(&record, "/metadata/uid").to_owned();
 
     // The record is a JSON object here (it has a `kind`), so indexing it cannot panic.
@@ -471,7 +487,7 @@ fn plan(name: &str, bytes: &[u8], target: &Target<'_>) -> Plan {
         .cloned()
         .unwrap_or_default();
     if let Some(fields) = metadata.as_object_mut() {
-        for field in SOURCE_IDENTITY.iter().chain(&["ownerReferences"]) {
+        for field in SOURCE_IDENTITY.iter().chain(&["ownerReferences", "finalizers"]) {
             fields.remove(*field);
         }
     }
@@ -488,19 +504,32 @@ fn plan(name: &str, bytes: &[u8], target: &Target<'_>) -> Plan {
     if !kept.is_empty() {
         metadata["ownerReferences"] = Value::Array(kept);
     }
-    make_object(&mut metadata["labels"]);
-    metadata["labels"][STORAGE_LOCATION] = json!(valid_label_value(target.location));
-    make_object(&mut metadata["annotations"]);
-    if let Some(annotations) = metadata["annotations"].as_object_mut() {
-        annotations.remove(HAWSER_OWNER);
+    // The server's own marks (owner, attempts, record uid, …) are never taken from a bucket.
+    for marks in ["labels", "annotations"] {
+        make_object(&mut metadata[marks]);
+        if let Some(marks) = metadata[marks].as_object_mut() {
+            marks.retain(|key, _| !key.starts_with(HAWSER_PREFIX));
+        }
     }
+    metadata["labels"][STORAGE_LOCATION] = json!(valid_label_value(target.location));
     if !record_uid.is_empty() {
         metadata["annotations"][HAWSER_RECORD_UID] = json!(record_uid);
     }
     make_object(&mut record["spec"]);
     record["spec"]["storageLocation"] = json!(target.location);
-    make_object(&mut record["status"]);
-    record["status"]["phase"] = json!(phase.as_str());
+    let status = &mut record["status"];
+    make_object(status);
+    status["phase"] = json!(phase.as_str());
+    if let Some(stored) = unfinished {
+        status["failureReason"] = json!(synced_unfinished(&stored));
+    }
+    // A record dated in the future would pass for the newest backup until then.
+    for field in ["startTimestamp", "completionTimestamp"] {
+        let at: Option<Timestamp> = status.get(field).and_then(Value::as_str).and_then(|t| t.parse().ok());
+        if at.is_some_and(|at| at > target.now) {
+            status[field] = json!(Time(target.now));
+        }
+    }
     Plan::Create(record)
 }
 

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // a panic is how a test reports failure
 
 use super::*;
+use hawser_api::labels::HAWSER_ATTEMPT;
 
 const NOW: &str = "2025-06-01T12:00:00Z";
 
@@ -74,7 +75,7 @@ fn created(plan: Plan) -> Value {
 }
 
 #[test]
-fn b15_final_phases_are_kept_and_unfinished_ones_wait_until_they_expire() {
+fn b15_final_phases_are_kept_unfinished_ones_wait_until_they_expire_and_others_fail() {
     use BackupPhase::*;
     let past: Timestamp = "2025-06-01T11:00:00Z".parse().unwrap();
     let future: Timestamp = "2025-06-01T13:00:00Z".parse().unwrap();
@@ -89,7 +90,8 @@ fn b15_final_phases_are_kept_and_unfinished_ones_wait_until_they_expire() {
         for expiration in [None, Some(past), Some(now()), Some(future)] {
             let expired = expiration.is_some_and(|at| at <= now());
             let wanted = match (unfinished, expired) {
-                (false, _) => Some(phase.clone()),
+                _ if phase.is_final() => Some(phase.clone()),
+                (false, _) => Some(Failed),
                 (true, true) => Some(PartiallyFailed),
                 (true, false) => None,
             };
@@ -270,4 +272,46 @@ fn a_location_is_due_once_its_period_has_passed_since_its_last_sync() {
         due_in(at("2025-06-01T12:00:05Z"), period, now()),
         Duration::ZERO
     );
+}
+
+#[test]
+fn a_record_that_never_finished_is_synced_failed_and_says_why() {
+    for phase in ["InProgress", "New", "", "Queued", "Deleting", "Finalising-typo"] {
+        let object = created(planned("b1", &Record::named("b1").in_phase(phase), &HashMap::new()));
+        assert_eq!(object["status"]["phase"], "Failed", "{phase}");
+        let reason = text(&object, "/status/failureReason");
+        assert!(reason.starts_with("synced unfinished"), "{phase}: {reason}");
+    }
+    let done = created(planned("b1", &Record::named("b1"), &HashMap::new()));
+    assert!(done["status"].get("failureReason").is_none());
+}
+
+#[test]
+fn the_bucket_cannot_set_finalizers_hawser_marks_or_a_future_date() {
+    let mut record = Record::named("b1");
+    let meta = &mut record.0["metadata"];
+    meta["finalizers"] = json!(["example.com/never-delete"]);
+    meta["annotations"][HAWSER_ATTEMPT] = json!("9");
+    meta["annotations"][HAWSER_RECORD_UID] = json!("someone-elses-uid");
+    meta["labels"]["hawser.io/restore-uid"] = json!("x");
+    record.0["status"]["startTimestamp"] = json!("2099-01-01T00:00:00Z");
+    record.0["status"]["completionTimestamp"] = json!("2099-01-01T00:10:00Z");
+    let past = "2025-05-31T00:00:00Z";
+    record.0["status"]["expiration"] = json!("2099-02-01T00:00:00Z");
+    let object = created(planned("b1", &record, &HashMap::new()));
+    let meta = &object["metadata"];
+    assert!(meta.get("finalizers").is_none(), "{object:#}");
+    assert!(meta["annotations"].get(HAWSER_ATTEMPT).is_none());
+    assert_eq!(meta["annotations"][HAWSER_RECORD_UID], "source-uid");
+    assert!(meta["labels"].get("hawser.io/restore-uid").is_none());
+    assert_eq!(meta["labels"]["team"], "shop");
+    assert_eq!(object["status"]["startTimestamp"], NOW);
+    assert_eq!(object["status"]["completionTimestamp"], NOW);
+    // An expiration ahead is what a backup has; it is kept.
+    assert_eq!(object["status"]["expiration"], "2099-02-01T00:00:00Z");
+    // A date in the past is kept as it is.
+    let mut record = Record::named("b1");
+    record.0["status"]["startTimestamp"] = json!(past);
+    let object = created(planned("b1", &record, &HashMap::new()));
+    assert_eq!(object["status"]["startTimestamp"], past);
 }
