@@ -1,7 +1,8 @@
 //! Backup sync through `hawser server` processes: a second cluster pointed at the directory a
 //! first cluster backed up into sees its backups, restores and deletes them, and drops the ones
 //! that leave the location; records that cannot be used, backups with a pending deletion
-//! request and locations with sync turned off are left alone.
+//! request and locations with sync turned off are left alone; a record cannot set the server to
+//! work or pass for a schedule's newest backup.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -229,4 +230,55 @@ async fn a_pending_deletion_request_or_a_location_with_sync_off_keeps_a_backup_o
     cluster.sim.faults().remove(stuck);
     let pending = synced(&cluster, &server, "pending").await;
     assert_eq!(phase(&pending), "Completed");
+}
+
+#[tokio::test]
+async fn a_record_in_the_bucket_cannot_set_the_server_to_work_or_pass_for_a_schedules_newest() {
+    let root = tempfile::tempdir().unwrap();
+    store_record(root.path(), "free", hand_made("free"));
+    // A record left running, with a finalizer and the server's own marks.
+    let mut running = hand_made("running");
+    running["status"]["phase"] = json!("InProgress");
+    running["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    running["metadata"]["annotations"] = json!({"hawser.io/owner": "gone", "hawser.io/attempt": "2"});
+    store_record(root.path(), "running", running);
+    // A record that claims to be the newest backup of a schedule, dated in the future.
+    let mut newest = hand_made("newest");
+    newest["metadata"]["labels"] = json!({"velero.io/schedule-name": "daily"});
+    newest["status"]["startTimestamp"] = json!("2099-01-01T00:00:00Z");
+    store_record(root.path(), "newest", newest);
+
+    let cluster = Cluster::start().await;
+    filesystem_location(&cluster, "dr", root.path());
+    let server = Server::start(&cluster, root.path(), &flags()).await;
+
+    assert_eq!(phase(&synced(&cluster, &server, "free").await), "Completed");
+    let running = synced(&cluster, &server, "running").await;
+    assert_eq!(phase(&running), "Failed", "{running:#}");
+    assert!(
+        running["status"]["failureReason"]
+            .as_str()
+            .unwrap()
+            .starts_with("synced unfinished"),
+        "{running:#}"
+    );
+    assert!(running["metadata"].get("finalizers").is_none(), "{running:#}");
+    let annotations = &running["metadata"]["annotations"];
+    assert!(annotations.get("hawser.io/owner").is_none(), "{running:#}");
+    assert!(annotations.get("hawser.io/attempt").is_none(), "{running:#}");
+    let newest = synced(&cluster, &server, "newest").await;
+    let start: jiff::Timestamp = newest["status"]["startTimestamp"].as_str().unwrap().parse().unwrap();
+    assert!(start <= jiff::Timestamp::now(), "{newest:#}");
+
+    // The restore by schedule does not take the synced backup.
+    create_restore(&cluster, "from-daily", json!({"scheduleName": "daily"}));
+    let restore = wait_final(&cluster, &server, "Restore", "from-daily").await;
+    assert_eq!(phase(&restore), "FailedValidation", "{restore:#}");
+    let why = restore["status"]["validationErrors"][0].as_str().unwrap();
+    assert!(why.contains("spec.backupName"), "{why}");
+
+    // The Failed record stays Failed: no worker takes it up.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let running = cluster.get("velero.io/v1", "Backup", "running").unwrap();
+    assert_eq!(phase(&running), "Failed", "{running:#}");
 }
