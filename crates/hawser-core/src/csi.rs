@@ -136,7 +136,76 @@ pub fn snapshot_name(claim: &str, backup_uid: &str) -> String {
 pub fn backup_labels(backup_name: &str, backup_uid: &str) -> Value {
     json!({
         "velero.io/backup-name": crate::restore::clean::valid_label_value(backup_name),
-        "velero.io/backup-uid": backup_uid,
+        BACKUP_UID_LABEL: backup_uid,
+    })
+}
+
+/// Label of [`backup_labels`] holding the backup's uid.
+pub const BACKUP_UID_LABEL: &str = "velero.io/backup-uid";
+
+/// Whether the archived `snapshot` of source namespace `namespace` is the backup's own, so that
+/// a restore may bring its handle back: a [`BACKUP_UID_LABEL`] it carries is `backup_uid` (a
+/// snapshot from Velero carries none), and the backup's volume info (`volume_info`, its
+/// `-volumeinfo.json.gz`) records a CSI snapshot of the same claim with the same handle and
+/// driver. The error says what does not match. Someone who can write the bucket can write all
+/// of these; what keeps another backup's snapshot out is that its live content names another
+/// uid ([`claimed_by_another`]).
+pub fn own_snapshot(
+    snapshot: &Value,
+    namespace: &str,
+    backup_uid: &str,
+    volume_info: &[Value],
+) -> Result<(), String> {
+    let labelled = snapshot
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(BACKUP_UID_LABEL))
+        .and_then(Value::as_str);
+    if let Some(uid) = labelled.filter(|uid| *uid != backup_uid) {
+        return Err(format!(
+            "the archived VolumeSnapshot is labelled {BACKUP_UID_LABEL}={uid:?}, not this backup's uid {backup_uid:?}"
+        ));
+    }
+    let annotation = |key: &str| {
+        snapshot
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let (handle, driver) = (annotation(HANDLE_ANNOTATION), annotation(DRIVER_ANNOTATION));
+    let claim = text(snapshot, "/spec/source/persistentVolumeClaimName");
+    let recorded = volume_info.iter().any(|info| {
+        let csi = info.get("csiSnapshotInfo").unwrap_or(&Value::Null);
+        text(info, "/pvcNamespace") == namespace
+            && text(info, "/pvcName") == claim
+            && text(csi, "/snapshotHandle") == handle
+            && text(csi, "/driver") == driver
+    });
+    if recorded {
+        Ok(())
+    } else {
+        Err(format!(
+            "the backup's volume info records no CSI snapshot of claim {namespace}/{claim} with handle {handle:?} and driver {driver:?}"
+        ))
+    }
+}
+
+/// The backup uid of a live VolumeSnapshotContent in `contents` that holds `handle` and is
+/// labelled with a backup uid other than `backup_uid`: that snapshot is another backup's.
+#[must_use]
+pub fn claimed_by_another<'a>(
+    contents: &'a [Value],
+    handle: &str,
+    backup_uid: &str,
+) -> Option<&'a str> {
+    contents.iter().find_map(|c| {
+        let holds = text(c, "/status/snapshotHandle") == handle
+            || text(c, "/spec/source/snapshotHandle") == handle;
+        let uid = c
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(BACKUP_UID_LABEL))
+            .and_then(Value::as_str)?;
+        (holds && uid != backup_uid).then_some(uid)
     })
 }
 
@@ -645,5 +714,55 @@ mod tests {
         assert_eq!(v["status"]["nCompleted"], 1);
         let back: BackupOperation = serde_json::from_value(v).unwrap();
         assert_eq!(back, op);
+    }
+
+    fn archived(uid: Option<&str>, handle: &str) -> Value {
+        let mut snapshot = json!({
+            "metadata": {"name": "vs", "annotations": {
+                HANDLE_ANNOTATION: handle, DRIVER_ANNOTATION: "ebs"}},
+            "spec": {"source": {"persistentVolumeClaimName": "data"}}
+        });
+        if let Some(uid) = uid {
+            snapshot["metadata"]["labels"] = json!({BACKUP_UID_LABEL: uid});
+        }
+        snapshot
+    }
+
+    fn info(namespace: &str, claim: &str, handle: &str, driver: &str) -> Value {
+        json!({"pvcNamespace": namespace, "pvcName": claim,
+            "csiSnapshotInfo": {"snapshotHandle": handle, "driver": driver}})
+    }
+
+    #[test]
+    fn a_snapshot_is_the_backups_own_only_with_its_uid_and_its_recorded_handle() {
+        let recorded = [info("shop", "data", "snap-1", "ebs")];
+        assert_eq!(own_snapshot(&archived(Some("u1"), "snap-1"), "shop", "u1", &recorded), Ok(()));
+        // Velero's snapshots carry no uid label.
+        assert_eq!(own_snapshot(&archived(None, "snap-1"), "shop", "u1", &recorded), Ok(()));
+        let other_uid = own_snapshot(&archived(Some("u2"), "snap-1"), "shop", "u1", &recorded);
+        assert!(other_uid.unwrap_err().contains("\"u2\""));
+        for wrong in [
+            info("shop", "data", "snap-2", "ebs"),
+            info("shop", "data", "snap-1", "gce"),
+            info("other", "data", "snap-1", "ebs"),
+            info("shop", "logs", "snap-1", "ebs"),
+        ] {
+            let got = own_snapshot(&archived(Some("u1"), "snap-1"), "shop", "u1", &[wrong]);
+            assert!(got.unwrap_err().contains("records no CSI snapshot"));
+        }
+        assert!(own_snapshot(&archived(Some("u1"), "snap-1"), "shop", "u1", &[]).is_err());
+    }
+
+    #[test]
+    fn a_live_content_labelled_with_another_backup_claims_its_handle() {
+        let contents = [
+            json!({"metadata": {"labels": {BACKUP_UID_LABEL: "u1"}}, "status": {"snapshotHandle": "mine"}}),
+            json!({"metadata": {"labels": {BACKUP_UID_LABEL: "u2"}}, "status": {"snapshotHandle": "theirs"}}),
+            json!({"metadata": {}, "spec": {"source": {"snapshotHandle": "restored"}}}),
+        ];
+        assert_eq!(claimed_by_another(&contents, "mine", "u1"), None);
+        assert_eq!(claimed_by_another(&contents, "theirs", "u1"), Some("u2"));
+        assert_eq!(claimed_by_another(&contents, "restored", "u1"), None);
+        assert_eq!(claimed_by_another(&contents, "unknown", "u1"), None);
     }
 }

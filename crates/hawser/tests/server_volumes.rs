@@ -479,7 +479,7 @@ fn forge(root: &std::path::Path, from: &str, to: &str, uid: &str) {
 }
 
 #[tokio::test]
-async fn deleting_a_forged_backup_that_names_another_backups_snapshot_leaves_that_snapshot() {
+async fn a_forged_backup_that_names_another_backups_snapshot_neither_restores_nor_deletes_it() {
     let cluster = Cluster::start().await;
     let root = tempfile::tempdir().unwrap();
     let _csi = application(&cluster, Duration::from_millis(200), "").await;
@@ -528,6 +528,35 @@ async fn deleting_a_forged_backup_that_names_another_backups_snapshot_leaves_tha
             "status": {"phase": "Completed"}
         }))
         .unwrap();
+
+    // Restoring it brings back its other items, not the real backup's snapshot.
+    create_restore(
+        &cluster,
+        "from-forged",
+        json!({"backupName": "forged", "namespaceMapping": {"shop": "shop-copy"}}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "from-forged").await;
+    assert_eq!(phase(&restored), "PartiallyFailed", "{restored:#}");
+    let results = gunzip(
+        &root
+            .path()
+            .join(BUCKET)
+            .join("restores/from-forged/restore-from-forged-results.gz"),
+    );
+    assert!(
+        results.contains("not this backup's uid \\\"uid-of-nothing-here\\\""),
+        "{results}"
+    );
+    let handles: Vec<DynamicObject> = contents.list(&Default::default()).await.unwrap().items;
+    assert_eq!(handles.len(), 1, "no content made for the forged restore: {handles:#?}");
+    assert!(
+        cluster
+            .store()
+            .get("apps/v1", "Deployment", "shop-copy", "db")
+            .is_some(),
+        "the forged backup's other items are restored"
+    );
+
     request_deletion(&cluster, "delete-forged", "forged");
     until_gone(&cluster, &server, "Backup", "forged").await;
     assert!(

@@ -8,7 +8,8 @@ use std::sync::{Mutex, PoisonError};
 use futures::{Stream, StreamExt};
 use hawser_core::archive::{ArchiveItem, ItemPath};
 use hawser_core::csi::{
-    VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOTS, restored_content, restored_content_name,
+    VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOTS, claimed_by_another, own_snapshot,
+    restored_content, restored_content_name,
 };
 use hawser_core::restore::{
     CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, NonCanonicalType, RestoreSelection,
@@ -49,6 +50,20 @@ pub(crate) struct Restorer {
     pub snapshots: BTreeMap<(String, String), String>,
     /// CRDs created or updated, to wait for before their custom resources.
     pub crds_touched: Mutex<Vec<String>>,
+    /// What an archived VolumeSnapshot is checked against before its handle is brought back.
+    pub proof: SnapshotProof,
+}
+
+/// What shows that an archived snapshot handle is the backup's own (see
+/// [`hawser_core::csi::own_snapshot`]).
+#[derive(Default)]
+pub(crate) struct SnapshotProof {
+    /// The uid the backup labelled its snapshots with: the uid in its record.
+    pub backup_uid: String,
+    /// The backup's volume info, or why it could not be read.
+    pub volume_info: Option<Result<Vec<Value>, String>>,
+    /// The live VolumeSnapshotContents, listed at the first snapshot restored.
+    pub contents: tokio::sync::OnceCell<Result<Vec<Value>, String>>,
 }
 
 /// One item as it is restored: where it goes and what it is.
@@ -313,7 +328,7 @@ impl Restorer {
             return;
         }
         if t.gr == VOLUME_SNAPSHOTS
-            && let Err(message) = self.create_snapshot_content(t, &obj).await
+            && let Err(message) = self.create_snapshot_content(t, source_ns, &obj).await
         {
             self.fail(t, message);
             return;
@@ -351,21 +366,56 @@ impl Restorer {
         }
     }
 
-    /// The pre-provisioned VolumeSnapshotContent the VolumeSnapshot `t` is restored onto (see
-    /// [`restored_content`]); one that exists already (a restore taken up again) is kept.
+    /// The pre-provisioned VolumeSnapshotContent the VolumeSnapshot `t` (archived in
+    /// `source_ns`) is restored onto (see [`restored_content`]), once the archived snapshot
+    /// shows it is the backup's own and no live content names its handle for another backup.
+    /// One of the same name that exists already is kept when it holds the same handle (a
+    /// restore taken up again) and refused otherwise.
     async fn create_snapshot_content(
         &self,
         t: &Target<'_>,
+        source_ns: Option<&str>,
         archived: &Value,
     ) -> Result<(), String> {
         let namespace = t.namespace.as_deref().unwrap_or_default();
         let name = restored_content_name(&self.restore_name, namespace, &t.name);
         let content = restored_content(archived, namespace, &t.name, &name)?;
+        let handle = content
+            .pointer("/spec/source/snapshotHandle")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let contents = self
             .catalogue
             .resolve(VOLUME_SNAPSHOT_CONTENTS)
             .map(Collection::of)
             .ok_or_else(|| "the cluster serves no VolumeSnapshotContents".to_owned())?;
+        let proof = &self.proof;
+        let volume_info = match &proof.volume_info {
+            Some(Ok(info)) => info.as_slice(),
+            Some(Err(why)) => return Err(format!("the backup's volume info: {why}")),
+            None => &[],
+        };
+        own_snapshot(
+            archived,
+            source_ns.unwrap_or_default(),
+            &proof.backup_uid,
+            volume_info,
+        )?;
+        let live = proof
+            .contents
+            .get_or_init(|| async {
+                api::list_all(&self.client, &contents.path(None), 500, self.api_retry)
+                    .await
+                    .map_err(|e| api::text(&e))
+            })
+            .await
+            .as_ref()
+            .map_err(|why| format!("listing the VolumeSnapshotContents failed: {why}"))?;
+        if let Some(uid) = claimed_by_another(live, handle, &proof.backup_uid) {
+            return Err(format!(
+                "its snapshot handle {handle:?} belongs to a VolumeSnapshotContent of backup uid {uid}, not this backup's"
+            ));
+        }
         match api::create::<IgnoredAny>(
             &self.client,
             &contents.path(None),
@@ -375,7 +425,22 @@ impl Restorer {
         .await
         {
             Ok(_) => Ok(()),
-            Err(e) if api::already_exists(&e) => Ok(()),
+            Err(e) if api::already_exists(&e) => {
+                let existing = api::get(&self.client, &contents.item_path(None, &name), self.api_retry)
+                    .await
+                    .map_err(|e| format!("reading the existing VolumeSnapshotContent {name} failed: {}", api::text(&e)))?;
+                let held = existing
+                    .pointer("/spec/source/snapshotHandle")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if held == handle {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "VolumeSnapshotContent {name} exists with snapshot handle {held:?}, not {handle:?}; it is left as it is"
+                    ))
+                }
+            }
             Err(e) => Err(format!(
                 "creating its VolumeSnapshotContent {name} failed: {}",
                 api::text(&e)

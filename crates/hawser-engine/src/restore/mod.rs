@@ -54,9 +54,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
+use hawser_api::labels::HAWSER_RECORD_UID;
 use hawser_api::phase::RestorePhase;
 use hawser_api::{Backup, Restore, RestoreProgress};
 use hawser_core::archive::ReaderOptions;
+use hawser_core::csi::VOLUME_SNAPSHOTS;
+use hawser_core::errors::chain_text;
 use hawser_core::archive::gzjson::{Results, to_gz_json};
 use hawser_core::layout::Layout;
 use hawser_core::poll::poll_until;
@@ -77,7 +80,7 @@ pub use error::RestoreError;
 pub use results::Progress;
 
 use crate::spill::{TypeReader, Waiting};
-use apply::Restorer;
+use apply::{Restorer, SnapshotProof};
 use namespaces::Namespaces;
 use results::{Report, Scope};
 use scan::{Checks, PassError, PassReport};
@@ -353,7 +356,7 @@ pub async fn run(
         restore,
         options,
         name,
-        backup_name,
+        (backup_name, own_uid(backup)),
         report,
     )
     .instrument(span)
@@ -427,13 +430,25 @@ async fn restore_waiting(
         .map_err(RestoreError::Waiting)
 }
 
+/// The uid `backup` was made under, which its snapshots carry: the one in its record when it
+/// was synced from a location, else its own.
+fn own_uid(backup: &Backup) -> String {
+    let meta = &backup.metadata;
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(HAWSER_RECORD_UID))
+        .or(meta.uid.as_ref())
+        .cloned()
+        .unwrap_or_default()
+}
+
 async fn run_named(
     client: Client,
     location: &Location,
     restore: &Restore,
     options: RestoreOptions,
     name: String,
-    backup_name: String,
+    (backup_name, backup_uid): (String, String),
     report: Report,
 ) -> Result<RestoreOutcome, RestoreError> {
     let started = options.clock.now();
@@ -473,6 +488,10 @@ async fn run_named(
         reprovisioned_pvs: BTreeSet::new(),
         snapshots: BTreeMap::new(),
         crds_touched: Mutex::default(),
+        proof: SnapshotProof {
+            backup_uid,
+            ..SnapshotProof::default()
+        },
     };
     let key = layout.backup_contents(&backup_name);
     let checking = std::time::Instant::now();
@@ -492,6 +511,10 @@ async fn run_named(
     // `restorePVs: false`: the claims and volumes come back as archived objects only.
     if restore.spec.restore_pvs != Some(false) {
         restorer.snapshots = std::mem::take(&mut checked.snapshots);
+    }
+    if checked.counts.contains_key(VOLUME_SNAPSHOTS) {
+        let info = crate::backup::operations::load_volume_info(location, &backup_name).await;
+        restorer.proof.volume_info = Some(info.map_err(|e| chain_text(&e)));
     }
     let to_restore: u64 = checked
         .counts
@@ -555,7 +578,7 @@ async fn run_named(
                 .put(&key, Bytes::from(bytes))
                 .await
                 .map_err(|e| e.full_message()),
-            Err(e) => Err(hawser_core::errors::chain_text(&e)),
+            Err(e) => Err(chain_text(&e)),
         };
         if let Err(reason) = stored {
             tracing::warn!(key = %key, "storing a restore artifact failed: {reason}");
