@@ -128,6 +128,8 @@ pub enum FailureKind {
     NoCredentials,
     /// The server could not be reached (refused, reset, DNS, TLS, timeout).
     Unreachable,
+    /// A create-only write found an object of that name already stored.
+    AlreadyExists,
     /// Any other error reported by the store.
     Other,
 }
@@ -177,6 +179,7 @@ impl FailureKind {
             Self::AccessDenied => "AccessDenied",
             Self::NoCredentials => "NoCredentials",
             Self::Unreachable => "Unreachable",
+            Self::AlreadyExists => "AlreadyExists",
             Self::Other => "StorageError",
         }
     }
@@ -198,6 +201,8 @@ impl FailureKind {
         }
         match error {
             object_store::Error::NotFound { .. } => return Self::NotFound,
+            object_store::Error::AlreadyExists { .. }
+            | object_store::Error::Precondition { .. } => return Self::AlreadyExists,
             object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. } => {
                 return Self::AccessDenied;
@@ -245,6 +250,9 @@ impl FailureKind {
                 "the storage endpoint is unreachable (connection refused, DNS failure, TLS or \
                  timeout): check spec.config (s3Url, region, storeEndpoint, storageAccountURI) \
                  and the network"
+            }
+            Self::AlreadyExists => {
+                "an object of this name is stored already (another writer, or another cluster                  sharing the bucket), and it is not written over"
             }
             Self::Other => "the storage service reported an error",
         }
@@ -333,6 +341,18 @@ impl StoreError {
             kind: FailureKind::of(&source),
             source,
         }
+    }
+
+    /// True when the store could not be reached: the same request may succeed later.
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::Storage {
+                kind: FailureKind::Unreachable,
+                ..
+            }
+        )
     }
 
     /// Stable short category for Event reasons and metric labels.

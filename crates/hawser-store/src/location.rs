@@ -9,7 +9,7 @@ use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use hawser_core::layout::Layout;
 use object_store::path::Path;
 use object_store::signer::{Method, Signer};
-use object_store::{ObjectStore, ObjectStoreExt, PutOptions, PutPayload, TagSet};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, TagSet};
 
 use crate::error::{ConfigError, StoreError};
 use crate::policy::LocationPolicy;
@@ -431,11 +431,43 @@ impl Location {
     /// Writes `backups/<name>/velero-backup.json` in one atomic request: the commit marker of a
     /// backup. Call it last, after every other artifact of the backup is stored.
     ///
+    /// The first commit (`replace` false) is create-only where the provider can say so
+    /// (`filesystem`, Azure, GCS): a record of this name stored meanwhile, by another server
+    /// or another cluster sharing the bucket, is not written over, and the write fails with
+    /// [`FailureKind::AlreadyExists`](crate::FailureKind::AlreadyExists). Where the provider
+    /// cannot (S3 through `object_store` without a server-side mode chosen), it is a plain
+    /// write, as Velero's. `replace` rewrites the record of a backup this server committed
+    /// (its final phase after finalizing).
+    ///
     /// # Errors
     /// [`StoreError::ReadOnly`], [`StoreError::InvalidKey`] (a name with `/`), [`StoreError::Storage`].
-    pub async fn commit_backup(&self, name: &str, json: Bytes) -> Result<(), StoreError> {
+    pub async fn commit_backup(
+        &self,
+        name: &str,
+        json: Bytes,
+        replace: bool,
+    ) -> Result<(), StoreError> {
         check_name(name)?;
-        self.put(&LAYOUT.backup_metadata(name), json).await
+        let key = LAYOUT.backup_metadata(name);
+        if replace {
+            return self.put(&key, json).await;
+        }
+        self.check_writable("write", &key)?;
+        let path = self.path(&key)?;
+        let options = PutOptions {
+            mode: PutMode::Create,
+            tags: self.tags.clone(),
+            ..PutOptions::default()
+        };
+        match self
+            .store
+            .put_opts(&path, PutPayload::from_bytes(json.clone()), options)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::NotImplemented { .. }) => self.put(&key, json).await,
+            Err(e) => Err(StoreError::storage("put", key, e)),
+        }
     }
 
     /// True when the backup's `velero-backup.json` exists (the backup was committed).

@@ -47,7 +47,7 @@ async fn artifact_round_trip_list_commit_delete() {
     assert!(!location.backup_exists("b1").await.unwrap());
     assert_eq!(location.backup_metadata("b1").await.unwrap(), None);
     location
-        .commit_backup("b1", Bytes::from_static(b"{}"))
+        .commit_backup("b1", Bytes::from_static(b"{}"), false)
         .await
         .unwrap();
     assert!(location.backup_exists("b1").await.unwrap());
@@ -163,7 +163,7 @@ async fn read_only_refuses_every_write() {
     let root = tempfile::tempdir().unwrap();
     let writable = Location::new(&fs_spec(root.path())).unwrap();
     writable
-        .commit_backup("b1", Bytes::from_static(b"{}"))
+        .commit_backup("b1", Bytes::from_static(b"{}"), false)
         .await
         .unwrap();
     let location =
@@ -176,7 +176,7 @@ async fn read_only_refuses_every_write() {
             .await
             .unwrap_err(),
         location
-            .commit_backup("b2", Bytes::new())
+            .commit_backup("b2", Bytes::new(), false)
             .await
             .unwrap_err(),
         location
@@ -368,5 +368,34 @@ async fn filesystem_download_urls_come_from_the_file_server() {
     assert_eq!(
         files.verify(path, now + 601),
         Err(hawser_store::UrlRefused::Expired)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_commit_never_writes_over_a_record_of_the_same_name() {
+    let root = tempfile::tempdir().unwrap();
+    let location = Location::new(&fs_spec(root.path())).unwrap();
+    location
+        .commit_backup("b1", Bytes::from_static(b"{\"by\":\"first\"}"), false)
+        .await
+        .unwrap();
+    let err = location
+        .commit_backup("b1", Bytes::from_static(b"{\"by\":\"second\"}"), false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "AlreadyExists", "{err}");
+    assert!(err.to_string().contains("not written over"), "{err}");
+    assert_eq!(
+        location.backup_metadata("b1").await.unwrap().unwrap(),
+        Bytes::from_static(b"{\"by\":\"first\"}")
+    );
+    // The backup's own rewrite (its final phase) replaces it.
+    location
+        .commit_backup("b1", Bytes::from_static(b"{\"by\":\"final\"}"), true)
+        .await
+        .unwrap();
+    assert_eq!(
+        location.backup_metadata("b1").await.unwrap().unwrap(),
+        Bytes::from_static(b"{\"by\":\"final\"}")
     );
 }

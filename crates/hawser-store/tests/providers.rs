@@ -55,11 +55,11 @@ async fn large_artifact_listing_and_deletion(kind: Kind) {
         .await
         .unwrap();
     location
-        .commit_backup("b1", Bytes::from_static(b"{\"kind\":\"Backup\"}"))
+        .commit_backup("b1", Bytes::from_static(b"{\"kind\":\"Backup\"}"), false)
         .await
         .unwrap();
     location
-        .commit_backup("b3", Bytes::from_static(b"{}"))
+        .commit_backup("b3", Bytes::from_static(b"{}"), false)
         .await
         .unwrap();
 

@@ -53,7 +53,7 @@ async fn multipart_artifact_round_trip_with_path_style() {
         .unwrap();
     assert!(!location.backup_exists("b1").await.unwrap());
     location
-        .commit_backup("b1", Bytes::from_static(b"{\"kind\":\"Backup\"}"))
+        .commit_backup("b1", Bytes::from_static(b"{\"kind\":\"Backup\"}"), false)
         .await
         .unwrap();
     assert!(location.backup_exists("b1").await.unwrap());
@@ -276,7 +276,7 @@ async fn read_only_location_refuses_writes() {
     s3.create_bucket(&bucket);
     let writable = Location::with_options(&s3.spec(&bucket), test_options()).unwrap();
     writable
-        .commit_backup("b1", Bytes::from_static(b"{}"))
+        .commit_backup("b1", Bytes::from_static(b"{}"), false)
         .await
         .unwrap();
     let read_only = Location::with_options(
@@ -286,7 +286,7 @@ async fn read_only_location_refuses_writes() {
     )
     .unwrap();
     let err = read_only
-        .commit_backup("b2", Bytes::from_static(b"{}"))
+        .commit_backup("b2", Bytes::from_static(b"{}"), false)
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
@@ -316,7 +316,7 @@ async fn record_and_archive(location: &Location) -> Vec<u8> {
         .await
         .unwrap();
     location
-        .commit_backup("b1", Bytes::from_static(b"{}"))
+        .commit_backup("b1", Bytes::from_static(b"{}"), false)
         .await
         .unwrap();
     archive

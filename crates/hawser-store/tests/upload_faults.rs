@@ -98,7 +98,7 @@ async fn a_single_request_put_fails_as_often_as_asked_then_succeeds() {
         .await
         .unwrap();
     let err = location
-        .commit_backup("b1", Bytes::from_static(b"{}"))
+        .commit_backup("b1", Bytes::from_static(b"{}"), false)
         .await
         .unwrap_err();
     assert!(
@@ -117,7 +117,7 @@ async fn a_single_request_put_fails_as_often_as_asked_then_succeeds() {
 
     // The fault was for one upload: the next commit lands.
     location
-        .commit_backup("b1", Bytes::from_static(b"{}"))
+        .commit_backup("b1", Bytes::from_static(b"{}"), false)
         .await
         .unwrap();
     assert!(location.backup_exists("b1").await.unwrap());

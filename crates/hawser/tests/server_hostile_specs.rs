@@ -95,3 +95,54 @@ async fn hostile_patterns_fail_validation_and_the_server_carries_on() {
         "nothing was restored over the cluster"
     );
 }
+
+#[tokio::test]
+async fn nesting_locations_are_unavailable_and_reserved_names_are_refused() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    // Two locations on one bucket: one without a prefix, one under `backups`.
+    for (name, prefix) in [("outer", None), ("inner", Some("backups"))] {
+        let mut bsl = server_support::filesystem_location_object(name, shared.path());
+        bsl["spec"]["objectStorage"]["prefix"] = json!(prefix);
+        cluster.store().insert(bsl).unwrap();
+    }
+    let mut args = FAST.to_vec();
+    args.extend(["--filesystem-root", shared.path().to_str().unwrap()]);
+    let server = Server::start(&cluster, root.path(), &args).await;
+
+    for (name, other) in [("outer", "inner"), ("inner", "outer")] {
+        let bsl = server_support::wait_for(
+            &cluster,
+            Some(&server),
+            "BackupStorageLocation",
+            name,
+            std::time::Duration::from_secs(15),
+            |o| o["status"]["phase"] == "Unavailable",
+        )
+        .await;
+        let message = bsl["status"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("BackupStorageLocation {other} ")) && message.contains("nests"),
+            "{message}"
+        );
+    }
+    create_backup(
+        &cluster,
+        "into-inner",
+        json!({"includedNamespaces": ["shop"], "storageLocation": "inner"}),
+    );
+    create_backup(&cluster, "backups", json!({"includedNamespaces": ["shop"]}));
+    create_backup(&cluster, "ordinary", json!({"includedNamespaces": ["shop"]}));
+
+    let refused = wait_final(&cluster, &server, "Backup", "into-inner").await;
+    assert_eq!(phase(&refused), "FailedValidation", "{refused:#}");
+    assert!(validation_errors(&refused).contains("nests"), "{refused:#}");
+    let reserved = wait_final(&cluster, &server, "Backup", "backups").await;
+    assert_eq!(phase(&reserved), "FailedValidation", "{reserved:#}");
+    assert!(validation_errors(&reserved).contains("is reserved"), "{reserved:#}");
+    let ordinary = wait_final(&cluster, &server, "Backup", "ordinary").await;
+    assert_eq!(phase(&ordinary), "Completed", "{}", server.log_text());
+}

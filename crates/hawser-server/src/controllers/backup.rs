@@ -6,7 +6,9 @@
 //! 1. **Validate** (→ `FailedValidation` with `validationErrors`, nothing stored): the object
 //!    parses; the spec's filters and selectors (Velero's checks); the storage location exists,
 //!    is not `ReadOnly` and is `Available` (one never validated yet is validated on the spot);
-//!    no backup of this name is already in the location. An API that cannot answer leaves the
+//!    the name is not one of the location's top-level directories ([`RESERVED_NAMES`]); no
+//!    backup of this name is already in the location (a store that cannot be reached leaves
+//!    the Backup waiting, as the API does). An API that cannot answer leaves the
 //!    Backup waiting: the queue takes it up again.
 //! 2. **Claim** (→ `InProgress` with `startTimestamp`, `expiration`, `formatVersion`, and the
 //!    owner annotation naming this server instance, one write through the status engine).
@@ -141,7 +143,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
     let result = backup::run(ctx.client.clone(), &location, &backup, options).await;
     reporter.abort();
 
-    let committed = commit(&ctx, &location, &backup, result, started).await;
+    let committed = commit(&ctx, &location, &backup, result, started, false).await;
     let outcome = &committed.outcome;
     if !outcome.operations.is_empty() && !outcome.phase.is_final() {
         // The wait for the snapshots does not hold this worker's slot: the next backup starts.
@@ -161,13 +163,16 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
 }
 
 /// Stores `velero-backup.json` for the run's result; returns the outcome that was stored (or
-/// `Failed`, unrecorded, when storing the record of a successful run failed).
+/// `Failed`, unrecorded, when storing the record of a successful run failed). The first
+/// commit of a backup never writes over a record of the same name ([`Location::commit_backup`]);
+/// `replace` rewrites this backup's own (after its item operations).
 pub(crate) async fn commit(
     ctx: &Context,
     location: &Location,
     backup: &Backup,
     result: Result<BackupOutcome, BackupError>,
     started: jiff::Timestamp,
+    replace: bool,
 ) -> Committed<BackupOutcome> {
     let name = backup.metadata.name.clone().unwrap_or_default();
     let mut outcome = match result {
@@ -186,7 +191,7 @@ pub(crate) async fn commit(
         "velero-backup.json",
         |bytes| async {
             location
-                .commit_backup(&name, bytes)
+                .commit_backup(&name, bytes, replace)
                 .await
                 .map_err(|e| e.full_message())
         },
@@ -247,6 +252,10 @@ pub(crate) fn finished(outcome: &BackupOutcome) -> BackupFinished {
     }
 }
 
+/// Names a backup may not have: the directories at the top of a location (velero-compat §2.4),
+/// so that no backup's files can pass for a location's own, under whatever prefix.
+const RESERVED_NAMES: [&str; 6] = ["backups", "restores", "restic", "metadata", "plugins", "kopia"];
+
 /// Validation (see the module docs).
 async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
     let mut backup: Backup = match serde_json::from_value(json) {
@@ -254,6 +263,12 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
         Err(e) => return Checked::Invalid(vec![format!("the Backup cannot be read: {e}")]),
     };
     let mut messages = backup::validate_spec(&backup);
+    if RESERVED_NAMES.contains(&name) {
+        messages.push(format!(
+            "the name {name:?} is reserved: it is the name of a directory at the top of a storage location ({}); choose another name",
+            RESERVED_NAMES.join(", ")
+        ));
+    }
     if backup.spec.ttl.is_none_or(|t| t.is_zero()) {
         backup.spec.ttl = Some(ctx.settings.backup.default_ttl);
     }
@@ -319,6 +334,8 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
         Ok(true) => messages.push(format!(
             "a backup named {name} already exists in BackupStorageLocation {location_name}; choose another name"
         )),
+        // The location's own validation turns a store that stays away into `Unavailable`.
+        Err(e) if e.is_transient() => return Checked::Retry(e.full_message()),
         Err(e) => messages.push(format!(
             "BackupStorageLocation {location_name} could not be checked for an existing backup named {name}: {}",
             e.full_message()

@@ -8,6 +8,9 @@
 //! Objects are read as untyped JSON so that one malformed location cannot stop the validation of
 //! the others: it is marked `Unavailable` with the parse error.
 //!
+//! Two locations whose prefixes nest in one bucket are both `Unavailable`, each naming the
+//! other, without a look at the store ([`overlaps`]).
+//!
 //! Only one location is the default: when several have `spec.default: true`, the most
 //! recently created keeps it and the others' flag is set to false, as Velero does.
 
@@ -40,8 +43,9 @@ fn resource() -> ApiResource {
 pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource());
-    // The spec each location had when this process last validated it.
-    let mut seen: HashMap<String, Value> = HashMap::new();
+    // The spec each location had when this process last validated it, and whether it nested
+    // with another.
+    let mut seen: HashMap<String, (Value, Option<String>)> = HashMap::new();
     let tick = ctx
         .settings
         .locations
@@ -55,8 +59,23 @@ pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
                 for older in ranked_defaults(list.items.iter()).iter().skip(1) {
                     unset_default(&api, older).await;
                 }
+                let parsed: Vec<(String, BackupStorageLocation)> = list
+                    .items
+                    .iter()
+                    .filter_map(|o| {
+                        let bsl = serde_json::from_value(serde_json::to_value(o).ok()?).ok()?;
+                        Some((o.metadata.name.clone()?, bsl))
+                    })
+                    .collect();
+                let overlapping = overlaps(parsed.iter().map(|(n, b)| (n.as_str(), b)));
                 for object in list.items {
-                    reconcile(&ctx, &api, &mut seen, object).await;
+                    let overlap = object
+                        .metadata
+                        .name
+                        .as_ref()
+                        .and_then(|n| overlapping.get(n))
+                        .cloned();
+                    reconcile(&ctx, &api, &mut seen, object, overlap).await;
                 }
             }
             Err(e) => {
@@ -74,13 +93,15 @@ pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
 async fn reconcile(
     ctx: &Context,
     api: &Api<DynamicObject>,
-    seen: &mut HashMap<String, Value>,
+    seen: &mut HashMap<String, (Value, Option<String>)>,
     object: DynamicObject,
+    overlap: Option<String>,
 ) {
     let Some(name) = object.metadata.name.clone() else {
         return;
     };
     let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
+    let spec = (spec, overlap);
     let changed = seen.get(&name) != Some(&spec);
     let now = ctx.clock.now();
     let (phase, message) = match serde_json::from_value::<BackupStorageLocation>(
@@ -94,6 +115,12 @@ async fn reconcile(
                 BackupStorageLocationPhase::Unavailable,
                 Some(format!("the BackupStorageLocation cannot be read: {e}")),
             )
+        }
+        Ok(_) if spec.1.is_some() => {
+            if !changed {
+                return;
+            }
+            (BackupStorageLocationPhase::Unavailable, spec.1.clone())
         }
         Ok(bsl) => {
             if !changed && !due(ctx, &bsl, now) {
@@ -168,6 +195,68 @@ fn due(ctx: &Context, bsl: &BackupStorageLocation, now: jiff::Timestamp) -> bool
     elapsed.is_negative() || elapsed.unsigned_abs() >= frequency
 }
 
+/// The config keys that name where a location's bucket is: two locations of one provider and
+/// bucket with the same values here share their objects.
+const ENDPOINT_KEYS: [&str; 4] = ["s3Url", "storeEndpoint", "storageAccount", "root"];
+
+/// Locations whose prefixes nest in one bucket, each with the message that names the other
+/// (velero-compat §2.4: a location owns the directories under its prefix). A prefix-less
+/// location and one with prefix `backups` on one bucket would read each other's backups as
+/// their own, and one's deletions and garbage collection would reach the other's files: both
+/// are `Unavailable` until one of them moves.
+fn overlaps<'a>(
+    locations: impl IntoIterator<Item = (&'a str, &'a BackupStorageLocation)>,
+) -> HashMap<String, String> {
+    let place = |bsl: &BackupStorageLocation| {
+        let config = bsl.spec.config.clone().unwrap_or_default();
+        let endpoint: Vec<Option<String>> = ENDPOINT_KEYS
+            .iter()
+            .map(|k| config.get(*k).map(|v| v.trim_end_matches('/').to_owned()))
+            .collect();
+        let provider = bsl.spec.provider.trim_start_matches("velero.io/").to_owned();
+        (provider, bsl.spec.object_storage.bucket.clone(), endpoint)
+    };
+    let segments = |bsl: &BackupStorageLocation| -> Vec<String> {
+        bsl.spec
+            .object_storage
+            .prefix
+            .as_deref()
+            .unwrap_or_default()
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let all: Vec<(&str, _, Vec<String>)> = locations
+        .into_iter()
+        .map(|(name, bsl)| (name, place(bsl), segments(bsl)))
+        .collect();
+    let mut found = HashMap::new();
+    for (i, (a, place_a, prefix_a)) in all.iter().enumerate() {
+        for (b, place_b, prefix_b) in &all[i + 1..] {
+            let nest = prefix_a.starts_with(prefix_b) || prefix_b.starts_with(prefix_a);
+            if place_a != place_b || !nest {
+                continue;
+            }
+            let message = |other: &str, mine: &[String], theirs: &[String]| {
+                format!(
+                    "BackupStorageLocation {other} stores in the same bucket {:?} under prefix {:?}, which nests with this one's {:?}: each would read and delete the other's backups; give them prefixes that do not nest",
+                    place_a.1,
+                    theirs.join("/"),
+                    mine.join("/")
+                )
+            };
+            found
+                .entry((*a).to_owned())
+                .or_insert_with(|| message(b, prefix_a, prefix_b));
+            found
+                .entry((*b).to_owned())
+                .or_insert_with(|| message(a, prefix_b, prefix_a));
+        }
+    }
+    found
+}
+
 /// `Err(Some(message))`: unavailable; `Err(None)`: the API could not answer (try again).
 async fn validate(
     ctx: &Context,
@@ -182,4 +271,50 @@ async fn validate(
     hawser_store::validate(&location)
         .await
         .map_err(|e| Some(e.reason()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a panic is how a test reports failure
+
+    use super::*;
+
+    fn location(provider: &str, bucket: &str, prefix: Option<&str>, config: Value) -> BackupStorageLocation {
+        serde_json::from_value(json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": "x"},
+            "spec": {"provider": provider, "objectStorage": {"bucket": bucket, "prefix": prefix},
+                     "config": config}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn locations_whose_prefixes_nest_in_one_bucket_name_each_other() {
+        let s3 = json!({"s3Url": "http://minio:9000"});
+        let plain = location("aws", "b", None, s3.clone());
+        let nested = location("velero.io/aws", "b", Some("backups/"), s3.clone());
+        let apart = location("aws", "b", Some("team-a"), s3.clone());
+        let other_bucket = location("aws", "c", None, s3.clone());
+        let other_endpoint = location("aws", "b", None, json!({"s3Url": "http://other:9000"}));
+        let found = overlaps([
+            ("plain", &plain),
+            ("nested", &nested),
+            ("apart", &apart),
+            ("other-bucket", &other_bucket),
+            ("other-endpoint", &other_endpoint),
+        ]);
+        let mut names: Vec<&String> = found.keys().collect();
+        names.sort();
+        assert_eq!(names, ["apart", "nested", "plain"], "{found:#?}");
+        assert!(found["nested"].starts_with("BackupStorageLocation plain "), "{}", found["nested"]);
+        assert!(found["nested"].contains("\"backups\""));
+        // Siblings under distinct prefixes do not nest.
+        let a = location("aws", "b", Some("team-a"), s3.clone());
+        let b = location("aws", "b", Some("team-b"), s3.clone());
+        let ab = location("aws", "b", Some("team-ab"), s3);
+        assert!(overlaps([("a", &a), ("b", &b), ("ab", &ab)]).is_empty());
+        // The same prefix twice nests.
+        assert_eq!(overlaps([("a", &a), ("a2", &a)]).len(), 2);
+    }
 }

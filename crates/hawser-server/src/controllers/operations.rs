@@ -267,7 +267,15 @@ pub(crate) async fn drive(
         } else {
             BackupPhase::Finalizing
         };
-        let stored = commit(ctx, location, backup, Ok(outcome.clone()), outcome.started).await;
+        let stored = commit(
+            ctx,
+            location,
+            backup,
+            Ok(outcome.clone()),
+            outcome.started,
+            true,
+        )
+        .await;
         if stored.outcome.phase == BackupPhase::Failed {
             finish(ctx, &mut target, backup, stored, &schedule).await;
             return;
@@ -290,7 +298,7 @@ pub(crate) async fn drive(
             return;
         }
     };
-    let stored = commit(ctx, location, backup, Ok(finalized), started).await;
+    let stored = commit(ctx, location, backup, Ok(finalized), started, true).await;
     finish(ctx, &mut target, backup, stored, &schedule).await;
 }
 
