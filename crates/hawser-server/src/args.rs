@@ -198,6 +198,20 @@ pub struct ServerArgs {
     )]
     pub allow_ambient_credentials: bool,
 
+    /// A custom storage endpoint (`s3Url`, `storeEndpoint`, `storageAccountURI`,
+    /// `activeDirectoryAuthorityURI`) that locations may send credentials to, as a URL; compared
+    /// by scheme, host and port (repeatable; `HAWSER_TRUSTED_ENDPOINTS` holds a comma-separated
+    /// list). Another custom endpoint gets credentials only when the credential Secret names the
+    /// location in its `hawser.io/locations` annotation. A bearer token (GCS, Azure AD) goes over
+    /// plain http:// only to an endpoint listed here with http://.
+    #[arg(
+        long = "trusted-endpoint",
+        env = "HAWSER_TRUSTED_ENDPOINTS",
+        value_delimiter = ',',
+        value_name = "URL"
+    )]
+    pub trusted_endpoints: Vec<String>,
+
     #[command(flatten)]
     pub downloads: crate::downloads::DownloadArgs,
     /// The other flags of `velero server`: accepted so that a Velero Deployment's arguments
@@ -415,6 +429,7 @@ impl ServerArgs {
             shutdown_grace_period,
             filesystem_roots,
             allow_ambient_credentials,
+            trusted_endpoints,
             downloads,
             // Logged by the command as accepted and not implemented; nothing to check.
             velero: _,
@@ -491,7 +506,8 @@ impl ServerArgs {
                     .then_some(validation_frequency),
                 policy: LocationPolicy::default()
                     .with_filesystem_roots(filesystem_roots)
-                    .with_ambient_credentials(allow_ambient_credentials),
+                    .with_ambient_credentials(allow_ambient_credentials)
+                    .with_trusted_endpoints(trusted_endpoints),
             },
             leader_election: leader_election(
                 leader_elect,

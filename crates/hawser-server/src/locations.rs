@@ -190,19 +190,23 @@ impl Locations {
         name: &str,
         spec: &BackupStorageLocationSpec,
     ) -> Result<Location, LocationError> {
-        let credentials = match &spec.credential {
-            Some(sel) => Some(self.secret_key(sel).await?),
-            None => None,
+        let (credentials, endorsed) = match &spec.credential {
+            Some(sel) => {
+                let (bytes, endorsed) = self.secret_key(sel, name).await?;
+                (Some(bytes), endorsed)
+            }
+            None => (None, false),
         };
         let ca_cert = match &spec.object_storage.ca_cert_ref {
-            Some(sel) => Some(self.secret_key(sel).await?),
+            Some(sel) => Some(self.secret_key(sel, name).await?.0),
             None => None,
         };
         let config_error = |source| LocationError::Config {
             name: name.to_owned(),
             source,
         };
-        let spec = LocationSpec::from_bsl(spec, credentials, ca_cert).map_err(config_error)?;
+        let mut spec = LocationSpec::from_bsl(spec, credentials, ca_cert).map_err(config_error)?;
+        spec.endpoints_endorsed = endorsed;
         let location = Location::with_policy(&spec, LocationOptions::default(), &self.policy)
             .map_err(config_error)?;
         Ok(match &self.files {
@@ -246,7 +250,13 @@ impl Locations {
         Err(Some(why))
     }
 
-    async fn secret_key(&self, sel: &SecretKeySelector) -> Result<Vec<u8>, LocationError> {
+    /// The bytes of the Secret key `sel`, and whether the Secret names the location `location`
+    /// in its [`LOCATIONS_ANNOTATION`].
+    async fn secret_key(
+        &self,
+        sel: &SecretKeySelector,
+        location: &str,
+    ) -> Result<(Vec<u8>, bool), LocationError> {
         let what = format!("Secret {}/{} key {}", self.namespace, sel.name, sel.key);
         let secret = Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
             .get_opt(&sel.name)
@@ -254,13 +264,32 @@ impl Locations {
             .map_err(|source| LocationError::Api {
                 what: what.clone(),
                 source,
-            })?;
+            })?
+            .ok_or_else(|| LocationError::MissingSecret { what: what.clone() })?;
+        let endorsed = secret
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LOCATIONS_ANNOTATION))
+            .is_some_and(|names| names_location(names, location));
         secret
-            .and_then(|s| s.data)
+            .data
             .and_then(|mut d| d.remove(&sel.key))
-            .map(|b| b.0)
+            .map(|b| (b.0, endorsed))
             .ok_or(LocationError::MissingSecret { what })
     }
+}
+
+/// Annotation of a credential Secret: the BackupStorageLocations (comma-separated names, or
+/// `*`) whose custom endpoints may receive its credentials.
+pub const LOCATIONS_ANNOTATION: &str = "hawser.io/locations";
+
+/// Whether the annotation value `names` names `location`.
+fn names_location(names: &str, location: &str) -> bool {
+    names
+        .split(',')
+        .map(str::trim)
+        .any(|n| n == "*" || n == location)
 }
 
 /// The names of the locations with `spec.default: true`, the one that is the default first:

@@ -84,6 +84,30 @@ pub enum ConfigError {
         /// Why ambient credentials would be needed.
         what: &'static str,
     },
+    /// Credentials would go to a custom endpoint the server does not trust.
+    #[error(
+        "{field} `{url}` is not trusted with this location's credentials: list it in the \
+         server's --trusted-endpoint, or name this location in the credential Secret's \
+         hawser.io/locations annotation"
+    )]
+    UntrustedEndpoint {
+        /// The BSL field, e.g. `spec.config.s3Url`.
+        field: String,
+        /// The endpoint.
+        url: String,
+    },
+    /// A bearer token would go over plain HTTP.
+    #[error(
+        "{field} `{url}` is plain http://, and this provider would send it a bearer token in \
+         clear: use https://, or list the endpoint with http:// in the server's \
+         --trusted-endpoint (a local emulator)"
+    )]
+    PlainHttpToken {
+        /// The BSL field.
+        field: String,
+        /// The endpoint.
+        url: String,
+    },
     /// The object-store client refused the settings.
     #[error("provider `{provider}`: the client could not be configured from spec.config")]
     Client {
@@ -108,6 +132,7 @@ impl ConfigError {
                 "FilesystemRootNotAllowed"
             }
             Self::AmbientCredentials { .. } => "AmbientCredentialsDisabled",
+            Self::UntrustedEndpoint { .. } | Self::PlainHttpToken { .. } => "UntrustedEndpoint",
             Self::Client { .. } => "ClientConfig",
         }
     }

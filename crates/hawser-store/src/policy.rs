@@ -4,22 +4,30 @@
 //! default credentials, a managed identity) serve locations that name no `spec.credential`.
 //!
 //! Anyone who can write a BackupStorageLocation chooses its root and its endpoint; without these
-//! limits a location could read and write any directory the server can, or borrow the server's
-//! own cloud identity for a bucket its author has no access to.
+//! limits a location could read and write any directory the server can, borrow the server's own
+//! cloud identity for a bucket its author has no access to, or send another location's
+//! credentials to an endpoint of its choosing. So credentials go to a custom endpoint only when
+//! the server lists it (`--trusted-endpoint`) or the credential Secret names the location
+//! (`hawser.io/locations`), and a bearer token never goes over plain `http://` to an endpoint the
+//! server does not list with that scheme.
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::ConfigError;
 use crate::provider::Provider;
+use crate::spec::LocationSpec;
 
 /// Limits on what locations may use. [`Default`] is unrestricted (any root, ambient credentials
-/// allowed): what a program that opens locations it wrote itself wants. A server builds one from
-/// its flags.
+/// allowed, any endpoint trusted): what a program that opens locations it wrote itself wants. A
+/// server builds one from its flags.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocationPolicy {
     /// `None`: any directory; `Some`: only these and what is under them.
     filesystem_roots: Option<Vec<PathBuf>>,
     ambient_credentials: bool,
+    /// `None`: any endpoint; `Some`: the origins (`scheme://host:port`) credentials may go to
+    /// besides the provider's own endpoints and those the credential Secret endorses.
+    trusted_endpoints: Option<Vec<String>>,
 }
 
 impl Default for LocationPolicy {
@@ -27,8 +35,35 @@ impl Default for LocationPolicy {
         Self {
             filesystem_roots: None,
             ambient_credentials: true,
+            trusted_endpoints: None,
         }
     }
+}
+
+/// `scheme://host:port` of `url`, lower-cased, the port made explicit; `None` when `url` is not
+/// an `http://` or `https://` URL.
+fn origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => "80",
+        "https" => "443",
+        _ => return None,
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default().to_ascii_lowercase();
+    if host_port.is_empty() {
+        return None;
+    }
+    let has_port = host_port
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+        && !host_port.ends_with(']');
+    Some(if has_port {
+        format!("{scheme}://{host_port}")
+    } else {
+        format!("{scheme}://{host_port}:{default_port}")
+    })
 }
 
 impl LocationPolicy {
@@ -44,6 +79,51 @@ impl LocationPolicy {
     pub fn with_ambient_credentials(mut self, allowed: bool) -> Self {
         self.ambient_credentials = allowed;
         self
+    }
+
+    /// Custom endpoints (`s3Url`, `storeEndpoint`, `storageAccountURI`,
+    /// `activeDirectoryAuthorityURI`) that credentials may be sent to, as URLs; compared by
+    /// scheme, host and port. Without this call every endpoint is trusted.
+    #[must_use]
+    pub fn with_trusted_endpoints(mut self, endpoints: impl IntoIterator<Item = String>) -> Self {
+        self.trusted_endpoints = Some(
+            endpoints
+                .into_iter()
+                .map(|e| origin(&e).unwrap_or(e))
+                .collect(),
+        );
+        self
+    }
+
+    /// Checks the custom endpoint `url` of `spec.config.<key>`: credentials go to it only when
+    /// this policy trusts it or the location's credential Secret endorses it
+    /// ([`LocationSpec::endpoints_endorsed`]), and a bearer token (`bearer`: the provider
+    /// authenticates with one) goes over plain `http://` only to an endpoint this policy lists
+    /// with that scheme.
+    pub(crate) fn check_endpoint(
+        &self,
+        spec: &LocationSpec,
+        key: &str,
+        url: &str,
+        bearer: bool,
+    ) -> Result<(), ConfigError> {
+        let Some(trusted) = &self.trusted_endpoints else {
+            return Ok(());
+        };
+        let listed = origin(url).is_some_and(|o| trusted.contains(&o));
+        if !listed && !spec.endpoints_endorsed {
+            return Err(ConfigError::UntrustedEndpoint {
+                field: format!("spec.config.{key}"),
+                url: url.to_owned(),
+            });
+        }
+        if bearer && !listed && url.to_ascii_lowercase().starts_with("http://") {
+            return Err(ConfigError::PlainHttpToken {
+                field: format!("spec.config.{key}"),
+                url: url.to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// The directories `filesystem` locations may be rooted in; `None`: any.
@@ -212,5 +292,42 @@ mod tests {
             err.to_string().contains("--allow-ambient-credentials"),
             "{err}"
         );
+    }
+
+    fn spec(endorsed: bool) -> LocationSpec {
+        let mut spec = LocationSpec::new("aws", "b").with_credentials("x");
+        spec.endpoints_endorsed = endorsed;
+        spec
+    }
+
+    #[test]
+    fn origins_are_scheme_host_and_port() {
+        assert_eq!(origin("http://MinIO:9000/path").as_deref(), Some("http://minio:9000"));
+        assert_eq!(origin("https://s3.example").as_deref(), Some("https://s3.example:443"));
+        assert_eq!(origin("https://u:p@h:8443").as_deref(), Some("https://h:8443"));
+        assert_eq!(origin("https://[::1]").as_deref(), Some("https://[::1]:443"));
+        assert_eq!(origin("ftp://h"), None);
+        assert_eq!(origin("h:9000"), None);
+    }
+
+    #[test]
+    fn credentials_go_only_to_listed_or_endorsed_endpoints() {
+        let open = LocationPolicy::default();
+        assert!(open.check_endpoint(&spec(false), "s3Url", "http://evil:9000", true).is_ok());
+        let server = LocationPolicy::default()
+            .with_trusted_endpoints(["https://minio.internal:9000/".to_owned()]);
+        assert!(server.check_endpoint(&spec(false), "s3Url", "https://minio.internal:9000", false).is_ok());
+        let refused = server.check_endpoint(&spec(false), "s3Url", "https://evil.example", false);
+        assert!(matches!(refused, Err(ConfigError::UntrustedEndpoint { .. })), "{refused:?}");
+        // Another scheme or port is another endpoint.
+        assert!(server.check_endpoint(&spec(false), "s3Url", "http://minio.internal:9000", false).is_err());
+        // The Secret naming the location endorses its endpoints, but not a token in clear.
+        assert!(server.check_endpoint(&spec(true), "s3Url", "https://evil.example", true).is_ok());
+        assert!(server.check_endpoint(&spec(true), "s3Url", "http://minio:9000", false).is_ok());
+        let clear = server.check_endpoint(&spec(true), "storeEndpoint", "http://gcs:4443", true);
+        assert!(matches!(clear, Err(ConfigError::PlainHttpToken { .. })), "{clear:?}");
+        // Listed with http://, a local emulator may get one.
+        let emulator = LocationPolicy::default().with_trusted_endpoints(["http://gcs:4443".to_owned()]);
+        assert!(emulator.check_endpoint(&spec(false), "storeEndpoint", "http://gcs:4443/", true).is_ok());
     }
 }

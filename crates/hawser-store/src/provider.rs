@@ -315,6 +315,7 @@ fn aws(
 
     let mut client = client_options(spec, options)?;
     if let Some(url) = s3_url {
+        policy.check_endpoint(spec, "s3Url", url, false)?;
         let endpoint = S3Endpoint::parse(url, "s3Url")?;
         if endpoint.scheme == "http" {
             client = client.with_allow_http(true);
@@ -550,6 +551,8 @@ fn gcp(
     }
     let mut client = client_options(spec, options)?;
     if let Some(endpoint) = endpoint(config, "storeEndpoint", &mut client)? {
+        // GCS authenticates every request with an OAuth bearer token.
+        policy.check_endpoint(spec, "storeEndpoint", endpoint, true)?;
         builder = builder.with_base_url(endpoint);
     }
     builder = builder.with_client_options(client);
@@ -626,10 +629,15 @@ fn azure(
         }
     }
     let mut client = client_options(spec, options)?;
+    // A shared key signs requests; any other credential is an OAuth bearer token.
+    let shared_key = spec.credentials.is_some() && non_empty(config, "storageAccountKeyEnvVar").is_some();
     if let Some(uri) = endpoint(config, "storageAccountURI", &mut client)? {
+        policy.check_endpoint(spec, "storageAccountURI", uri, !shared_key)?;
         builder = builder.with_endpoint(uri.to_owned());
     }
     if let Some(authority) = non_empty(config, "activeDirectoryAuthorityURI") {
+        // The client secret itself goes to the authority.
+        policy.check_endpoint(spec, "activeDirectoryAuthorityURI", authority, true)?;
         builder = builder.with_authority_host(authority);
     }
     builder = builder.with_client_options(client);

@@ -38,6 +38,9 @@ pub struct LocationSpec {
     pub ca_cert: Option<Vec<u8>>,
     /// `spec.accessMode`.
     pub access_mode: AccessMode,
+    /// The credential Secret names this location (its `hawser.io/locations` annotation): its
+    /// custom endpoints are trusted with the credentials ([`crate::LocationPolicy`]).
+    pub endpoints_endorsed: bool,
 }
 
 impl LocationSpec {
@@ -82,6 +85,7 @@ impl LocationSpec {
                 Some(BackupStorageLocationAccessMode::ReadOnly) => AccessMode::ReadOnly,
                 _ => AccessMode::ReadWrite,
             },
+            endpoints_endorsed: false,
         })
     }
 

@@ -107,9 +107,20 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
     let deployment = find(&docs, "Deployment/velero");
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], "registry.example/hawser:test");
+    // With a credentials Secret, locations naming none do not borrow the server's identity.
     assert_eq!(
         container["args"],
-        serde_json::json!(["server", "--default-backup-ttl=48h0m0s"])
+        serde_json::json!([
+            "server",
+            "--default-backup-ttl=48h0m0s",
+            "--allow-ambient-credentials=false"
+        ])
+    );
+    // The Secret names the location it is for.
+    let secret = find(&docs, "Secret/cloud-credentials");
+    assert_eq!(
+        secret["metadata"]["annotations"]["hawser.io/locations"],
+        "default"
     );
     assert_eq!(
         deployment["spec"]["template"]["spec"]["serviceAccountName"],

@@ -146,3 +146,71 @@ async fn nesting_locations_are_unavailable_and_reserved_names_are_refused() {
     let ordinary = wait_final(&cluster, &server, "Backup", "ordinary").await;
     assert_eq!(phase(&ordinary), "Completed", "{}", server.log_text());
 }
+
+#[tokio::test]
+async fn credentials_go_only_to_endpoints_the_server_or_their_secret_trusts() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let store = cluster.store();
+    // The installed credentials, for location `default` only.
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "cloud-credentials", "namespace": cli_support::NS,
+                "annotations": {"hawser.io/locations": "default"}},
+            "data": {"cloud": "W2RlZmF1bHRdCmF3c19hY2Nlc3Nfa2V5X2lkPXgKYXdzX3NlY3JldF9hY2Nlc3Nfa2V5PXkK"}
+        }))
+        .unwrap();
+    let location = |name: &str, provider: &str, config: Value| {
+        json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": name, "namespace": cli_support::NS},
+            "spec": {"provider": provider, "objectStorage": {"bucket": "b"}, "config": config,
+                     "credential": {"name": "cloud-credentials", "key": "cloud"}}
+        })
+    };
+    // Someone who may write locations points one with the installed credentials elsewhere.
+    store
+        .insert(location("exfil", "aws", json!({"s3Url": "https://collector.example"})))
+        .unwrap();
+    store
+        .insert(location("listed", "aws", json!({"s3Url": "https://minio.internal:9000"})))
+        .unwrap();
+    let mut args = FAST.to_vec();
+    args.push("--trusted-endpoint=https://minio.internal:9000");
+    let server = Server::start(&cluster, root.path(), &args).await;
+
+    let exfil = server_support::wait_for(
+        &cluster,
+        Some(&server),
+        "BackupStorageLocation",
+        "exfil",
+        std::time::Duration::from_secs(15),
+        |o| o["status"]["phase"] == "Unavailable",
+    )
+    .await;
+    let message = exfil["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.config.s3Url `https://collector.example` is not trusted"),
+        "{message}"
+    );
+    // The listed endpoint is only unreachable here: its refusal is not about trust.
+    let listed = server_support::wait_for(
+        &cluster,
+        Some(&server),
+        "BackupStorageLocation",
+        "listed",
+        std::time::Duration::from_secs(15),
+        |o| o["status"]["phase"].is_string(),
+    )
+    .await;
+    assert!(
+        !listed["status"]["message"].to_string().contains("not trusted"),
+        "{listed:#}"
+    );
+    create_backup(&cluster, "ordinary", json!({"includedNamespaces": ["shop"]}));
+    let ordinary = wait_final(&cluster, &server, "Backup", "ordinary").await;
+    assert_eq!(phase(&ordinary), "Completed", "{}", server.log_text());
+}

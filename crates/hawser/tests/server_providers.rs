@@ -34,7 +34,10 @@ async fn round_trip(kind: Kind) {
     let first_dir = tempfile::tempdir().unwrap();
     seed(&first, 3);
     storage_location(&first, &spec, "cluster-a", None);
-    let first_server = Server::start(&first, first_dir.path(), FAST).await;
+    // GCS sends a bearer token: over plain http only to an endpoint the server lists.
+    let trusted = format!("--trusted-endpoint={}", storage.endpoint);
+    let flags: Vec<&str> = FAST.iter().copied().chain([trusted.as_str()]).collect();
+    let first_server = Server::start(&first, first_dir.path(), &flags).await;
     let available = |o: &serde_json::Value| phase(o) == "Available";
     let timeout = Duration::from_secs(30);
     wait_for(
@@ -75,7 +78,7 @@ async fn round_trip(kind: Kind) {
     let second = Cluster::start().await;
     let second_dir = tempfile::tempdir().unwrap();
     storage_location(&second, &spec, "cluster-a", Some("1s"));
-    let second_server = Server::start(&second, second_dir.path(), FAST).await;
+    let second_server = Server::start(&second, second_dir.path(), &flags).await;
     let synced = wait_for(
         &second,
         Some(&second_server),

@@ -230,6 +230,10 @@ pub fn plan_from_args(namespace: &str, args: &InstallArgs) -> Result<InstallPlan
     if args.schedule_skip_immediately {
         server_args.push("--schedule-skip-immediately=true".to_owned());
     }
+    // Credentials are given: locations that name none do not borrow the server's own identity.
+    if credentials.is_some() {
+        server_args.push("--allow-ambient-credentials=false".to_owned());
+    }
     server_args.extend(args.server_args.iter().cloned());
     let service_account = args
         .service_account_name

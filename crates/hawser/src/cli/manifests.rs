@@ -274,8 +274,15 @@ pub fn manifests(plan: &InstallPlan) -> Result<Vec<Manifest>, CliError> {
     out.push(Manifest::of(&role)?);
     out.push(Manifest::of(&binding)?);
     if let Some(credentials) = &plan.credentials {
+        // The Secret names the location it is for: the server sends its credentials to that
+        // location's endpoint (`s3Url`, …) and to no other location's.
+        let mut metadata = meta(SECRET_NAME, Some(ns));
+        metadata.annotations = Some(BTreeMap::from([(
+            "hawser.io/locations".to_owned(),
+            LOCATION_NAME.to_owned(),
+        )]));
         out.push(Manifest::of(&Secret {
-            metadata: meta(SECRET_NAME, Some(ns)),
+            metadata,
             type_: Some("Opaque".to_owned()),
             data: Some(BTreeMap::from([(
                 SECRET_KEY.to_owned(),

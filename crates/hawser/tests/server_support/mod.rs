@@ -328,8 +328,9 @@ pub fn create_restore(cluster: &Cluster, name: &str, spec: Value) {
 }
 
 /// Inserts the BackupStorageLocation `default` of `spec` under `prefix`, its credentials (if
-/// any) in the Secret `cloud-credentials` under the key `cloud`, as `velero install
-/// --secret-file` makes them. `sync_period` is its `spec.backupSyncPeriod`.
+/// any) in the Secret `cloud-credentials` under the key `cloud`, as `hawser install
+/// --secret-file` makes them (the Secret names the location in `hawser.io/locations`).
+/// `sync_period` is its `spec.backupSyncPeriod`.
 pub fn storage_location(
     cluster: &Cluster,
     spec: &hawser_store::LocationSpec,
@@ -351,7 +352,8 @@ pub fn storage_location(
         store
             .insert(json!({
                 "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "cloud-credentials", "namespace": NS},
+                "metadata": {"name": "cloud-credentials", "namespace": NS,
+                    "annotations": {"hawser.io/locations": "default"}},
                 "data": {"cloud": base64::engine::general_purpose::STANDARD.encode(credentials)}
             }))
             .unwrap();
