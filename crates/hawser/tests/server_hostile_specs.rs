@@ -10,7 +10,8 @@ mod server_support;
 use cli_support::Cluster;
 use serde_json::{Value, json};
 use server_support::{
-    FAST, Server, create_backup, create_restore, filesystem_location, phase, seed, wait_final,
+    FAST, Server, create_backup, create_restore, filesystem_location, peak_rss_kib, phase, seed,
+    wait_final,
 };
 
 /// The object's `status.validationErrors`, joined.
@@ -213,4 +214,47 @@ async fn credentials_go_only_to_endpoints_the_server_or_their_secret_trusts() {
     create_backup(&cluster, "ordinary", json!({"includedNamespaces": ["shop"]}));
     let ordinary = wait_final(&cluster, &server, "Backup", "ordinary").await;
     assert_eq!(phase(&ordinary), "Completed", "{}", server.log_text());
+}
+
+/// How far admitting and refusing the 100 000-pattern Backup may raise the server's peak
+/// memory: the object itself (about 1 MB of JSON, parsed twice) and the allocator's slack.
+const PATTERN_FLOOD_BOUND_KIB: u64 = 48 << 10;
+
+#[tokio::test]
+async fn a_backup_with_100k_namespace_patterns_is_refused_before_it_costs_memory() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    for i in 0..50 {
+        cluster
+            .store()
+            .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("team-{i}")}}))
+            .unwrap();
+    }
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "warm", json!({"includedNamespaces": ["shop"]}));
+    assert_eq!(phase(&wait_final(&cluster, &server, "Backup", "warm").await), "Completed");
+    let pid = server.pid().unwrap();
+    let before = peak_rss_kib(pid);
+
+    let flood: Vec<String> = (0..100_000).map(|i| format!("t{i}*")).collect();
+    create_backup(&cluster, "flood", json!({"includedNamespaces": flood}));
+    create_backup(&cluster, "ordinary", json!({"includedNamespaces": ["shop"]}));
+    let refused = wait_final(&cluster, &server, "Backup", "flood").await;
+    assert_eq!(phase(&refused), "FailedValidation");
+    assert!(
+        validation_errors(&refused).contains("holds 100000 patterns, more than the 1024 allowed"),
+        "{}",
+        validation_errors(&refused)
+    );
+    assert_eq!(server.try_get("/livez").await.map(|r| r.0), Some(200));
+    let ordinary = wait_final(&cluster, &server, "Backup", "ordinary").await;
+    assert_eq!(phase(&ordinary), "Completed", "{}", server.log_text());
+    let after = peak_rss_kib(pid);
+    assert!(
+        after.saturating_sub(before) < PATTERN_FLOOD_BOUND_KIB,
+        "peak memory rose by {} KiB (from {before} KiB), bound {PATTERN_FLOOD_BOUND_KIB} KiB",
+        after - before
+    );
 }

@@ -17,8 +17,8 @@ use kube_sim::LatencyFault;
 use serde_json::{Value, json};
 use server_checks::assert_metrics;
 use server_support::{
-    BUCKET, FAST, Server, create_backup, create_restore, filesystem_location, phase, poll,
-    restore_record, seed, slow_reads, wait_final, wait_in_progress,
+    BUCKET, FAST, Server, create_backup, create_restore, filesystem_location, peak_rss_kib,
+    phase, poll, restore_record, seed, slow_reads, wait_final, wait_in_progress,
 };
 
 /// A cluster with `shop` seeded and a Completed backup `base` of it.
@@ -775,16 +775,6 @@ async fn a_cluster_admin_binding_under_an_alias_is_refused_in_a_one_namespace_re
         );
     }
     assert!(store.get("v1", "ConfigMap", "web", "good").is_some());
-}
-
-/// Peak resident memory of a process so far (`VmHWM`), in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/<pid>/status")
 }
 
 /// How far a restore may raise the server's peak memory: the 16 MiB budget of waiting items

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use hawser_core::selection::{IncludesExcludes, has_wildcard};
+use hawser_core::selection::{Glob, IncludesExcludes, MAX_PATTERNS_PER_LIST, has_wildcard};
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -204,7 +204,26 @@ pub(crate) async fn renumber(ctx: &Context) {
 
 /// The namespaces `backup` covers (see the module docs). When the namespaces cannot be listed,
 /// only the plain names it includes, or every name (`*`) when it includes everything.
+///
+/// Validation's limits come first: a list longer than [`MAX_PATTERNS_PER_LIST`] or a pattern
+/// that does not compile covers nothing here, since validation refuses that backup before it
+/// runs, and applying 100 000 patterns to every namespace would cost more than the backup.
 async fn covered_namespaces(ctx: &Context, backup: &Value) -> BTreeSet<String> {
+    let lists = ["/spec/includedNamespaces", "/spec/excludedNamespaces"];
+    let refused = lists.iter().any(|pointer| {
+        backup
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .is_some_and(|a| {
+                a.len() > MAX_PATTERNS_PER_LIST
+                    || a
+                        .iter()
+                        .any(|p| p.as_str().is_some_and(|p| Glob::new(p).is_err()))
+            })
+    });
+    if refused {
+        return BTreeSet::new();
+    }
     let list = |pointer: &str| -> Vec<String> {
         backup
             .pointer(pointer)

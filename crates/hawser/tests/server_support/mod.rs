@@ -475,6 +475,16 @@ pub fn restore_record(root: &Path, name: &str) -> Option<Value> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
+/// Peak resident memory of a process so far (`VmHWM`), in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status")
+}
+
 /// The text of a gzipped file.
 pub fn gunzip(path: &Path) -> String {
     use std::io::Read as _;
