@@ -42,6 +42,7 @@ mod readiness;
 mod records;
 mod serve;
 mod settings;
+mod tolerant;
 pub mod velero_flags;
 mod work;
 

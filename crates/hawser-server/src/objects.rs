@@ -53,18 +53,20 @@ where
     }
 }
 
-/// Every object of `api`, as JSON.
+/// Every object of `api`, as JSON, each read on its own ([`crate::tolerant`]): one that cannot
+/// be parsed is left out with a warning naming it (not its text), and fails nothing else.
 pub(crate) async fn list(
     ctx: &Context,
     api: &Api<DynamicObject>,
     params: &ListParams,
 ) -> Result<Vec<Value>, kube::Error> {
-    let list = retried(ctx, || api.list(params)).await?;
-    Ok(list
-        .items
-        .into_iter()
-        .filter_map(|o| serde_json::to_value(o).ok())
-        .collect())
+    let url = api.resource_url();
+    let (read, unreadable) =
+        retried(ctx, || crate::tolerant::list(&ctx.client, url, params)).await?;
+    for u in unreadable {
+        tracing::warn!(object = %u.id(), error = %u.error, "an object cannot be read; left out");
+    }
+    Ok(read)
 }
 
 /// The object `name`, as JSON, or `None`.

@@ -16,8 +16,10 @@
 //! a concurrency slot like any other, skip the backup queue's reservations, and one that cannot
 //! start is left to recovery's next round.
 //!
-//! Objects are read as untyped JSON, so that one malformed object cannot stop the watch of the
-//! others; the handler parses it and reports a malformed one on the object itself.
+//! Objects are read one at a time as untyped JSON ([`crate::tolerant`]), so that one malformed
+//! object cannot stop the watch of the others: the handler parses it and reports a malformed
+//! one on the object itself, and one that is not even JSON the server can parse (nested
+//! deeper than the parser's limit) is made `FailedValidation` here when it waits to start.
 //!
 //! A worker that panics ends its own task only: its object's guard is dropped, the object is
 //! offered again (if it still waits) or resolved by recovery (if it was started), with the
@@ -38,9 +40,10 @@ use std::panic::AssertUnwindSafe;
 use futures::{FutureExt as _, StreamExt};
 use hawser_api::phase::Phase;
 use kube::Api;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use serde_json::json;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -56,6 +59,7 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 
 use crate::readiness::Watch;
 use crate::status::{Kind, ObjectKey, Rerun, WriteError};
+use crate::tolerant::{Tolerant, Unreadable};
 
 /// What became of an object its worker took up.
 #[must_use]
@@ -180,6 +184,14 @@ where
     H: Fn(Arc<Context>, Offer) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Handled> + Send + 'static,
 {
+    /// An object as a watch or a LIST delivered it.
+    fn offer_read(&self, object: Tolerant) {
+        match object {
+            Tolerant::Read(object) => self.offer(object, 0),
+            Tolerant::Unreadable(unreadable) => self.refuse_unreadable(unreadable),
+        }
+    }
+
     /// Takes up `object` if it waits and is not taken already; `attempt` counts the times its
     /// worker handed it back before.
     fn offer(&self, object: DynamicObject, attempt: u32) {
@@ -192,6 +204,45 @@ where
             return;
         }
         self.take(name, Offer::Waiting(Box::new(object)), attempt);
+    }
+
+    /// Ends an object that cannot be read as JSON (see [`crate::tolerant`]) `FailedValidation`
+    /// when it waits to start, naming the parser's error; one merge patch, with the
+    /// resourceVersion read, in a task of its own. Its text is not logged.
+    fn refuse_unreadable(&self, unreadable: Unreadable) {
+        let id = unreadable.id();
+        let waiting = Phase::parse(self.kind, &unreadable.phase).is_waiting();
+        let (Some(name), Some(version)) = (
+            unreadable.metadata.name.clone(),
+            unreadable.metadata.resource_version.clone(),
+        ) else {
+            tracing::warn!(kind = %self.kind, object = %id, error = %unreadable.error, "an object cannot be read, nor its name and resourceVersion; it is left as it is");
+            return;
+        };
+        if !waiting || unreadable.metadata.deletion_timestamp.is_some() {
+            tracing::debug!(kind = %self.kind, object = %id, error = %unreadable.error, "an object that does not wait to start cannot be read");
+            return;
+        }
+        let (ctx, kind) = (self.ctx.clone(), self.kind);
+        self.ctx.workers.spawn(async move {
+            // The answer holds the object again: it is read as tolerantly.
+            let api: Api<Tolerant> =
+                Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &kind.api_resource());
+            let why = format!(
+                "the {} cannot be read: {}",
+                kind.api_resource().kind,
+                unreadable.error
+            );
+            let patch = json!({
+                "metadata": {"resourceVersion": version},
+                "status": {"phase": "FailedValidation", "validationErrors": [why]},
+            });
+            let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+            match crate::objects::retried(&ctx, || api.patch(&name, &params, &patch)).await {
+                Ok(_) => tracing::warn!(%kind, object = %id, error = %unreadable.error, "an object that cannot be read is FailedValidation"),
+                Err(e) => tracing::info!(%kind, object = %id, error = %e, "marking an unreadable object FailedValidation failed; the next LIST tries again"),
+            }
+        });
     }
 
     /// Takes up the interrupted object `rerun` names (its handler checks that it is still
@@ -293,7 +344,8 @@ pub(crate) async fn run<H, F>(
     H: Fn(Arc<Context>, Offer) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Handled> + Send + 'static,
 {
-    let api: Api<DynamicObject> =
+    // Read one object at a time: one that cannot be parsed fails neither the watch nor the LIST.
+    let api: Api<Tolerant> =
         Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &kind.api_resource());
     let (retries, mut handed_back) = tokio::sync::mpsc::unbounded_channel();
     let queue = Queue {
@@ -317,7 +369,7 @@ pub(crate) async fn run<H, F>(
             event = events.next() => match event {
                 Some(Ok(Event::Apply(o) | Event::InitApply(o))) => {
                     health.up();
-                    queue.offer(o, 0);
+                    queue.offer_read(o);
                 }
                 Some(Ok(Event::Init)) => {}
                 Some(Ok(Event::InitDone | Event::Delete(_))) => health.up(),
@@ -336,7 +388,7 @@ pub(crate) async fn run<H, F>(
                         Kind::Restore => ctx.metrics.restore_count(list.items.len()),
                     }
                     for o in list.items {
-                        queue.offer(o, 0);
+                        queue.offer_read(o);
                     }
                 }
                 Err(e) => tracing::debug!(%kind, error = %e, "periodic list failed; the next one tries again"),

@@ -258,3 +258,52 @@ async fn a_backup_with_100k_namespace_patterns_is_refused_before_it_costs_memory
         after - before
     );
 }
+
+/// A JSON value nested `depth` levels deep.
+fn nested(depth: usize) -> Value {
+    (0..depth).fold(json!(1), |inner, _| json!({"a": inner}))
+}
+
+#[tokio::test]
+async fn an_object_nested_too_deep_to_parse_fails_alone() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    // Stored as the API server stores what an unpruned field lets through (a restore hook's
+    // init containers are kept whole): 300 levels, beyond the JSON parser's 128.
+    for (kind, name, spec) in [
+        ("Backup", "deep", json!({"includedNamespaces": ["shop"], "x": nested(300)})),
+        ("Restore", "deep", json!({"backupName": "ordinary", "hooks": {"resources": [{"name": "h", "postHooks": [{"init": {"initContainers": [nested(300)]}}]}]}})),
+    ] {
+        cluster
+            .store()
+            .insert(json!({"apiVersion": "velero.io/v1", "kind": kind,
+                "metadata": {"name": name, "namespace": cli_support::NS}, "spec": spec}))
+            .unwrap();
+    }
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "ordinary", json!({"includedNamespaces": ["shop"]}));
+    let ordinary = wait_final(&cluster, &server, "Backup", "ordinary").await;
+    assert_eq!(phase(&ordinary), "Completed", "{}", server.log_text());
+    create_restore(&cluster, "ordinary", json!({"backupName": "ordinary"}));
+    let restored = wait_final(&cluster, &server, "Restore", "ordinary").await;
+    assert_eq!(phase(&restored), "Completed", "{}", server.log_text());
+    for kind in ["Backup", "Restore"] {
+        let deep = wait_final(&cluster, &server, kind, "deep").await;
+        assert_eq!(phase(&deep), "FailedValidation", "{kind}");
+        let errors = validation_errors(&deep);
+        assert!(
+            errors.starts_with(&format!("the {kind} cannot be read: recursion limit exceeded")),
+            "{kind}: {errors}"
+        );
+    }
+    // The server never logs the object's text.
+    let log = server.log_text();
+    let leaked: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(r#"{"a":{"a":{"a""#))
+        .map(|l| &l[..l.len().min(300)])
+        .collect();
+    assert!(leaked.is_empty(), "{leaked:#?}");
+}

@@ -129,8 +129,8 @@ impl BackupQueue {
         let name = text(object, "/metadata/name");
         let _one_at_a_time = self.positions.lock().await;
         let api = velero_api(ctx, "Backup", "backups");
-        let backups = match api.list(&ListParams::default()).await {
-            Ok(list) => list.items,
+        let backups = match crate::objects::list(ctx, &api, &ListParams::default()).await {
+            Ok(list) => list,
             Err(e) => {
                 tracing::debug!(backup = %name, error = %e, "the queue could not be listed; the backup is not given a position");
                 return;
@@ -138,8 +138,8 @@ impl BackupQueue {
         };
         let last = backups
             .iter()
-            .filter(|b| text(&b.data, "/status/phase") == "Queued")
-            .filter_map(|b| b.data.pointer("/status/queuePosition")?.as_i64())
+            .filter(|b| text(b, "/status/phase") == "Queued")
+            .filter_map(|b| b.pointer("/status/queuePosition")?.as_i64())
             .max()
             .unwrap_or(0);
         let patch = json!({
@@ -164,13 +164,11 @@ impl BackupQueue {
 /// creation); one attempt per backup whose position changes.
 pub(crate) async fn renumber(ctx: &Context) {
     let api = velero_api(ctx, "Backup", "backups");
-    let Ok(list) = api.list(&ListParams::default()).await else {
+    let Ok(list) = crate::objects::list(ctx, &api, &ListParams::default()).await else {
         return;
     };
     let mut queued: Vec<&Value> = list
-        .items
         .iter()
-        .map(|b| &b.data)
         .filter(|b| text(b, "/status/phase") == "Queued")
         .collect();
     queued.sort_by_key(|b| {

@@ -310,14 +310,11 @@ async fn newest_completed(ctx: &Context, schedule: &str) -> Result<Option<String
         &ctx.namespace,
         &Kind::Backup.api_resource(),
     );
-    let list = api
-        .list(&ListParams::default().labels(&format!("{SCHEDULE_LABEL}={schedule}")))
-        .await?;
+    let selector = ListParams::default().labels(&format!("{SCHEDULE_LABEL}={schedule}"));
+    let list = crate::objects::list(ctx, &api, &selector).await?;
     let now = ctx.clock.now();
     Ok(list
-        .items
         .into_iter()
-        .filter_map(|o| serde_json::to_value(o).ok())
         .filter_map(|v| serde_json::from_value::<Backup>(v).ok())
         .filter(|b| {
             b.metadata

@@ -14,11 +14,13 @@ use std::time::Duration;
 
 use hawser_engine::cluster::request::{Failure, send};
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::{Request, Resource};
+use kube::core::{ObjectList, Request, Resource};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::error::AttemptError;
 use super::kind::Kind;
+use crate::tolerant::{Tolerant, split};
 
 /// The API operations the status engine needs, over a client without hidden retries.
 #[derive(Clone)]
@@ -103,12 +105,15 @@ impl StatusApi {
             let req = Self::request(kind, namespace)
                 .list(&lp)
                 .map_err(AttemptError::Build)?;
-            let mut page = self.send(req, timeout).await?;
-            if let Some(Value::Array(list)) = page.get_mut("items").map(Value::take) {
-                items.extend(list);
+            // Each item read on its own: one that cannot be parsed fails nothing else.
+            let page: ObjectList<Tolerant> = self.send(req, timeout).await?;
+            let (read, unreadable) = split(page.items);
+            items.extend(read);
+            for u in unreadable {
+                tracing::warn!(%kind, object = %u.id(), error = %u.error, "an object cannot be read; recovery leaves it out");
             }
-            match page.pointer("/metadata/continue").and_then(Value::as_str) {
-                Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+            match page.metadata.continue_ {
+                Some(t) if !t.is_empty() => token = Some(t),
                 _ => return Ok(items),
             }
         }
@@ -125,7 +130,7 @@ impl StatusApi {
         let req = http::Request::get(path)
             .body(Vec::new())
             .map_err(|e| AttemptError::Build(kube::core::request::Error::BuildRequest(e)))?;
-        let doc = self.send(req, timeout).await?;
+        let doc: Value = self.send(req, timeout).await?;
         let wanted = format!("{}/status", ar.plural);
         let listed = doc
             .get("resources")
@@ -137,18 +142,21 @@ impl StatusApi {
         Ok(listed)
     }
 
-    async fn send(
+    async fn send<T: DeserializeOwned>(
         &self,
         req: http::Request<Vec<u8>>,
         timeout: Duration,
-    ) -> Result<Value, AttemptError> {
+    ) -> Result<T, AttemptError> {
         match tokio::time::timeout(timeout, self.send_inner(req)).await {
             Ok(r) => r,
             Err(_elapsed) => Err(AttemptError::TimedOut(timeout)),
         }
     }
 
-    async fn send_inner(&self, req: http::Request<Vec<u8>>) -> Result<Value, AttemptError> {
+    async fn send_inner<T: DeserializeOwned>(
+        &self,
+        req: http::Request<Vec<u8>>,
+    ) -> Result<T, AttemptError> {
         match send(&self.client, req, self.clock.now()).await {
             Ok(body) => serde_json::from_slice(&body).map_err(AttemptError::Decode),
             Err(Failure {

@@ -50,7 +50,14 @@ pub enum LogFormat {
 /// Velero's `--log-level` values and `--log-format text|json` mean the same here, so a Velero
 /// Deployment's logging flags are honoured.
 pub fn init_logging(args: &GlobalArgs) -> Result<(), CliError> {
-    let filter = tracing_subscriber::EnvFilter::try_new(level_directive(&args.log_level))
+    // kube's client logs a whole response body it cannot decode at `warn`: an object a client
+    // wrote (a Secret's data, an object nested to break the parser) would land in the log. The
+    // error itself still reaches the caller, which logs it without the body.
+    let directive = format!(
+        "{},kube_client::client=error",
+        level_directive(&args.log_level)
+    );
+    let filter = tracing_subscriber::EnvFilter::try_new(directive)
         .map_err(|err| CliError::usage("--log-level", err.to_string()))?;
     // Colours only on a terminal: a container's log (what `kubectl logs` shows, what log
     // collectors parse) gets plain text, as Velero's.
