@@ -103,7 +103,7 @@ pub async fn backup(url: &str, root: &Path) -> Result<()> {
     let record = backup::record(&object, &outcome).context("velero-backup.json body")?;
     let body = serde_json::to_vec(&record).context("serialising velero-backup.json")?;
     location
-        .commit_backup("bench", Bytes::from(body))
+        .commit_backup("bench", Bytes::from(body), true)
         .await
         .context("committing velero-backup.json")?;
     report(outcome.items_backed_up, started)?;

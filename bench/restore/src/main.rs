@@ -124,7 +124,7 @@ async fn back_up(client: &Client, root: &str) -> Result<u64> {
     let record = backup::record(&object, &outcome).context("velero-backup.json body")?;
     let body = serde_json::to_vec(&record).context("serialising velero-backup.json")?;
     location
-        .commit_backup(plan::BACKUP, Bytes::from(body))
+        .commit_backup(plan::BACKUP, Bytes::from(body), true)
         .await
         .context("committing velero-backup.json")?;
     Ok(outcome.items_backed_up)
