@@ -45,6 +45,85 @@ pub fn printable(text: &str, max: usize) -> String {
     out
 }
 
+/// `text` made safe to print on a terminal: lines and tabs kept, every other control character
+/// (ESC, which starts the sequences that move the cursor, rewrite the title or the clipboard;
+/// carriage return; the C1 controls such as U+009B) shown escaped as `\u{1b}`. Text from a
+/// bucket (a log, a result message) or from an object goes through it before the CLI prints it.
+#[must_use]
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
+/// A writer that passes bytes on as [`terminal_safe`] would print them, for text streamed in
+/// chunks (a multi-byte character split between two writes is handled).
+pub struct TerminalSafe<W: std::io::Write> {
+    inner: W,
+    /// The first byte of a two-byte UTF-8 sequence seen at the end of the last write.
+    pending: Option<u8>,
+}
+
+impl<W: std::io::Write> TerminalSafe<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            pending: None,
+        }
+    }
+
+    fn escape(&mut self, code: u32) -> std::io::Result<()> {
+        write!(self.inner, "\\u{{{code:x}}}")
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for TerminalSafe<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut start = 0;
+        for (i, &b) in buf.iter().enumerate() {
+            if let Some(lead) = self.pending.take() {
+                // U+0080..U+009F are 0xC2 0x80..0x9F in UTF-8.
+                if lead == 0xC2 && (0x80..=0x9F).contains(&b) {
+                    self.escape(u32::from(b))?;
+                    start = i + 1;
+                    continue;
+                }
+                self.inner.write_all(&[lead])?;
+            }
+            let control = (b < 0x20 && b != b'\n' && b != b'\t') || b == 0x7F;
+            if control || b == 0xC2 {
+                self.inner.write_all(&buf[start..i])?;
+                start = i + 1;
+                if control {
+                    self.escape(u32::from(b))?;
+                } else {
+                    self.pending = Some(b);
+                }
+            }
+        }
+        self.inner.write_all(&buf[start..])?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(lead) = self.pending.take() {
+            self.inner.write_all(&[lead])?;
+        }
+        self.inner.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[derive(Debug, thiserror::Error)]
@@ -71,5 +150,36 @@ mod tests {
         assert_eq!(cut, format!("{}…(3976 more bytes)", "x".repeat(1024)));
         // A character is never split.
         assert_eq!(super::printable("éé", 3), "é…(2 more bytes)");
+    }
+
+    #[test]
+    fn terminal_safe_text_keeps_lines_and_escapes_sequences() {
+        use super::terminal_safe;
+        assert_eq!(terminal_safe("plain\n\tline"), "plain\n\tline");
+        assert_eq!(
+            terminal_safe("a\u{1b}]52;c;ZXZpbA==\u{7}b\rc\u{9b}2J"),
+            "a\\u{1b}]52;c;ZXZpbA==\\u{7}b\\u{d}c\\u{9b}2J"
+        );
+    }
+
+    #[test]
+    fn the_terminal_safe_writer_agrees_with_the_function_whatever_the_chunks() {
+        use std::io::Write as _;
+        let text = "log \u{1b}[31mred\u{1b}[0m\n\u{9b}2J é\r\u{7f}end\n";
+        let bytes = text.as_bytes();
+        for chunk in 1..=bytes.len() {
+            let mut out = Vec::new();
+            let mut w = super::TerminalSafe::new(&mut out);
+            for piece in bytes.chunks(chunk) {
+                w.write_all(piece).unwrap();
+            }
+            w.flush().unwrap();
+            drop(w);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                super::terminal_safe(text),
+                "chunks of {chunk}"
+            );
+        }
     }
 }

@@ -202,6 +202,18 @@ async fn filesystem_logs_download_restore_logs_and_version() {
     let run = cluster.hawser(&["version", "--client-only"]).await;
     assert_eq!(run.code, 0);
     assert!(!run.stdout.contains("Server:"), "{}", run.stdout);
+    // A log from the bucket that carries terminal sequences (set the title, clear the screen)
+    // is printed with them shown, not run.
+    let hostile = "line one\n\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}2Jline two\n";
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, hostile.as_bytes()).unwrap();
+    std::fs::write(artifact(root.path(), "b1", "b1-logs.gz"), gz.finish().unwrap()).unwrap();
+    let run = cluster.hawser(&["backup", "logs", "b1"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        "line one\n\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\u{9b}2Jline two\n"
+    );
 }
 
 /// Velero's answers to requests it cannot serve, and the deletion of expired ones.

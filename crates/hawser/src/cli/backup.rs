@@ -283,7 +283,7 @@ async fn describe_backups(
         }
         texts.push(describe::backup(backup, &files));
     }
-    print!("{}", texts.join("\n"));
+    describe::print(&texts);
     Ok(ExitStatus::Success)
 }
 

@@ -14,6 +14,16 @@ use kube::api::ObjectMeta;
 use super::output::{count, joined, or_none, when};
 use super::selector::format_selector;
 
+/// Prints described objects, one blank line apart. What they hold may come from a bucket
+/// (result messages) or from whoever wrote the object: it is made
+/// [terminal-safe](hawser_core::errors::terminal_safe) first.
+pub fn print(texts: &[String]) {
+    print!(
+        "{}",
+        hawser_core::errors::terminal_safe(&texts.join("\n"))
+    );
+}
+
 /// Lines of `key: value` pairs, values aligned; sections are separated by blank lines.
 struct Text(String);
 

@@ -119,7 +119,8 @@ where
     let client = global.client().await?;
     let namespace = &global.namespace;
     finished::<K>(&client, namespace, kind, &args.name).await?;
-    let mut stdout = std::io::stdout();
+    // The log comes from the bucket: its control sequences are shown, not run by the terminal.
+    let mut stdout = hawser_core::errors::TerminalSafe::new(std::io::stdout());
     download(
         &client,
         namespace,

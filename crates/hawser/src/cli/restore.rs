@@ -328,7 +328,7 @@ async fn describe_restores(
         .await;
         texts.push(describe::restore(restore, &files));
     }
-    print!("{}", texts.join("\n"));
+    describe::print(&texts);
     Ok(ExitStatus::Success)
 }
 

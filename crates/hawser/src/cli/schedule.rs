@@ -207,7 +207,7 @@ async fn describe_schedules(
 ) -> Result<ExitStatus, CliError> {
     let schedules = fetch_schedules(global, &args.names, args.selector.as_deref()).await?;
     let texts: Vec<String> = schedules.iter().map(describe::schedule).collect();
-    print!("{}", texts.join("\n"));
+    describe::print(&texts);
     Ok(ExitStatus::Success)
 }
 
