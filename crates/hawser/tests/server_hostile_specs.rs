@@ -309,3 +309,57 @@ async fn an_object_nested_too_deep_to_parse_fails_alone() {
         .collect();
     assert!(leaked.is_empty(), "{leaked:#?}");
 }
+
+#[tokio::test]
+async fn a_location_that_never_answers_holds_up_no_other() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    // Accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    filesystem_location(&cluster, "default", root.path());
+    let store = cluster.store();
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "creds", "namespace": cli_support::NS,
+                "annotations": {"hawser.io/locations": "a-silent"}},
+            "data": {"cloud": "W2RlZmF1bHRdCmF3c19hY2Nlc3Nfa2V5X2lkPXgKYXdzX3NlY3JldF9hY2Nlc3Nfa2V5PXkK"}
+        }))
+        .unwrap();
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": "a-silent", "namespace": cli_support::NS},
+            "spec": {"provider": "aws", "objectStorage": {"bucket": "b"},
+                     "config": {"s3Url": endpoint, "region": "us-east-1", "s3ForcePathStyle": "true"},
+                     "credential": {"name": "creds", "key": "cloud"}}
+        }))
+        .unwrap();
+    // Validated after the silent one in a pass that took them in turn.
+    store
+        .insert(server_support::filesystem_location_object("z-other", other.path()))
+        .unwrap();
+    let mut args = FAST.to_vec();
+    let root_flag = format!("--filesystem-root={}", other.path().display());
+    args.push(&root_flag);
+    let server = Server::start(&cluster, root.path(), &args).await;
+
+    let started = std::time::Instant::now();
+    let z = server_support::wait_for(
+        &cluster,
+        Some(&server),
+        "BackupStorageLocation",
+        "z-other",
+        std::time::Duration::from_secs(10),
+        |o| o["status"]["phase"] == "Available",
+    )
+    .await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{z:#}");
+    let silent_bsl = cluster
+        .get("velero.io/v1", "BackupStorageLocation", "a-silent")
+        .unwrap();
+    assert!(silent_bsl["status"]["phase"].is_null(), "{silent_bsl:#}");
+    drop(silent);
+}

@@ -9,7 +9,10 @@
 //! the others: it is marked `Unavailable` with the parse error.
 //!
 //! Two locations whose prefixes nest in one bucket are both `Unavailable`, each naming the
-//! other, without a look at the store ([`overlaps`]).
+//! other, without a look at the store ([`overlaps`]). Locations are validated each in a task
+//! of its own within [`VALIDATION_DEADLINE`]: one whose store never answers is `Unavailable`
+//! and holds up no other. An `Available` location with `insecureSkipTLSVerify` carries a
+//! warning in `status.message`, and the log says so at each validation.
 //!
 //! Only one location is the default: when several have `spec.default: true`, the most
 //! recently created keeps it and the others' flag is set to false, as Velero does.
@@ -17,6 +20,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures::StreamExt as _;
+use futures::stream::FuturesUnordered;
 
 use hawser_api::{BackupStorageLocation, BackupStorageLocationPhase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -68,14 +74,27 @@ pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
                     })
                     .collect();
                 let overlapping = overlaps(parsed.iter().map(|(n, b)| (n.as_str(), b)));
-                for object in list.items {
-                    let overlap = object
-                        .metadata
-                        .name
-                        .as_ref()
-                        .and_then(|n| overlapping.get(n))
-                        .cloned();
-                    reconcile(&ctx, &api, &mut seen, object, overlap).await;
+                // The locations are looked at side by side, each within a deadline, and each
+                // status is written as soon as it is known: one that never answers holds up no
+                // other (the next pass comes once it has answered or run out of time).
+                let known = seen.clone();
+                let mut decisions: FuturesUnordered<_> = list
+                    .items
+                    .into_iter()
+                    .map(|object| {
+                        let overlap = object
+                            .metadata
+                            .name
+                            .as_ref()
+                            .and_then(|n| overlapping.get(n))
+                            .cloned();
+                        decide(&ctx, &known, object, overlap)
+                    })
+                    .collect();
+                while let Some(decision) = decisions.next().await {
+                    if let Some(decision) = decision {
+                        record(&ctx, &api, &mut seen, decision).await;
+                    }
                 }
             }
             Err(e) => {
@@ -90,16 +109,28 @@ pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
     }
 }
 
-async fn reconcile(
+/// How long one location's validation may take before it counts as not answering.
+const VALIDATION_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The status one location is to get.
+struct Decision {
+    name: String,
+    /// Its spec and nesting message, as [`seen`](run) keeps them.
+    spec: (Value, Option<String>),
+    phase: BackupStorageLocationPhase,
+    message: Option<String>,
+    at: jiff::Timestamp,
+}
+
+/// The status of `object`, when it is to be validated now (new, changed or due); `None`
+/// otherwise, or when the API could not answer.
+async fn decide(
     ctx: &Context,
-    api: &Api<DynamicObject>,
-    seen: &mut HashMap<String, (Value, Option<String>)>,
+    seen: &HashMap<String, (Value, Option<String>)>,
     object: DynamicObject,
     overlap: Option<String>,
-) {
-    let Some(name) = object.metadata.name.clone() else {
-        return;
-    };
+) -> Option<Decision> {
+    let name = object.metadata.name.clone()?;
     let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
     let spec = (spec, overlap);
     let changed = seen.get(&name) != Some(&spec);
@@ -109,7 +140,7 @@ async fn reconcile(
     ) {
         Err(e) => {
             if !changed {
-                return;
+                return None;
             }
             (
                 BackupStorageLocationPhase::Unavailable,
@@ -118,38 +149,79 @@ async fn reconcile(
         }
         Ok(_) if spec.1.is_some() => {
             if !changed {
-                return;
+                return None;
             }
             (BackupStorageLocationPhase::Unavailable, spec.1.clone())
         }
         Ok(bsl) => {
             if !changed && !due(ctx, &bsl, now) {
-                return;
+                return None;
             }
-            match validate(ctx, &name, &bsl).await {
-                Ok(()) => (BackupStorageLocationPhase::Available, None),
-                Err(Some(message)) => (BackupStorageLocationPhase::Unavailable, Some(message)),
-                Err(None) => return,
+            match tokio::time::timeout(VALIDATION_DEADLINE, validate(ctx, &name, &bsl)).await {
+                Ok(Ok(())) => (BackupStorageLocationPhase::Available, unverified_tls(&bsl)),
+                Ok(Err(Some(message))) => (BackupStorageLocationPhase::Unavailable, Some(message)),
+                Ok(Err(None)) => return None,
+                Err(_elapsed) => (
+                    BackupStorageLocationPhase::Unavailable,
+                    Some(format!(
+                        "the storage location did not answer within {}s",
+                        VALIDATION_DEADLINE.as_secs()
+                    )),
+                ),
             }
         }
     };
+    Some(Decision {
+        name,
+        spec,
+        phase,
+        message,
+        at: now,
+    })
+}
+
+/// The warning an `Available` location carries in `status.message` when it does not check
+/// its endpoint's certificate.
+fn unverified_tls(bsl: &BackupStorageLocation) -> Option<String> {
+    let config = bsl.spec.config.as_ref()?;
+    (config.get("insecureSkipTLSVerify").map(String::as_str) == Some("true")).then(|| {
+        "warning: insecureSkipTLSVerify is set: the endpoint's TLS certificate is not verified, \
+         so whoever sits between the server and the endpoint can read and change its backups"
+            .to_owned()
+    })
+}
+
+/// Writes `decision`; remembers the spec it was made for once it is stored.
+async fn record(
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    seen: &mut HashMap<String, (Value, Option<String>)>,
+    decision: Decision,
+) {
+    let Decision {
+        name,
+        spec,
+        phase,
+        message,
+        at,
+    } = decision;
     let patch = json!({"status": {
         "phase": phase,
         "message": message,
-        "lastValidationTime": Time(now),
+        "lastValidationTime": Time(at),
     }});
     match api
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(_) => {
-            if message.is_some() {
-                tracing::warn!(location = %name, message = ?message, "storage location unavailable");
-            } else {
-                tracing::info!(location = %name, "storage location available");
+            let available = phase == BackupStorageLocationPhase::Available;
+            match (&message, available) {
+                (None, _) => tracing::info!(location = %name, "storage location available"),
+                (Some(m), true) => tracing::warn!(location = %name, message = %m, "storage location available"),
+                (Some(m), false) => tracing::warn!(location = %name, message = %m, "storage location unavailable"),
             }
-            ctx.metrics
-                .location_status(&name, phase == BackupStorageLocationPhase::Available);
+            ctx.metrics.location_status(&name, available);
             seen.insert(name, spec);
         }
         Err(e) => {
@@ -316,5 +388,15 @@ mod tests {
         assert!(overlaps([("a", &a), ("b", &b), ("ab", &ab)]).is_empty());
         // The same prefix twice nests.
         assert_eq!(overlaps([("a", &a), ("a2", &a)]).len(), 2);
+    }
+
+    #[test]
+    fn a_location_that_skips_tls_verification_says_so() {
+        let insecure = location("aws", "b", None, json!({"insecureSkipTLSVerify": "true"}));
+        let warning = unverified_tls(&insecure).unwrap();
+        assert!(warning.starts_with("warning: insecureSkipTLSVerify is set"), "{warning}");
+        let checked = location("aws", "b", None, json!({"insecureSkipTLSVerify": "false"}));
+        assert_eq!(unverified_tls(&checked), None);
+        assert_eq!(unverified_tls(&location("aws", "b", None, json!({}))), None);
     }
 }
