@@ -166,6 +166,12 @@ pub struct ServerArgs {
     )]
     pub schedule_skip_immediately: bool,
 
+    /// The shortest time between two backups of one Schedule: a Schedule whose runs come closer
+    /// (`@every 1s`) is FailedValidation, as each run makes a whole backup. Cron expressions
+    /// run at most once a minute.
+    #[arg(long, env = "HAWSER_SCHEDULE_MIN_INTERVAL", default_value = "1m")]
+    pub schedule_min_interval: GoDuration,
+
     /// On SIGTERM, how long running backups and restores may take to finish before the server
     /// stops anyway (what is unfinished is resolved by the next leader's recovery). Keep it
     /// below the Pod's terminationGracePeriodSeconds.
@@ -426,6 +432,7 @@ impl ServerArgs {
             garbage_collection_frequency,
             backup_sync_period,
             schedule_skip_immediately,
+            schedule_min_interval,
             shutdown_grace_period,
             filesystem_roots,
             allow_ambient_credentials,
@@ -495,6 +502,7 @@ impl ServerArgs {
                     .filter(|d| !d.is_zero())
                     .unwrap_or(DEFAULT_BACKUP_SYNC_PERIOD),
                 schedule_skip_immediately,
+                schedule_min_interval: non_negative("schedule-min-interval", schedule_min_interval)?,
             },
             restore: RestoreSettings {
                 resource_priorities: Priorities::from_flag(restore_resource_priorities.as_deref())

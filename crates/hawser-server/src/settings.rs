@@ -64,6 +64,8 @@ pub(crate) struct BackupSettings {
     pub(crate) sync_period: Duration,
     /// `--schedule-skip-immediately`.
     pub(crate) schedule_skip_immediately: bool,
+    /// `--schedule-min-interval`.
+    pub(crate) schedule_min_interval: Duration,
 }
 
 /// The restore controller.

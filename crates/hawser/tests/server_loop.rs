@@ -72,7 +72,7 @@ async fn completed_backup(
 
 #[tokio::test]
 async fn a_schedule_every_two_seconds_makes_named_labelled_backups_and_honours_paused() {
-    let (cluster, _root, server) = started(&[]).await;
+    let (cluster, _root, server) = started(&["--schedule-min-interval=2s"]).await;
     schedule(&cluster, "often", "@every 2s");
 
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -130,6 +130,8 @@ async fn a_bad_cron_or_template_ends_failed_validation() {
     filesystem_location(&cluster, "default", root.path());
     let server = Server::start(&cluster, root.path(), FAST).await;
     schedule(&cluster, "bad-cron", "61 * * * *");
+    // A whole backup every second: more often than the default minimum, a minute.
+    schedule(&cluster, "flood", "@every 1s");
     cluster
         .store()
         .insert(json!({
@@ -142,6 +144,7 @@ async fn a_bad_cron_or_template_ends_failed_validation() {
     for (name, wanted) in [
         ("bad-cron", "invalid schedule"),
         ("bad-template", "excludes list cannot contain"),
+        ("flood", "runs every 1s, more often than the 1m0s this server allows"),
     ] {
         let object = wait_for(
             &cluster,
@@ -157,6 +160,7 @@ async fn a_bad_cron_or_template_ends_failed_validation() {
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(backups_of(&cluster, "bad-cron").is_empty());
+    assert!(backups_of(&cluster, "flood").is_empty());
 }
 
 #[tokio::test]

@@ -6,7 +6,9 @@
 //!    written back as `false` with `status.lastSkipped` = now, so the run that is due now is
 //!    skipped.
 //! 2. **Validation**: the object parses, `spec.schedule` is a valid expression
-//!    ([`hawser_core::schedule::Cron`]) and the template passes the backup's filter checks →
+//!    ([`hawser_core::schedule::Cron`]) whose runs are at least `--schedule-min-interval` apart
+//!    (default 1m: `@every 1s` would make a whole backup every second), and the template
+//!    passes the backup's filter checks →
 //!    `Enabled`; otherwise `FailedValidation` with `validationErrors`. Written when it changes.
 //! 3. **Due?** Not when `paused`. The next run is the expression's first time after the latest
 //!    of `lastBackup` (else the creation time) and `lastSkipped`; it is due once that time has
@@ -31,6 +33,7 @@ use std::time::Duration;
 
 use hawser_api::labels::SCHEDULE_NAME;
 use hawser_api::{Backup, Schedule};
+use hawser_core::duration::GoDuration;
 use hawser_core::schedule::{Cron, backup_name};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
@@ -78,7 +81,11 @@ pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
 }
 
 /// What validation found.
-fn check(schedule: &Value) -> Result<(Schedule, Cron), Vec<String>> {
+fn check(
+    schedule: &Value,
+    min_interval: Duration,
+    now: jiff::Timestamp,
+) -> Result<(Schedule, Cron), Vec<String>> {
     let parsed: Schedule = serde_json::from_value(schedule.clone())
         .map_err(|e| vec![format!("the Schedule cannot be read: {e}")])?;
     let mut errors = Vec::new();
@@ -89,12 +96,34 @@ fn check(schedule: &Value) -> Result<(Schedule, Cron), Vec<String>> {
             None
         }
     };
+    if let Some(interval) = cron.as_ref().and_then(|c| interval(c, now))
+        && interval < min_interval
+    {
+        errors.push(format!(
+            "{:?} runs every {}, more often than the {} this server allows between two backups of a schedule (--schedule-min-interval)",
+            parsed.spec.schedule,
+            go(interval),
+            go(min_interval),
+        ));
+    }
     let template = Backup::new("template", parsed.spec.template.clone());
     errors.extend(hawser_engine::backup::validate_spec(&template));
     match cron {
         Some(cron) if errors.is_empty() => Ok((parsed, cron)),
         _ => Err(errors),
     }
+}
+
+/// `d` as Go writes it (`1m0s`).
+fn go(d: Duration) -> GoDuration {
+    GoDuration::from_nanos(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// The time between the next two runs of `cron` after `now`.
+fn interval(cron: &Cron, now: jiff::Timestamp) -> Option<Duration> {
+    let next = cron.next_after(now)?;
+    let after = cron.next_after(next)?;
+    after.duration_since(next).try_into().ok()
 }
 
 async fn reconcile(ctx: &Context, api: &kube::Api<kube::api::DynamicObject>, schedule: &Value) {
@@ -111,7 +140,7 @@ async fn reconcile(ctx: &Context, api: &kube::Api<kube::api::DynamicObject>, sch
         spec.insert("skipImmediately".to_owned(), json!(false));
         status.insert("lastSkipped".to_owned(), json!(Time(now)));
     }
-    let checked = check(schedule);
+    let checked = check(schedule, ctx.settings.backup.schedule_min_interval, now);
     let (phase, errors) = match &checked {
         Ok(_) => ("Enabled", Value::Null),
         Err(errors) => ("FailedValidation", json!(errors)),
@@ -145,11 +174,9 @@ async fn reconcile(ctx: &Context, api: &kube::Api<kube::api::DynamicObject>, sch
     let Ok((parsed, cron)) = checked else {
         return;
     };
-    if let Some(next) = cron.next_after(now)
-        && let Some(after) = cron.next_after(next)
-    {
+    if let Some(interval) = interval(&cron, now) {
         ctx.metrics
-            .schedule_interval(name, after.duration_since(next).as_secs());
+            .schedule_interval(name, i64::try_from(interval.as_secs()).unwrap_or(i64::MAX));
     }
     if parsed.spec.paused {
         return;
