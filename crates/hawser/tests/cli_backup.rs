@@ -383,7 +383,38 @@ async fn wait_prints_progress_and_exits_0_when_completed() {
         "{}",
         run.stderr
     );
-    assert!(run.stdout.contains("finished: Completed"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("Backup completed with status: Completed. You may check for more information"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_a_wait_says_the_phase_it_read_and_exits_130() {
+    let cluster = Cluster::start().await;
+    let child = cluster.spawn(&["backup", "create", "slow1", "--wait"]);
+    cluster.until_exists(BACKUP.0, BACKUP.1, "slow1").await;
+    cluster.set_status(BACKUP.0, BACKUP.1, "slow1", json!({"phase": "Queued"}));
+    // Time for the watch to read it.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let pid = child.id().unwrap().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let run = finished(child).await;
+    assert_eq!(run.code, 130, "stdout: {}\nstderr: {}", run.stdout, run.stderr);
+    assert!(!run.stdout.contains("completed with status"), "{}", run.stdout);
+    assert!(
+        run.stderr.contains(
+            "Stopped waiting: Backup slow1 was last seen Queued; it goes on in the background."
+        ),
+        "{}",
+        run.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

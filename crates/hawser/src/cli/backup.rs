@@ -212,16 +212,8 @@ async fn create_backup(
         "Waiting for the backup to finish. Ctrl-C stops waiting; the backup goes on in the \
          background."
     );
-    let status = wait_for_final(api, &name).await?;
-    println!(
-        "Backup {name:?} finished: {}. Run `hawser backup describe {name}` for more details.",
-        if status == ExitStatus::Success {
-            hawser_api::BackupPhase::Completed.name()
-        } else {
-            "not successful"
-        },
-    );
-    Ok(status)
+    let waited = wait_for_final(api, &name).await?;
+    Ok(super::wait::report(&waited, &name))
 }
 
 async fn fetch_backups(

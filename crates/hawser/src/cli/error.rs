@@ -20,6 +20,8 @@ pub enum ExitStatus {
     Usage,
     /// Exit code 3.
     Unsuccessful,
+    /// Exit code 130: a wait stopped by Ctrl-C (SIGINT), the shells' code for it.
+    Interrupted,
 }
 
 impl ExitStatus {
@@ -30,6 +32,7 @@ impl ExitStatus {
             Self::Failure => 1,
             Self::Usage => 2,
             Self::Unsuccessful => 3,
+            Self::Interrupted => 130,
         }
     }
 }

@@ -266,16 +266,8 @@ async fn create_restore(
         "Waiting for the restore to finish. Ctrl-C stops waiting; the restore goes on in the \
          background."
     );
-    let status = wait_for_final(api, &name).await?;
-    println!(
-        "Restore {name:?} finished: {}. Run `hawser restore describe {name}` for more details.",
-        if status == ExitStatus::Success {
-            hawser_api::RestorePhase::Completed.name()
-        } else {
-            "not successful"
-        },
-    );
-    Ok(status)
+    let waited = wait_for_final(api, &name).await?;
+    Ok(super::wait::report(&waited, &name))
 }
 
 async fn fetch_restores(

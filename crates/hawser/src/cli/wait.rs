@@ -5,10 +5,13 @@
 //! progress line, at most once per second; the final state is always printed. On a terminal the
 //! line is rewritten in place, otherwise each line ends with a newline.
 //!
-//! Outcome: `Completed` → [`ExitStatus::Success`]; `PartiallyFailed`, `Failed` and
+//! Outcome ([`Waited`]): the object as last read in its final phase, which the caller reports
+//! as Velero does (`Backup completed with status: PartiallyFailed. …`) with the exit status of
+//! [`outcome`]: `Completed` → [`ExitStatus::Success`]; `PartiallyFailed`, `Failed` and
 //! `FailedValidation` → [`ExitStatus::Unsuccessful`] (exit 3). Ctrl-C stops waiting only (the
-//! object keeps running on the server) and exits 0. An object deleted while waiting is an error
-//! (exit 1).
+//! object keeps running on the server): the wait says the phase it last read, never a final
+//! one it did not, and exits 130 ([`ExitStatus::Interrupted`]). An object deleted while waiting
+//! is an error (exit 1).
 
 use std::future::Future;
 use std::io::{IsTerminal, Write};
@@ -33,6 +36,8 @@ pub trait Progress {
     const COMMAND: &'static str;
     /// `"40 of 100 items backed up"`, or `None` when the status has no progress yet.
     fn progress_text(&self) -> Option<String>;
+    /// `status.validationErrors`.
+    fn validation_errors(&self) -> &[String];
 }
 
 impl Progress for Backup {
@@ -47,6 +52,13 @@ impl Progress for Backup {
             "backed up",
         ))
     }
+
+    fn validation_errors(&self) -> &[String] {
+        self.status
+            .as_ref()
+            .and_then(|s| s.validation_errors.as_deref())
+            .unwrap_or_default()
+    }
 }
 
 impl Progress for Restore {
@@ -60,6 +72,13 @@ impl Progress for Restore {
             progress.total_items,
             "restored",
         ))
+    }
+
+    fn validation_errors(&self) -> &[String] {
+        self.status
+            .as_ref()
+            .and_then(|s| s.validation_errors.as_deref())
+            .unwrap_or_default()
     }
 }
 
@@ -91,8 +110,48 @@ pub fn outcome<P: LifecyclePhase>(phase: &P) -> Option<ExitStatus> {
     }
 }
 
+/// How a wait ended.
+#[derive(Debug)]
+pub enum Waited<K> {
+    /// The object, as read in its final phase.
+    Final(Box<K>),
+    /// Ctrl-C: the phase last read (`None` before any).
+    Interrupted(Option<String>),
+}
+
+/// Prints how a wait on the `K` named `name` ended (stdout for a final phase, as Velero's CLI;
+/// stderr for an interruption) and returns the exit status.
+pub fn report<K>(waited: &Waited<K>, name: &str) -> ExitStatus
+where
+    K: PhasedResource + Progress,
+{
+    let command = K::COMMAND;
+    match waited {
+        Waited::Final(object) => {
+            let phase = object.phase();
+            println!(
+                "{} completed with status: {}. You may check for more information using the commands `hawser {command} describe {name}` and `hawser {command} logs {name}`.",
+                K::KIND,
+                phase.as_str()
+            );
+            for error in object.validation_errors() {
+                println!("  {}", hawser_core::errors::terminal_safe(error));
+            }
+            outcome(&phase).unwrap_or(ExitStatus::Failure)
+        }
+        Waited::Interrupted(last) => {
+            eprintln!(
+                "Stopped waiting: {} {name} was last seen {}; it goes on in the background. Check it with `hawser {command} describe {name}`.",
+                K::KIND,
+                last.as_deref().unwrap_or("without a phase")
+            );
+            ExitStatus::Interrupted
+        }
+    }
+}
+
 /// Watches `name` in `api` until its phase is final, printing progress to stderr.
-pub async fn wait_for_final<K>(api: Api<K>, name: &str) -> Result<ExitStatus, CliError>
+pub async fn wait_for_final<K>(api: Api<K>, name: &str) -> Result<Waited<K>, CliError>
 where
     K: PhasedResource + Progress,
 {
@@ -159,7 +218,7 @@ pub async fn follow<K, S, E, W, I>(
     name: &str,
     out: &mut LineWriter<W>,
     interrupted: I,
-) -> Result<ExitStatus, CliError>
+) -> Result<Waited<K>, CliError>
 where
     K: PhasedResource + Progress,
     S: Stream<Item = Result<watcher::Event<K>, E>>,
@@ -167,6 +226,7 @@ where
     W: Write,
     I: Future<Output = ()>,
 {
+    let mut last_phase: Option<String> = None;
     let mut events = std::pin::pin!(events);
     let mut interrupted = std::pin::pin!(interrupted);
     let mut ticker = tokio::time::interval(PRINT_INTERVAL);
@@ -203,12 +263,14 @@ where
                     Some(Ok(watcher::Event::Apply(seen))) => seen,
                 };
                 let line = progress_line(&seen, name);
-                if let Some(status) = outcome(&seen.phase()) {
+                let phase = seen.phase();
+                last_phase = Some(phase.as_str().to_owned());
+                if outcome(&phase).is_some() {
                     if printed.as_deref() != Some(line.as_str()) {
                         out.line(&line);
                     }
                     out.finish();
-                    return Ok(status);
+                    return Ok(Waited::Final(Box::new(seen)));
                 }
                 latest = Some(line);
             }
@@ -222,14 +284,7 @@ where
             }
             () = &mut interrupted => {
                 out.finish();
-                let _ = writeln!(
-                    out.out,
-                    "Stopped waiting; {} {name} goes on in the background. \
-                     Check it with `hawser {} describe {name}`.",
-                    K::COMMAND,
-                    K::COMMAND,
-                );
-                return Ok(ExitStatus::Success);
+                return Ok(Waited::Interrupted(last_phase));
             }
         }
     }
@@ -350,8 +405,11 @@ mod tests {
             Some(10),
         ))))
         .unwrap();
-        let (status, text) = task.await.unwrap();
-        assert_eq!(status, ExitStatus::Success);
+        let (waited, text) = task.await.unwrap();
+        let Waited::Final(backup) = waited else {
+            panic!("not final: {waited:?}");
+        };
+        assert_eq!(backup.phase(), BackupPhase::Completed);
         assert_eq!(
             text,
             "Backup b1: New\n\
@@ -387,7 +445,16 @@ mod tests {
         .await;
         assert!(matches!(result, Err(CliError::DeletedWhileWaiting { .. })));
 
-        let (_tx, rx) = mpsc::unbounded_channel::<Result<watcher::Event<Backup>, String>>();
+        // Interrupted while Queued: the wait says Queued, never a final phase.
+        let (tx, rx) = mpsc::unbounded_channel::<Result<watcher::Event<Backup>, String>>();
+        tx.send(Ok(watcher::Event::Init)).unwrap();
+        tx.send(Ok(watcher::Event::InitApply(backup(
+            BackupPhase::Queued,
+            None,
+            None,
+        ))))
+        .unwrap();
+        tx.send(Ok(watcher::Event::InitDone)).unwrap();
         let mut buffer = Vec::new();
         let result = follow(
             ReceiverStream(rx),
@@ -396,8 +463,33 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(5)),
         )
         .await;
-        assert_eq!(result.unwrap(), ExitStatus::Success);
-        let text = String::from_utf8(buffer).unwrap();
-        assert!(text.contains("Stopped waiting"), "{text}");
+        let waited = result.unwrap();
+        assert!(
+            matches!(&waited, Waited::Interrupted(Some(phase)) if phase == "Queued"),
+            "{waited:?}"
+        );
+        assert_eq!(report(&waited, "b1"), ExitStatus::Interrupted);
+        // Before anything was read.
+        let (_tx, rx) = mpsc::unbounded_channel::<Result<watcher::Event<Backup>, String>>();
+        let result = follow(
+            ReceiverStream(rx),
+            "b1",
+            &mut LineWriter::new(&mut Vec::new(), false),
+            tokio::time::sleep(Duration::from_secs(5)),
+        )
+        .await;
+        assert!(matches!(result.unwrap(), Waited::Interrupted(None)));
+    }
+
+    #[test]
+    fn a_final_wait_reports_the_phase_read_and_its_exit_status() {
+        for (phase, status) in [
+            (BackupPhase::Completed, ExitStatus::Success),
+            (BackupPhase::PartiallyFailed, ExitStatus::Unsuccessful),
+            (BackupPhase::FailedValidation, ExitStatus::Unsuccessful),
+        ] {
+            let waited = Waited::Final(Box::new(backup(phase, None, None)));
+            assert_eq!(report(&waited, "b1"), status);
+        }
     }
 }
