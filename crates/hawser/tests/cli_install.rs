@@ -725,3 +725,29 @@ async fn rbac_minimal_grants_what_the_server_calls() {
         "requests the minimal rules do not grant: {denied:#?}"
     );
 }
+
+#[test]
+fn output_into_a_pipe_closed_early_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("credentials");
+    std::fs::write(&secret, "[default]\naws_access_key_id=x\n").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
+        .args(["install", "--dry-run", "-o", "yaml", "--provider", "aws", "--bucket", "b"])
+        .args(["--backup-location-config", "region=x", "--secret-file"])
+        .arg(&secret)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line, as `| head -1` does, and close the pipe.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, "apiVersion: apiextensions.k8s.io/v1\n");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}

@@ -72,6 +72,7 @@ pub enum Command {
 
 /// Parses the process arguments, runs the command and turns the outcome into an exit code.
 pub fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     // The demo logs to a file of its own, so that the log does not interleave with its story.
     let logging = match cli.command {
@@ -96,6 +97,26 @@ pub fn main() -> ExitCode {
             err.exit_status().into()
         }
     }
+}
+
+/// Output piped into a reader that stops early (`hawser install --dry-run | head -1`) ends the
+/// command quietly, with the exit code a program stopped by SIGPIPE has (141), as Velero's CLI
+/// ends: Rust ignores SIGPIPE, so `print!` to a closed pipe panics, and that one panic is
+/// turned into a quiet exit here. Every other panic is reported as before.
+fn quiet_on_closed_pipe() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
 }
 
 /// Runs one parsed command.
