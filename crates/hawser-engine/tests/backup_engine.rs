@@ -611,6 +611,7 @@ fn record_expiration_is_start_plus_ttl() {
         archive_bytes: 100,
         failure_reason: None,
         operations: Vec::new(),
+        archive_key_id: None,
     };
     let record = backup::record(&Backup::named("b"), &outcome).unwrap();
     assert_eq!(

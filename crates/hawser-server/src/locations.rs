@@ -205,10 +205,25 @@ impl Locations {
             name: name.to_owned(),
             source,
         };
-        let mut spec = LocationSpec::from_bsl(spec, credentials, ca_cert).map_err(config_error)?;
+        // The archive key is the server's business, not the provider's: taken out of the config
+        // the provider checks.
+        let mut bsl_spec = spec.clone();
+        let archive_secret = bsl_spec
+            .config
+            .as_mut()
+            .and_then(|c| c.remove(ARCHIVE_KEY_CONFIG));
+        let archive_key = match archive_secret {
+            Some(reference) => Some(self.archive_key(name, &reference).await?),
+            None => None,
+        };
+        let mut spec =
+            LocationSpec::from_bsl(&bsl_spec, credentials, ca_cert).map_err(config_error)?;
         spec.endpoints_endorsed = endorsed;
-        let location = Location::with_policy(&spec, LocationOptions::default(), &self.policy)
+        let mut location = Location::with_policy(&spec, LocationOptions::default(), &self.policy)
             .map_err(config_error)?;
+        if let Some(key) = archive_key {
+            location = location.with_archive_key(key);
+        }
         Ok(match &self.files {
             Some(files) => location.served_by(files.clone(), name),
             None => location,
@@ -250,6 +265,42 @@ impl Locations {
         Err(Some(why))
     }
 
+    /// The archive key of the location `location`, from `reference` (`<secret>/<key>` in the
+    /// server namespace).
+    async fn archive_key(
+        &self,
+        location: &str,
+        reference: &str,
+    ) -> Result<hawser_store::crypt::ArchiveKey, LocationError> {
+        let invalid = |reason: String| LocationError::Config {
+            name: location.to_owned(),
+            source: ConfigError::Invalid {
+                field: format!("spec.config.{ARCHIVE_KEY_CONFIG}"),
+                reason,
+            },
+        };
+        let Some((secret, key)) = reference
+            .split_once('/')
+            .filter(|(s, k)| !s.is_empty() && !k.is_empty())
+        else {
+            return Err(invalid(format!(
+                "`{reference}` is not `<secret name>/<key>`"
+            )));
+        };
+        let selector = SecretKeySelector {
+            name: secret.to_owned(),
+            key: key.to_owned(),
+            optional: None,
+        };
+        let (bytes, _) = self.secret_key(&selector, location).await?;
+        hawser_store::crypt::ArchiveKey::from_secret(&bytes).map_err(|why| {
+            invalid(format!(
+                "Secret {}/{secret} key {key} is not an archive key: {why}",
+                self.namespace
+            ))
+        })
+    }
+
     /// The bytes of the Secret key `sel`, and whether the Secret names the location `location`
     /// in its [`LOCATIONS_ANNOTATION`].
     async fn secret_key(
@@ -279,6 +330,10 @@ impl Locations {
             .ok_or(LocationError::MissingSecret { what })
     }
 }
+
+/// `spec.config` key of a location whose backup archives are sealed: `<secret>/<key>`, a Secret
+/// of the server namespace holding 32 bytes (or their base64). See [`hawser_store::crypt`].
+pub const ARCHIVE_KEY_CONFIG: &str = "archiveEncryptionSecret";
 
 /// Annotation of a credential Secret: the BackupStorageLocations (comma-separated names, or
 /// `*`) whose custom endpoints may receive its credentials.

@@ -248,3 +248,147 @@ impl io::Read for BlockingReader {
         Ok(n)
     }
 }
+
+/// Where a backup's archive is written: as it is, or sealed with the location's archive key
+/// ([`crate::crypt`]). Obtain one with [`Location::archive_writer`].
+pub enum ArchiveOut {
+    /// Written as it is.
+    Plain(BlockingWriter),
+    /// Sealed with the location's key.
+    Sealed(Box<crate::crypt::Sealer<BlockingWriter>>),
+}
+
+impl ArchiveOut {
+    /// The key being written.
+    #[must_use]
+    pub fn key(&self) -> &str {
+        match self {
+            Self::Plain(w) => w.key(),
+            Self::Sealed(s) => s.get_ref().key(),
+        }
+    }
+
+    /// Seals the last chunk (when sealing), completes the upload and waits for it; returns the
+    /// size stored.
+    ///
+    /// # Errors
+    /// The upload's [`StoreError`]; nothing is stored then.
+    pub fn finish(self) -> Result<u64, StoreError> {
+        match self {
+            Self::Plain(w) => w.finish(),
+            Self::Sealed(mut s) => {
+                let sealed = s.finish();
+                let out = s.into_inner();
+                let key = out.key().to_owned();
+                // A failed write of the last chunk is the upload's own failure, which
+                // `finish` reports; dropping the writer aborts the upload otherwise.
+                match sealed {
+                    Ok(()) => out.finish(),
+                    Err(_) => out.finish().and(Err(StoreError::Abandoned { key })),
+                }
+            }
+        }
+    }
+}
+
+impl io::Write for ArchiveOut {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Plain(w) => w.write(bytes),
+            Self::Sealed(s) => s.write(bytes),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Plain(w) => w.flush(),
+            Self::Sealed(s) => s.flush(),
+        }
+    }
+}
+
+/// A backup's archive as read: as stored, or opened with the location's archive key when it
+/// starts with [`crate::crypt::MAGIC`]. Obtain one with [`Location::archive_reader`].
+pub struct ArchiveIn {
+    state: ArchiveState,
+}
+
+enum ArchiveState {
+    /// Not looked at yet: the first read decides.
+    Unread(BlockingReader, Option<crate::crypt::ArchiveKey>),
+    Plain(io::Chain<io::Cursor<Vec<u8>>, BlockingReader>),
+    Opened(Box<crate::crypt::Opener<io::Chain<io::Cursor<Vec<u8>>, BlockingReader>>>),
+    Taken,
+}
+
+impl io::Read for ArchiveIn {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if let ArchiveState::Unread(..) = self.state {
+            let ArchiveState::Unread(mut reader, key) =
+                std::mem::replace(&mut self.state, ArchiveState::Taken)
+            else {
+                return Ok(0);
+            };
+            let magic = crate::crypt::MAGIC;
+            let mut head = Vec::with_capacity(magic.len());
+            (&mut reader)
+                .take(magic.len() as u64)
+                .read_to_end(&mut head)?;
+            let sealed = head.as_slice() == magic;
+            let rest = io::Cursor::new(head).chain(reader);
+            self.state = match (sealed, key) {
+                (false, _) => ArchiveState::Plain(rest),
+                (true, Some(key)) => {
+                    ArchiveState::Opened(Box::new(crate::crypt::Opener::new(rest, &key)?))
+                }
+                (true, None) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "the archive is encrypted, and its location names no archive key \
+                         (spec.config.archiveEncryptionSecret)",
+                    ));
+                }
+            };
+        }
+        match &mut self.state {
+            ArchiveState::Plain(r) => r.read(out),
+            ArchiveState::Opened(r) => r.read(out),
+            ArchiveState::Unread(..) | ArchiveState::Taken => Ok(0),
+        }
+    }
+}
+
+impl Location {
+    /// The writer of a backup's archive at `key`: sealed when the location has an archive key
+    /// ([`Location::with_archive_key`]), as it is otherwise. Must be called inside a tokio
+    /// runtime.
+    ///
+    /// # Errors
+    /// As [`Location::blocking_writer`]; writing the header cannot fail before the upload.
+    pub fn archive_writer(&self, key: &str) -> Result<ArchiveOut, StoreError> {
+        let out = self.blocking_writer(key)?;
+        Ok(match self.archive_key() {
+            None => ArchiveOut::Plain(out),
+            Some(archive_key) => ArchiveOut::Sealed(Box::new(
+                crate::crypt::Sealer::new(out, archive_key).map_err(|_| {
+                    StoreError::Abandoned {
+                        key: key.to_owned(),
+                    }
+                })?,
+            )),
+        })
+    }
+
+    /// The reader of a backup's archive at `key`: an encrypted one is opened with the
+    /// location's archive key (an error when it has none or another one), one that is not is
+    /// read as it is.
+    ///
+    /// # Errors
+    /// As [`Location::blocking_reader`].
+    pub async fn archive_reader(&self, key: &str) -> Result<ArchiveIn, StoreError> {
+        let reader = self.blocking_reader(key).await?;
+        Ok(ArchiveIn {
+            state: ArchiveState::Unread(reader, self.archive_key().cloned()),
+        })
+    }
+}

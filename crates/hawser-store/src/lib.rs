@@ -18,6 +18,7 @@
 //! blocking bridge's 1 MiB), independent of the artifact's size.
 
 mod blocking;
+pub mod crypt;
 pub mod credentials;
 mod durable;
 mod error;
@@ -31,7 +32,9 @@ mod spec;
 mod stream;
 mod validate;
 
-pub use blocking::{BlockingReader, BlockingWriter, CHANNEL_CAPACITY, CHUNK_SIZE};
+pub use blocking::{
+    ArchiveIn, ArchiveOut, BlockingReader, BlockingWriter, CHANNEL_CAPACITY, CHUNK_SIZE,
+};
 pub use error::{ConfigError, FailureKind, StoreError};
 pub use location::{ByteStream, Location, ObjectInfo};
 pub use policy::LocationPolicy;

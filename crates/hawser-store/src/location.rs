@@ -37,6 +37,8 @@ pub struct Location {
     served_by: Option<(Arc<FileUrls>, String)>,
     /// Tags of every object written (`aws`'s `tagging`); empty otherwise.
     tags: TagSet,
+    /// The key backup archives are sealed with ([`crate::crypt`]), when the location names one.
+    archive_key: Option<crate::crypt::ArchiveKey>,
 }
 
 /// Keys are relative to the prefix: they are the keys of a layout without root.
@@ -100,7 +102,22 @@ impl Location {
             signer: clients.signer,
             served_by: None,
             tags: clients.tags,
+            archive_key: None,
         })
+    }
+
+    /// This location with backup archives sealed with `key` ([`Location::archive_writer`]),
+    /// and encrypted archives opened with it.
+    #[must_use]
+    pub fn with_archive_key(mut self, key: crate::crypt::ArchiveKey) -> Self {
+        self.archive_key = Some(key);
+        self
+    }
+
+    /// The archive key, when the location has one.
+    #[must_use]
+    pub fn archive_key(&self) -> Option<&crate::crypt::ArchiveKey> {
+        self.archive_key.as_ref()
     }
 
     /// This location with its files served through `files` under the name `name` (the

@@ -894,3 +894,79 @@ async fn fifty_filtered_out_one_mib_namespaces_are_not_kept() {
         after - before
     );
 }
+
+#[tokio::test]
+async fn an_encrypted_archive_holds_no_secret_in_clear_and_restores_with_its_key() {
+    use base64::Engine as _;
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    let key = [42u8; 32];
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "archive-key", "namespace": NS},
+            "data": {"key": base64::engine::general_purpose::STANDARD.encode(key)}
+        }))
+        .unwrap();
+    let mut sealed = server_support::filesystem_location_object("default", root.path());
+    sealed["spec"]["config"]["archiveEncryptionSecret"] = json!("archive-key/key");
+    cluster.store().insert(sealed).unwrap();
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "sealed", json!({"includedNamespaces": ["shop"]}));
+    let done = wait_final(&cluster, &server, "Backup", "sealed").await;
+    assert_eq!(phase(&done), "Completed", "{}", server.log_text());
+
+    // The bucket holds the sealed archive: no Secret, no name, in clear.
+    let archive =
+        std::fs::read(server_support::artifact(root.path(), "sealed", "sealed.tar.gz")).unwrap();
+    assert_eq!(&archive[..8], b"HWSRAE01");
+    for clear in [&b"db-password"[..], b"c2VjcmV0", b"secret"] {
+        assert!(!archive.windows(clear.len()).any(|w| w == clear));
+    }
+    let record = server_support::backup_record(root.path(), "sealed").unwrap();
+    let id = hawser_store::crypt::ArchiveKey::from_secret(&key).unwrap();
+    assert_eq!(
+        record["metadata"]["annotations"]["hawser.io/archive-key-id"],
+        id.id()
+    );
+
+    // Restored through the key, into another namespace.
+    create_restore(
+        &cluster,
+        "unsealed",
+        json!({"backupName": "sealed", "namespaceMapping": {"shop": "shop-copy"}}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "unsealed").await;
+    assert_eq!(phase(&restored), "Completed", "{}", server.log_text());
+    let secret = cluster
+        .store()
+        .get("v1", "Secret", "shop-copy", "db-password")
+        .unwrap();
+    assert_eq!(secret["data"]["value"], "c2VjcmV0");
+
+    // A location without the key cannot read it, and says why.
+    let mut plain = cluster
+        .get("velero.io/v1", "BackupStorageLocation", "default")
+        .unwrap();
+    plain["spec"]["config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("archiveEncryptionSecret");
+    cluster.store().insert(plain).unwrap();
+    create_restore(
+        &cluster,
+        "keyless",
+        json!({"backupName": "sealed", "namespaceMapping": {"shop": "shop-keyless"}}),
+    );
+    let keyless = wait_final(&cluster, &server, "Restore", "keyless").await;
+    assert_eq!(phase(&keyless), "Failed", "{keyless:#}");
+    assert!(
+        keyless["status"]["failureReason"]
+            .as_str()
+            .unwrap()
+            .contains("the archive is encrypted, and its location names no archive key"),
+        "{keyless:#}"
+    );
+}

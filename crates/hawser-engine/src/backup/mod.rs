@@ -184,6 +184,8 @@ pub struct BackupOutcome {
     /// The item operations (CSI snapshots waiting for `readyToUse`); when there are some, the
     /// phase is `WaitingForPluginOperations[PartiallyFailed]` and [`operations`] ends the backup.
     pub operations: Vec<BackupOperation>,
+    /// The id of the key the archive is sealed with ([`hawser_store::crypt`]), when it is.
+    pub archive_key_id: Option<String>,
 }
 
 impl BackupOutcome {
@@ -216,12 +218,18 @@ impl BackupOutcome {
             archive_bytes: 0,
             failure_reason: Some(error.full_message()),
             operations: Vec::new(),
+            archive_key_id: None,
         }
     }
 }
 
+/// Annotation of a backup's record whose archive is sealed ([`hawser_store::crypt`]): the id
+/// of the key it is sealed with.
+pub const ARCHIVE_KEY_ANNOTATION: &str = "hawser.io/archive-key-id";
+
 /// The body of `backups/<name>/velero-backup.json`: the Backup object with its final status
-/// (phase, format version, start, completion and expiration, counts, progress).
+/// (phase, format version, start, completion and expiration, counts, progress), and
+/// [`ARCHIVE_KEY_ANNOTATION`] when the archive is sealed.
 ///
 /// # Errors
 /// Serialising the Backup failed (not expected: every map key of the type is a string).
@@ -230,6 +238,13 @@ pub fn record(
     outcome: &BackupOutcome,
 ) -> Result<serde_json::Value, serde_json::Error> {
     let mut backup = backup.clone();
+    if let Some(id) = &outcome.archive_key_id {
+        backup
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(ARCHIVE_KEY_ANNOTATION.to_owned(), id.clone());
+    }
     let mut status = backup.status.take().unwrap_or_default();
     // Meaningful only while `Queued`: the object may have been read while it waited.
     status.queue_position = None;
@@ -363,8 +378,9 @@ async fn run_named(
 
     let layout = Layout::new(None);
     let archive_key = layout.backup_contents(&name);
+    // Sealed with the location's archive key, when it names one.
     let out = location
-        .blocking_writer(&archive_key)
+        .archive_writer(&archive_key)
         .map_err(|source| BackupError::storage(archive_key.clone(), source))?;
     let concurrency = options.concurrency.max(1);
     let (sender, receiver) = mpsc::channel::<Batch>(concurrency);
@@ -550,6 +566,7 @@ async fn run_named(
         archive_bytes: report.size,
         failure_reason: None,
         operations,
+        archive_key_id: location.archive_key().map(|k| k.id().to_owned()),
     })
 }
 

@@ -9,7 +9,7 @@
 use std::io::{self, Write};
 
 use hawser_core::archive::{ArchiveStats, ArchiveWriteError, ArchiveWriter, ItemId, WriterOptions};
-use hawser_store::BlockingWriter;
+use hawser_store::ArchiveOut;
 use tokio::sync::mpsc;
 
 use super::error::BackupError;
@@ -86,7 +86,7 @@ pub(crate) struct SinkReport {
 /// the upload. Any stream failure ends it at once; dropping the unfinished writer aborts the
 /// upload, so no partial archive is stored.
 pub(crate) fn write_archive(
-    out: BlockingWriter,
+    out: ArchiveOut,
     options: WriterOptions,
     mut batches: mpsc::Receiver<Batch>,
     progress: ProgressHandle,

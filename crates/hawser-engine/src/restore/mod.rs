@@ -384,7 +384,7 @@ async fn check_archive(
 ) -> Result<(PassReport, Waiting), RestoreError> {
     let reader =
         location
-            .blocking_reader(key)
+            .archive_reader(key)
             .await
             .map_err(|source| RestoreError::OpenArchive {
                 key: key.to_owned(),

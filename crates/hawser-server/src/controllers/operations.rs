@@ -201,6 +201,12 @@ fn outcome_of_record(
         archive_bytes: 0,
         failure_reason: None,
         operations,
+        archive_key_id: record
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(backup::ARCHIVE_KEY_ANNOTATION))
+            .cloned(),
     }
 }
 
