@@ -2,8 +2,9 @@
 //! `cargo run --release -p bench-backup`. kube-sim runs in this (parent) process; the floor
 //! and the backup each run in a child process (this binary in worker mode) whose own peak RSS
 //! (`VmHWM`) is reported. With `--through-server` the same backup also runs through `hawser
-//! server` in a child process (`server.rs`). Goals are printed with PASS/MISS, never asserted;
-//! the last line holds the figures as `key=value`.
+//! server` in a child process (`server.rs`). With `--sealed` the backup also runs with its
+//! archive sealed (archive encryption), interleaved with plain runs, medians compared. Goals are
+//! printed with PASS/MISS, never asserted; the last line holds the figures as `key=value`.
 
 mod server;
 mod worker;
@@ -35,6 +36,13 @@ struct Args {
     /// kube-sim): the end-to-end time, its ratio to the engine's, and the server's peak RSS.
     #[arg(long, env = "BENCH_THROUGH_SERVER")]
     through_server: bool,
+    /// Also run each size's backup with its archive sealed (archive encryption), interleaved
+    /// with the plain one `--sealed-runs` times each; the medians and their ratio are printed.
+    #[arg(long, env = "BENCH_SEALED")]
+    sealed: bool,
+    /// Runs of each of the plain and the sealed backup with `--sealed`.
+    #[arg(long, env = "BENCH_SEALED_RUNS", default_value_t = 3)]
+    sealed_runs: usize,
 }
 
 #[derive(Subcommand, Debug)]
@@ -50,6 +58,9 @@ enum Worker {
         url: String,
         #[arg(long)]
         root: PathBuf,
+        /// Seal the archive with a key (archive encryption).
+        #[arg(long)]
+        sealed: bool,
     },
     /// Child: `hawser server` with its location under `root`, and Backup `name` through it.
     Server {
@@ -60,6 +71,39 @@ enum Worker {
         #[arg(long)]
         name: String,
     },
+}
+
+/// The plain and the sealed backup of `n` objects, `runs` times each, interleaved (plain,
+/// sealed, plain, …); prints each median wall time and their ratio.
+async fn sealed_pairs(url: &str, n: usize, runs: usize) -> Result<()> {
+    let mut plain = Vec::new();
+    let mut sealed = Vec::new();
+    for _ in 0..runs.max(1) {
+        for (seal, into) in [(false, &mut plain), (true, &mut sealed)] {
+            let dir = tempfile::tempdir().context("temporary directory")?;
+            let root = dir.path().to_str().context("temporary directory is not UTF-8")?;
+            let mut args = vec!["backup", "--url", url, "--root", root];
+            if seal {
+                args.push("--sealed");
+            }
+            let run = run_child(&args).await?;
+            anyhow::ensure!(
+                run.extra_u64("archive.items")? == n as u64,
+                "a backup's archive holds another count than {n}"
+            );
+            into.push(run.secs);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (plain, sealed) = (median(&mut plain), median(&mut sealed));
+    println!(
+        "sealed   n={n} runs={runs} plain_median_secs={plain:.3} sealed_median_secs={sealed:.3} sealed_over_plain={:.2}",
+        sealed / plain
+    );
+    Ok(())
 }
 
 /// The figures of one size.
@@ -114,7 +158,9 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     match args.worker {
         Some(Worker::Floor { url }) => return worker::floor(&url).await,
-        Some(Worker::Backup { url, root }) => return worker::backup(&url, &root).await,
+        Some(Worker::Backup { url, root, sealed }) => {
+            return worker::backup(&url, &root, sealed).await;
+        }
         Some(Worker::Server { url, root, name }) => {
             return server::backup(&url, &root, &name).await;
         }
@@ -184,6 +230,9 @@ async fn main() -> Result<()> {
             mib(backup.peak_rss_kib),
             backup.secs / floor.secs
         );
+        if args.sealed {
+            sealed_pairs(&url, n, args.sealed_runs).await?;
+        }
         let mut server = None;
         if args.through_server {
             let name = format!("bench-server-{n}");

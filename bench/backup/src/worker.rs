@@ -1,6 +1,6 @@
 //! The measured side, run in a child process so that its peak RSS is its own: either the floor
 //! (bare paged LISTs plus gzip of the listed bytes) or a hawser backup into a filesystem
-//! location plus the commit of `velero-backup.json`.
+//! location (its archive sealed with `--sealed`) plus the commit of `velero-backup.json`.
 
 use std::io::Write;
 use std::path::Path;
@@ -16,6 +16,7 @@ use hawser_api::Backup;
 use hawser_core::archive::{ArchiveReader, ReaderOptions};
 use hawser_core::layout::Layout;
 use hawser_engine::backup::{self, BackupOptions};
+use hawser_store::crypt::{ArchiveKey, Opener};
 use hawser_store::{Location, LocationSpec};
 
 /// The LIST paths of the objects the cluster holds (the floor lists exactly these).
@@ -77,15 +78,23 @@ pub async fn floor(url: &str) -> Result<()> {
     report(objects, started)
 }
 
-/// A backup of the whole cluster into a filesystem location under `root`, then the commit of
-/// `velero-backup.json`. Afterwards (not timed) the archive's items of the benchmark's types
-/// are counted and printed as `archive items=<n>`.
-pub async fn backup(url: &str, root: &Path) -> Result<()> {
+/// The archive key of `--sealed` runs (a fixed key: the bench measures the work, not the key).
+fn bench_key() -> ArchiveKey {
+    ArchiveKey::from_secret(&[7u8; 32]).unwrap_or_else(|_| unreachable!("32 bytes are a key"))
+}
+
+/// A backup of the whole cluster into a filesystem location under `root` (its archive sealed
+/// when `sealed`), then the commit of `velero-backup.json`. Afterwards (not timed) the
+/// archive's items of the benchmark's types are counted and printed as `archive items=<n>`.
+pub async fn backup(url: &str, root: &Path, sealed: bool) -> Result<()> {
     let client = client(url)?;
     let root = root.to_str().context("temporary directory is not UTF-8")?;
-    let location =
+    let mut location =
         Location::new(&LocationSpec::new("filesystem", "bench").with_config("root", root))
             .context("filesystem location")?;
+    if sealed {
+        location = location.with_archive_key(bench_key());
+    }
     let mut object = Backup::new("bench", hawser_api::BackupSpec::default());
     object.metadata.namespace = Some("velero".to_owned());
     let options = BackupOptions::default()
@@ -117,7 +126,12 @@ pub async fn backup(url: &str, root: &Path) -> Result<()> {
         .get(&Layout::new(None).backup_contents("bench"))
         .await
         .context("reading the archive back")?;
-    let mut reader = ArchiveReader::new(std::io::Cursor::new(bytes), ReaderOptions::default());
+    let stored: Box<dyn std::io::Read> = if sealed {
+        Box::new(Opener::new(std::io::Cursor::new(bytes), &bench_key()).context("opening")?)
+    } else {
+        Box::new(std::io::Cursor::new(bytes))
+    };
+    let mut reader = ArchiveReader::new(stored, ReaderOptions::default());
     let mut counted = 0u64;
     for item in reader.items().context("opening the archive")? {
         let item = item.context("reading an archive entry")?;

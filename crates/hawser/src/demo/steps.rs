@@ -48,6 +48,9 @@ pub(super) async fn run(
             "1s",
             "--garbage-collection-frequency",
             "1s",
+            // The nightly loop runs every 2s to fit in the demo's minute.
+            "--schedule-min-interval",
+            "2s",
         ]
         .map(str::to_owned)
         .to_vec(),
