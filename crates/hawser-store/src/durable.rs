@@ -339,6 +339,45 @@ mod tests {
         assert_eq!(store.synced_files(), 2);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Whatever the path and wherever a link sits on it (a directory or the object itself,
+        /// pointing inside or outside the bucket), `link_below` names exactly the first link
+        /// on the way, and a path beside it passes.
+        #[test]
+        fn the_first_link_on_any_path_is_found(
+            parts in proptest::collection::vec("[a-c]{1,2}", 1..5),
+            at in 0usize..6,
+            inside in proptest::bool::ANY,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().join("bucket");
+            std::fs::create_dir(&root).unwrap();
+            let root = root.canonicalize().unwrap();
+            let outside = dir.path().join("outside");
+            std::fs::create_dir(&outside).unwrap();
+            let target = if inside { root.clone() } else { outside.clone() };
+            let file = parts.iter().fold(root.clone(), |p, part| p.join(part));
+            let link = (at < parts.len()).then(|| {
+                let at_link = parts[..=at].iter().fold(root.clone(), |p, part| p.join(part));
+                std::fs::create_dir_all(at_link.parent().unwrap()).unwrap();
+                std::os::unix::fs::symlink(&target, &at_link).unwrap();
+                at_link
+            });
+            if link.is_none() {
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                std::fs::write(&file, b"x").unwrap();
+            }
+            proptest::prop_assert_eq!(link_below(&root, &file), link.clone());
+            // A sibling path that does not pass the link is free of it.
+            let beside = root.join("zz").join("object");
+            proptest::prop_assert_eq!(link_below(&root, &beside), None);
+            // Nothing outside the bucket was touched.
+            proptest::prop_assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        }
+    }
+
     #[tokio::test]
     async fn no_symbolic_link_below_the_bucket_is_followed() {
         use futures::TryStreamExt as _;

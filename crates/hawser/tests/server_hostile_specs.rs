@@ -363,3 +363,41 @@ async fn a_location_that_never_answers_holds_up_no_other() {
     assert!(silent_bsl["status"]["phase"].is_null(), "{silent_bsl:#}");
     drop(silent);
 }
+
+/// How far a thousand idle connections may raise the server's peak memory: at most 128 are
+/// held (each a task and its buffers), the rest closed as they come.
+const IDLE_SOCKETS_BOUND_KIB: u64 = 32 << 10;
+
+#[tokio::test]
+async fn a_thousand_idle_connections_neither_stop_livez_nor_the_next_backup() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    let pid = server.pid().unwrap();
+    let before = peak_rss_kib(pid);
+    // Each sends half a request line and nothing more.
+    let mut idle = Vec::new();
+    for _ in 0..1000 {
+        if let Ok(mut socket) = tokio::net::TcpStream::connect(&server.metrics_addr).await {
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut socket, b"GET /metr").await;
+            idle.push(socket);
+        }
+    }
+    assert!(idle.len() >= 900, "only {} connections opened", idle.len());
+    assert_eq!(server.try_get("/livez").await.map(|r| r.0), Some(200));
+    create_backup(&cluster, "after-the-flood", json!({"includedNamespaces": ["shop"]}));
+    let done = wait_final(&cluster, &server, "Backup", "after-the-flood").await;
+    assert_eq!(phase(&done), "Completed", "{}", server.log_text());
+    let after = peak_rss_kib(pid);
+    assert!(
+        after.saturating_sub(before) < IDLE_SOCKETS_BOUND_KIB,
+        "peak memory rose by {} KiB with 1000 idle connections",
+        after - before
+    );
+    // The log says so at a bounded rate, not once per connection.
+    let log = server.log_text();
+    assert!(log.lines().count() < 500, "{} log lines", log.lines().count());
+    drop(idle);
+}
