@@ -81,7 +81,10 @@ async fn sealed_pairs(url: &str, n: usize, runs: usize) -> Result<()> {
     for _ in 0..runs.max(1) {
         for (seal, into) in [(false, &mut plain), (true, &mut sealed)] {
             let dir = tempfile::tempdir().context("temporary directory")?;
-            let root = dir.path().to_str().context("temporary directory is not UTF-8")?;
+            let root = dir
+                .path()
+                .to_str()
+                .context("temporary directory is not UTF-8")?;
             let mut args = vec!["backup", "--url", url, "--root", root];
             if seal {
                 args.push("--sealed");

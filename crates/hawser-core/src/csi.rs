@@ -736,9 +736,15 @@ mod tests {
     #[test]
     fn a_snapshot_is_the_backups_own_only_with_its_uid_and_its_recorded_handle() {
         let recorded = [info("shop", "data", "snap-1", "ebs")];
-        assert_eq!(own_snapshot(&archived(Some("u1"), "snap-1"), "shop", "u1", &recorded), Ok(()));
+        assert_eq!(
+            own_snapshot(&archived(Some("u1"), "snap-1"), "shop", "u1", &recorded),
+            Ok(())
+        );
         // Velero's snapshots carry no uid label.
-        assert_eq!(own_snapshot(&archived(None, "snap-1"), "shop", "u1", &recorded), Ok(()));
+        assert_eq!(
+            own_snapshot(&archived(None, "snap-1"), "shop", "u1", &recorded),
+            Ok(())
+        );
         let other_uid = own_snapshot(&archived(Some("u2"), "snap-1"), "shop", "u1", &recorded);
         assert!(other_uid.unwrap_err().contains("\"u2\""));
         for wrong in [

@@ -344,15 +344,27 @@ async fn the_servers_control_objects_are_never_restored_and_the_restore_says_so(
         )
         .item(
             "resources/deletebackuprequests.velero.io/namespaces/velero/kill.json",
-            &velero("DeleteBackupRequest", "kill", json!({"backupName": "victim"})),
+            &velero(
+                "DeleteBackupRequest",
+                "kill",
+                json!({"backupName": "victim"}),
+            ),
         )
         .item(
             "resources/schedules.velero.io/namespaces/velero/every-second.json",
-            &velero("Schedule", "every-second", json!({"schedule": "@every 1s", "template": {}})),
+            &velero(
+                "Schedule",
+                "every-second",
+                json!({"schedule": "@every 1s", "template": {}}),
+            ),
         )
         .item(
             "resources/downloadrequests.velero.io/namespaces/velero/out.json",
-            &velero("DownloadRequest", "out", json!({"target": {"kind": "BackupLog", "name": "victim"}})),
+            &velero(
+                "DownloadRequest",
+                "out",
+                json!({"target": {"kind": "BackupLog", "name": "victim"}}),
+            ),
         )
         .item(
             "resources/configmaps/namespaces/velero/settings.json",
@@ -363,7 +375,12 @@ async fn the_servers_control_objects_are_never_restored_and_the_restore_says_so(
     let restore = restore_of("r-forged", "forged", json!({}));
     let outcome = run_restore(&client, &location, &restore, &backup).await;
 
-    assert_eq!(outcome.phase, RestorePhase::Completed, "{:?}", outcome.results);
+    assert_eq!(
+        outcome.phase,
+        RestorePhase::Completed,
+        "{:?}",
+        outcome.results
+    );
     let warnings = &outcome.results.warnings.velero;
     for gr in [
         "deletebackuprequests.velero.io",
@@ -379,10 +396,16 @@ async fn the_servers_control_objects_are_never_restored_and_the_restore_says_so(
     }
     let store = sim.store();
     for kind in ["DeleteBackupRequest", "Schedule", "DownloadRequest"] {
-        assert!(store.list("velero.io/v1", kind, Some("velero")).is_empty(), "{kind}");
+        assert!(
+            store.list("velero.io/v1", kind, Some("velero")).is_empty(),
+            "{kind}"
+        );
     }
     // The ordinary object beside them is restored.
-    assert_eq!(names(&store.list("v1", "ConfigMap", Some("velero"))), ["settings"]);
+    assert_eq!(
+        names(&store.list("v1", "ConfigMap", Some("velero"))),
+        ["settings"]
+    );
 
     // Filters that leave the control objects out say nothing of them.
     let restore = restore_of(
@@ -392,7 +415,12 @@ async fn the_servers_control_objects_are_never_restored_and_the_restore_says_so(
     );
     let outcome = run_restore(&client, &location, &restore, &backup).await;
     assert!(
-        outcome.results.warnings.velero.iter().all(|w| !w.contains("control objects")),
+        outcome
+            .results
+            .warnings
+            .velero
+            .iter()
+            .all(|w| !w.contains("control objects")),
         "{:?}",
         outcome.results
     );

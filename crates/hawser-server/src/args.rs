@@ -502,7 +502,10 @@ impl ServerArgs {
                     .filter(|d| !d.is_zero())
                     .unwrap_or(DEFAULT_BACKUP_SYNC_PERIOD),
                 schedule_skip_immediately,
-                schedule_min_interval: non_negative("schedule-min-interval", schedule_min_interval)?,
+                schedule_min_interval: non_negative(
+                    "schedule-min-interval",
+                    schedule_min_interval,
+                )?,
             },
             restore: RestoreSettings {
                 resource_priorities: Priorities::from_flag(restore_resource_priorities.as_deref())

@@ -370,10 +370,8 @@ impl Location {
         Ok(match self.archive_key() {
             None => ArchiveOut::Plain(out),
             Some(archive_key) => ArchiveOut::Sealed(Box::new(
-                crate::crypt::Sealer::new(out, archive_key).map_err(|_| {
-                    StoreError::Abandoned {
-                        key: key.to_owned(),
-                    }
+                crate::crypt::Sealer::new(out, archive_key).map_err(|_| StoreError::Abandoned {
+                    key: key.to_owned(),
                 })?,
             )),
         })

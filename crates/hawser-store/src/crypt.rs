@@ -66,9 +66,9 @@ impl ArchiveKey {
                 .decode(text.trim())
                 .map_err(|_| format!("it is {} bytes, not 32 and not base64", value.len()))?
         };
-        let bytes: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| {
-            format!("it holds {} bytes; an AES-256 key is 32", b.len())
-        })?;
+        let bytes: [u8; 32] = bytes
+            .try_into()
+            .map_err(|b: Vec<u8>| format!("it holds {} bytes; an AES-256 key is 32", b.len()))?;
         let digest = Sha256::digest(bytes);
         let id = digest[..ID_LEN / 2]
             .iter()
@@ -324,7 +324,11 @@ mod tests {
         assert_eq!(a.id(), b.id());
         assert_eq!(a.id().len(), 16);
         assert_ne!(a.id(), key(8).id());
-        assert!(ArchiveKey::from_secret(b"short").unwrap_err().contains("not 32"));
+        assert!(
+            ArchiveKey::from_secret(b"short")
+                .unwrap_err()
+                .contains("not 32")
+        );
         assert!(format!("{a:?}").contains(a.id()));
     }
 
@@ -357,11 +361,21 @@ mod tests {
         assert!(open(&k, cut).unwrap_err().to_string().contains("chunk 0"));
         // The last chunk dropped.
         let dropped = &sealed[..60 + 2 * (CHUNK + TAG)];
-        assert!(open(&k, dropped).unwrap_err().to_string().contains("chunk 1"));
+        assert!(
+            open(&k, dropped)
+                .unwrap_err()
+                .to_string()
+                .contains("chunk 1")
+        );
         // One byte changed.
         let mut changed = sealed.clone();
         changed[60 + CHUNK + TAG + 3] ^= 1;
-        assert!(open(&k, &changed).unwrap_err().to_string().contains("chunk 1"));
+        assert!(
+            open(&k, &changed)
+                .unwrap_err()
+                .to_string()
+                .contains("chunk 1")
+        );
         // The same data sealed twice differs (a salt per archive).
         assert_ne!(seal(&k, &data[..100], 100), seal(&k, &data[..100], 100));
     }

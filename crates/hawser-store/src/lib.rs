@@ -18,8 +18,8 @@
 //! blocking bridge's 1 MiB), independent of the artifact's size.
 
 mod blocking;
-pub mod crypt;
 pub mod credentials;
+pub mod crypt;
 mod durable;
 mod error;
 #[cfg(feature = "testing")]

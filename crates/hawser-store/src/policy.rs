@@ -51,7 +51,11 @@ fn origin(url: &str) -> Option<String> {
         _ => return None,
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit('@').next().unwrap_or_default().to_ascii_lowercase();
+    let host_port = authority
+        .rsplit('@')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     if host_port.is_empty() {
         return None;
     }
@@ -302,10 +306,22 @@ mod tests {
 
     #[test]
     fn origins_are_scheme_host_and_port() {
-        assert_eq!(origin("http://MinIO:9000/path").as_deref(), Some("http://minio:9000"));
-        assert_eq!(origin("https://s3.example").as_deref(), Some("https://s3.example:443"));
-        assert_eq!(origin("https://u:p@h:8443").as_deref(), Some("https://h:8443"));
-        assert_eq!(origin("https://[::1]").as_deref(), Some("https://[::1]:443"));
+        assert_eq!(
+            origin("http://MinIO:9000/path").as_deref(),
+            Some("http://minio:9000")
+        );
+        assert_eq!(
+            origin("https://s3.example").as_deref(),
+            Some("https://s3.example:443")
+        );
+        assert_eq!(
+            origin("https://u:p@h:8443").as_deref(),
+            Some("https://h:8443")
+        );
+        assert_eq!(
+            origin("https://[::1]").as_deref(),
+            Some("https://[::1]:443")
+        );
         assert_eq!(origin("ftp://h"), None);
         assert_eq!(origin("h:9000"), None);
     }
@@ -313,21 +329,51 @@ mod tests {
     #[test]
     fn credentials_go_only_to_listed_or_endorsed_endpoints() {
         let open = LocationPolicy::default();
-        assert!(open.check_endpoint(&spec(false), "s3Url", "http://evil:9000", true).is_ok());
+        assert!(
+            open.check_endpoint(&spec(false), "s3Url", "http://evil:9000", true)
+                .is_ok()
+        );
         let server = LocationPolicy::default()
             .with_trusted_endpoints(["https://minio.internal:9000/".to_owned()]);
-        assert!(server.check_endpoint(&spec(false), "s3Url", "https://minio.internal:9000", false).is_ok());
+        assert!(
+            server
+                .check_endpoint(&spec(false), "s3Url", "https://minio.internal:9000", false)
+                .is_ok()
+        );
         let refused = server.check_endpoint(&spec(false), "s3Url", "https://evil.example", false);
-        assert!(matches!(refused, Err(ConfigError::UntrustedEndpoint { .. })), "{refused:?}");
+        assert!(
+            matches!(refused, Err(ConfigError::UntrustedEndpoint { .. })),
+            "{refused:?}"
+        );
         // Another scheme or port is another endpoint.
-        assert!(server.check_endpoint(&spec(false), "s3Url", "http://minio.internal:9000", false).is_err());
+        assert!(
+            server
+                .check_endpoint(&spec(false), "s3Url", "http://minio.internal:9000", false)
+                .is_err()
+        );
         // The Secret naming the location endorses its endpoints, but not a token in clear.
-        assert!(server.check_endpoint(&spec(true), "s3Url", "https://evil.example", true).is_ok());
-        assert!(server.check_endpoint(&spec(true), "s3Url", "http://minio:9000", false).is_ok());
+        assert!(
+            server
+                .check_endpoint(&spec(true), "s3Url", "https://evil.example", true)
+                .is_ok()
+        );
+        assert!(
+            server
+                .check_endpoint(&spec(true), "s3Url", "http://minio:9000", false)
+                .is_ok()
+        );
         let clear = server.check_endpoint(&spec(true), "storeEndpoint", "http://gcs:4443", true);
-        assert!(matches!(clear, Err(ConfigError::PlainHttpToken { .. })), "{clear:?}");
+        assert!(
+            matches!(clear, Err(ConfigError::PlainHttpToken { .. })),
+            "{clear:?}"
+        );
         // Listed with http://, a local emulator may get one.
-        let emulator = LocationPolicy::default().with_trusted_endpoints(["http://gcs:4443".to_owned()]);
-        assert!(emulator.check_endpoint(&spec(false), "storeEndpoint", "http://gcs:4443/", true).is_ok());
+        let emulator =
+            LocationPolicy::default().with_trusted_endpoints(["http://gcs:4443".to_owned()]);
+        assert!(
+            emulator
+                .check_endpoint(&spec(false), "storeEndpoint", "http://gcs:4443/", true)
+                .is_ok()
+        );
     }
 }

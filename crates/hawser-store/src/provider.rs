@@ -630,7 +630,8 @@ fn azure(
     }
     let mut client = client_options(spec, options)?;
     // A shared key signs requests; any other credential is an OAuth bearer token.
-    let shared_key = spec.credentials.is_some() && non_empty(config, "storageAccountKeyEnvVar").is_some();
+    let shared_key =
+        spec.credentials.is_some() && non_empty(config, "storageAccountKeyEnvVar").is_some();
     if let Some(uri) = endpoint(config, "storageAccountURI", &mut client)? {
         policy.check_endpoint(spec, "storageAccountURI", uri, !shared_key)?;
         builder = builder.with_endpoint(uri.to_owned());

@@ -384,8 +384,9 @@ async fn wait_prints_progress_and_exits_0_when_completed() {
         run.stderr
     );
     assert!(
-        run.stdout
-            .contains("Backup completed with status: Completed. You may check for more information"),
+        run.stdout.contains(
+            "Backup completed with status: Completed. You may check for more information"
+        ),
         "{}",
         run.stdout
     );
@@ -406,8 +407,16 @@ async fn ctrl_c_during_a_wait_says_the_phase_it_read_and_exits_130() {
         .unwrap();
     assert!(sent.success());
     let run = finished(child).await;
-    assert_eq!(run.code, 130, "stdout: {}\nstderr: {}", run.stdout, run.stderr);
-    assert!(!run.stdout.contains("completed with status"), "{}", run.stdout);
+    assert_eq!(
+        run.code, 130,
+        "stdout: {}\nstderr: {}",
+        run.stdout, run.stderr
+    );
+    assert!(
+        !run.stdout.contains("completed with status"),
+        "{}",
+        run.stdout
+    );
     assert!(
         run.stderr.contains(
             "Stopped waiting: Backup slow1 was last seen Queued; it goes on in the background."

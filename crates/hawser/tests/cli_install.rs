@@ -733,7 +733,16 @@ fn output_into_a_pipe_closed_early_ends_quietly() {
     let secret = dir.path().join("credentials");
     std::fs::write(&secret, "[default]\naws_access_key_id=x\n").unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
-        .args(["install", "--dry-run", "-o", "yaml", "--provider", "aws", "--bucket", "b"])
+        .args([
+            "install",
+            "--dry-run",
+            "-o",
+            "yaml",
+            "--provider",
+            "aws",
+            "--bucket",
+            "b",
+        ])
         .args(["--backup-location-config", "region=x", "--secret-file"])
         .arg(&secret)
         .stdout(std::process::Stdio::piped())

@@ -207,7 +207,11 @@ async fn filesystem_logs_download_restore_logs_and_version() {
     let hostile = "line one\n\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}2Jline two\n";
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, hostile.as_bytes()).unwrap();
-    std::fs::write(artifact(root.path(), "b1", "b1-logs.gz"), gz.finish().unwrap()).unwrap();
+    std::fs::write(
+        artifact(root.path(), "b1", "b1-logs.gz"),
+        gz.finish().unwrap(),
+    )
+    .unwrap();
     let run = cluster.hawser(&["backup", "logs", "b1"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(

@@ -126,7 +126,8 @@ async fn nesting_locations_are_unavailable_and_reserved_names_are_refused() {
         .await;
         let message = bsl["status"]["message"].as_str().unwrap();
         assert!(
-            message.starts_with(&format!("BackupStorageLocation {other} ")) && message.contains("nests"),
+            message.starts_with(&format!("BackupStorageLocation {other} "))
+                && message.contains("nests"),
             "{message}"
         );
     }
@@ -136,14 +137,21 @@ async fn nesting_locations_are_unavailable_and_reserved_names_are_refused() {
         json!({"includedNamespaces": ["shop"], "storageLocation": "inner"}),
     );
     create_backup(&cluster, "backups", json!({"includedNamespaces": ["shop"]}));
-    create_backup(&cluster, "ordinary", json!({"includedNamespaces": ["shop"]}));
+    create_backup(
+        &cluster,
+        "ordinary",
+        json!({"includedNamespaces": ["shop"]}),
+    );
 
     let refused = wait_final(&cluster, &server, "Backup", "into-inner").await;
     assert_eq!(phase(&refused), "FailedValidation", "{refused:#}");
     assert!(validation_errors(&refused).contains("nests"), "{refused:#}");
     let reserved = wait_final(&cluster, &server, "Backup", "backups").await;
     assert_eq!(phase(&reserved), "FailedValidation", "{reserved:#}");
-    assert!(validation_errors(&reserved).contains("is reserved"), "{reserved:#}");
+    assert!(
+        validation_errors(&reserved).contains("is reserved"),
+        "{reserved:#}"
+    );
     let ordinary = wait_final(&cluster, &server, "Backup", "ordinary").await;
     assert_eq!(phase(&ordinary), "Completed", "{}", server.log_text());
 }
@@ -174,10 +182,18 @@ async fn credentials_go_only_to_endpoints_the_server_or_their_secret_trusts() {
     };
     // Someone who may write locations points one with the installed credentials elsewhere.
     store
-        .insert(location("exfil", "aws", json!({"s3Url": "https://collector.example"})))
+        .insert(location(
+            "exfil",
+            "aws",
+            json!({"s3Url": "https://collector.example"}),
+        ))
         .unwrap();
     store
-        .insert(location("listed", "aws", json!({"s3Url": "https://minio.internal:9000"})))
+        .insert(location(
+            "listed",
+            "aws",
+            json!({"s3Url": "https://minio.internal:9000"}),
+        ))
         .unwrap();
     let mut args = FAST.to_vec();
     args.push("--trusted-endpoint=https://minio.internal:9000");
@@ -208,10 +224,16 @@ async fn credentials_go_only_to_endpoints_the_server_or_their_secret_trusts() {
     )
     .await;
     assert!(
-        !listed["status"]["message"].to_string().contains("not trusted"),
+        !listed["status"]["message"]
+            .to_string()
+            .contains("not trusted"),
         "{listed:#}"
     );
-    create_backup(&cluster, "ordinary", json!({"includedNamespaces": ["shop"]}));
+    create_backup(
+        &cluster,
+        "ordinary",
+        json!({"includedNamespaces": ["shop"]}),
+    );
     let ordinary = wait_final(&cluster, &server, "Backup", "ordinary").await;
     assert_eq!(phase(&ordinary), "Completed", "{}", server.log_text());
 }
@@ -236,13 +258,20 @@ async fn a_backup_with_100k_namespace_patterns_is_refused_before_it_costs_memory
     filesystem_location(&cluster, "default", root.path());
     let server = Server::start(&cluster, root.path(), FAST).await;
     create_backup(&cluster, "warm", json!({"includedNamespaces": ["shop"]}));
-    assert_eq!(phase(&wait_final(&cluster, &server, "Backup", "warm").await), "Completed");
+    assert_eq!(
+        phase(&wait_final(&cluster, &server, "Backup", "warm").await),
+        "Completed"
+    );
     let pid = server.pid().unwrap();
     let before = peak_rss_kib(pid);
 
     let flood: Vec<String> = (0..100_000).map(|i| format!("t{i}*")).collect();
     create_backup(&cluster, "flood", json!({"includedNamespaces": flood}));
-    create_backup(&cluster, "ordinary", json!({"includedNamespaces": ["shop"]}));
+    create_backup(
+        &cluster,
+        "ordinary",
+        json!({"includedNamespaces": ["shop"]}),
+    );
     let refused = wait_final(&cluster, &server, "Backup", "flood").await;
     assert_eq!(phase(&refused), "FailedValidation");
     assert!(
@@ -275,8 +304,16 @@ async fn an_object_nested_too_deep_to_parse_fails_alone() {
     // Stored as the API server stores what an unpruned field lets through (a restore hook's
     // init containers are kept whole): 300 levels, beyond the JSON parser's 128.
     for (kind, name, spec) in [
-        ("Backup", "deep", json!({"includedNamespaces": ["shop"], "x": nested(300)})),
-        ("Restore", "deep", json!({"backupName": "ordinary", "hooks": {"resources": [{"name": "h", "postHooks": [{"init": {"initContainers": [nested(300)]}}]}]}})),
+        (
+            "Backup",
+            "deep",
+            json!({"includedNamespaces": ["shop"], "x": nested(300)}),
+        ),
+        (
+            "Restore",
+            "deep",
+            json!({"backupName": "ordinary", "hooks": {"resources": [{"name": "h", "postHooks": [{"init": {"initContainers": [nested(300)]}}]}]}}),
+        ),
     ] {
         cluster
             .store()
@@ -285,7 +322,11 @@ async fn an_object_nested_too_deep_to_parse_fails_alone() {
             .unwrap();
     }
     let server = Server::start(&cluster, root.path(), FAST).await;
-    create_backup(&cluster, "ordinary", json!({"includedNamespaces": ["shop"]}));
+    create_backup(
+        &cluster,
+        "ordinary",
+        json!({"includedNamespaces": ["shop"]}),
+    );
     let ordinary = wait_final(&cluster, &server, "Backup", "ordinary").await;
     assert_eq!(phase(&ordinary), "Completed", "{}", server.log_text());
     create_restore(&cluster, "ordinary", json!({"backupName": "ordinary"}));
@@ -296,7 +337,9 @@ async fn an_object_nested_too_deep_to_parse_fails_alone() {
         assert_eq!(phase(&deep), "FailedValidation", "{kind}");
         let errors = validation_errors(&deep);
         assert!(
-            errors.starts_with(&format!("the {kind} cannot be read: recursion limit exceeded")),
+            errors.starts_with(&format!(
+                "the {kind} cannot be read: recursion limit exceeded"
+            )),
             "{kind}: {errors}"
         );
     }
@@ -339,7 +382,10 @@ async fn a_location_that_never_answers_holds_up_no_other() {
         .unwrap();
     // Validated after the silent one in a pass that took them in turn.
     store
-        .insert(server_support::filesystem_location_object("z-other", other.path()))
+        .insert(server_support::filesystem_location_object(
+            "z-other",
+            other.path(),
+        ))
         .unwrap();
     let mut args = FAST.to_vec();
     let root_flag = format!("--filesystem-root={}", other.path().display());
@@ -356,7 +402,10 @@ async fn a_location_that_never_answers_holds_up_no_other() {
         |o| o["status"]["phase"] == "Available",
     )
     .await;
-    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{z:#}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{z:#}"
+    );
     let silent_bsl = cluster
         .get("velero.io/v1", "BackupStorageLocation", "a-silent")
         .unwrap();
@@ -387,7 +436,11 @@ async fn a_thousand_idle_connections_neither_stop_livez_nor_the_next_backup() {
     }
     assert!(idle.len() >= 900, "only {} connections opened", idle.len());
     assert_eq!(server.try_get("/livez").await.map(|r| r.0), Some(200));
-    create_backup(&cluster, "after-the-flood", json!({"includedNamespaces": ["shop"]}));
+    create_backup(
+        &cluster,
+        "after-the-flood",
+        json!({"includedNamespaces": ["shop"]}),
+    );
     let done = wait_final(&cluster, &server, "Backup", "after-the-flood").await;
     assert_eq!(phase(&done), "Completed", "{}", server.log_text());
     let after = peak_rss_kib(pid);
@@ -398,6 +451,10 @@ async fn a_thousand_idle_connections_neither_stop_livez_nor_the_next_backup() {
     );
     // The log says so at a bounded rate, not once per connection.
     let log = server.log_text();
-    assert!(log.lines().count() < 500, "{} log lines", log.lines().count());
+    assert!(
+        log.lines().count() < 500,
+        "{} log lines",
+        log.lines().count()
+    );
     drop(idle);
 }

@@ -144,7 +144,10 @@ async fn a_bad_cron_or_template_ends_failed_validation() {
     for (name, wanted) in [
         ("bad-cron", "invalid schedule"),
         ("bad-template", "excludes list cannot contain"),
-        ("flood", "runs every 1s, more often than the 1m0s this server allows"),
+        (
+            "flood",
+            "runs every 1s, more often than the 1m0s this server allows",
+        ),
     ] {
         let object = wait_for(
             &cluster,

@@ -17,8 +17,8 @@ use kube_sim::LatencyFault;
 use serde_json::{Value, json};
 use server_checks::assert_metrics;
 use server_support::{
-    BUCKET, FAST, Server, create_backup, create_restore, filesystem_location, peak_rss_kib,
-    phase, poll, restore_record, seed, slow_reads, wait_final, wait_in_progress,
+    BUCKET, FAST, Server, create_backup, create_restore, filesystem_location, peak_rss_kib, phase,
+    poll, restore_record, seed, slow_reads, wait_final, wait_in_progress,
 };
 
 /// A cluster with `shop` seeded and a Completed backup `base` of it.
@@ -919,8 +919,12 @@ async fn an_encrypted_archive_holds_no_secret_in_clear_and_restores_with_its_key
     assert_eq!(phase(&done), "Completed", "{}", server.log_text());
 
     // The bucket holds the sealed archive: no Secret, no name, in clear.
-    let archive =
-        std::fs::read(server_support::artifact(root.path(), "sealed", "sealed.tar.gz")).unwrap();
+    let archive = std::fs::read(server_support::artifact(
+        root.path(),
+        "sealed",
+        "sealed.tar.gz",
+    ))
+    .unwrap();
     assert_eq!(&archive[..8], b"HWSRAE01");
     for clear in [&b"db-password"[..], b"c2VjcmV0", b"secret"] {
         assert!(!archive.windows(clear.len()).any(|w| w == clear));

@@ -240,7 +240,8 @@ async fn a_record_in_the_bucket_cannot_set_the_server_to_work_or_pass_for_a_sche
     let mut running = hand_made("running");
     running["status"]["phase"] = json!("InProgress");
     running["metadata"]["finalizers"] = json!(["example.com/keep"]);
-    running["metadata"]["annotations"] = json!({"hawser.io/owner": "gone", "hawser.io/attempt": "2"});
+    running["metadata"]["annotations"] =
+        json!({"hawser.io/owner": "gone", "hawser.io/attempt": "2"});
     store_record(root.path(), "running", running);
     // A record that claims to be the newest backup of a schedule, dated in the future.
     let mut newest = hand_made("newest");
@@ -262,12 +263,22 @@ async fn a_record_in_the_bucket_cannot_set_the_server_to_work_or_pass_for_a_sche
             .starts_with("synced unfinished"),
         "{running:#}"
     );
-    assert!(running["metadata"].get("finalizers").is_none(), "{running:#}");
+    assert!(
+        running["metadata"].get("finalizers").is_none(),
+        "{running:#}"
+    );
     let annotations = &running["metadata"]["annotations"];
     assert!(annotations.get("hawser.io/owner").is_none(), "{running:#}");
-    assert!(annotations.get("hawser.io/attempt").is_none(), "{running:#}");
+    assert!(
+        annotations.get("hawser.io/attempt").is_none(),
+        "{running:#}"
+    );
     let newest = synced(&cluster, &server, "newest").await;
-    let start: jiff::Timestamp = newest["status"]["startTimestamp"].as_str().unwrap().parse().unwrap();
+    let start: jiff::Timestamp = newest["status"]["startTimestamp"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(start <= jiff::Timestamp::now(), "{newest:#}");
 
     // The restore by schedule does not take the synced backup.

@@ -548,7 +548,11 @@ async fn a_forged_backup_that_names_another_backups_snapshot_neither_restores_no
         "{results}"
     );
     let handles: Vec<DynamicObject> = contents.list(&Default::default()).await.unwrap().items;
-    assert_eq!(handles.len(), 1, "no content made for the forged restore: {handles:#?}");
+    assert_eq!(
+        handles.len(),
+        1,
+        "no content made for the forged restore: {handles:#?}"
+    );
     assert!(
         cluster
             .store()

@@ -19,8 +19,8 @@ pub use existing::{
     Existing, ExistingPolicy, decide, differs_warning, made_by_restore, merge_patch,
 };
 pub use filters::{
-    CONTROL_TYPES, FILTER_BYPASS, FilterSkip, NON_RESTORABLE, RESTORE_STATUS_ANNOTATION, RestoreFilters,
-    RestoreSelection, RestoreStatusFilter,
+    CONTROL_TYPES, FILTER_BYPASS, FilterSkip, NON_RESTORABLE, RESTORE_STATUS_ANNOTATION,
+    RestoreFilters, RestoreSelection, RestoreStatusFilter,
 };
 pub use order::{CRDS, Tier, is_crd, restore_order};
 pub use priorities::{Priorities, PrioritiesError, Resolved};

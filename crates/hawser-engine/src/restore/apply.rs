@@ -8,8 +8,8 @@ use std::sync::{Mutex, PoisonError};
 use futures::{Stream, StreamExt};
 use hawser_core::archive::{ArchiveItem, ItemPath};
 use hawser_core::csi::{
-    VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOTS, claimed_by_another, own_snapshot,
-    restored_content, restored_content_name,
+    VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOTS, claimed_by_another, own_snapshot, restored_content,
+    restored_content_name,
 };
 use hawser_core::restore::{
     CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, NonCanonicalType, RestoreSelection,
@@ -426,9 +426,18 @@ impl Restorer {
         {
             Ok(_) => Ok(()),
             Err(e) if api::already_exists(&e) => {
-                let existing = api::get(&self.client, &contents.item_path(None, &name), self.api_retry)
-                    .await
-                    .map_err(|e| format!("reading the existing VolumeSnapshotContent {name} failed: {}", api::text(&e)))?;
+                let existing = api::get(
+                    &self.client,
+                    &contents.item_path(None, &name),
+                    self.api_retry,
+                )
+                .await
+                .map_err(|e| {
+                    format!(
+                        "reading the existing VolumeSnapshotContent {name} failed: {}",
+                        api::text(&e)
+                    )
+                })?;
                 let held = existing
                     .pointer("/spec/source/snapshotHandle")
                     .and_then(Value::as_str)

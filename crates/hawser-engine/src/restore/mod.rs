@@ -58,9 +58,9 @@ use hawser_api::labels::HAWSER_RECORD_UID;
 use hawser_api::phase::RestorePhase;
 use hawser_api::{Backup, Restore, RestoreProgress};
 use hawser_core::archive::ReaderOptions;
+use hawser_core::archive::gzjson::{Results, to_gz_json};
 use hawser_core::csi::VOLUME_SNAPSHOTS;
 use hawser_core::errors::chain_text;
-use hawser_core::archive::gzjson::{Results, to_gz_json};
 use hawser_core::layout::Layout;
 use hawser_core::poll::poll_until;
 use hawser_core::restore::{

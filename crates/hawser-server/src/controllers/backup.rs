@@ -254,7 +254,9 @@ pub(crate) fn finished(outcome: &BackupOutcome) -> BackupFinished {
 
 /// Names a backup may not have: the directories at the top of a location (velero-compat §2.4),
 /// so that no backup's files can pass for a location's own, under whatever prefix.
-const RESERVED_NAMES: [&str; 6] = ["backups", "restores", "restic", "metadata", "plugins", "kopia"];
+const RESERVED_NAMES: [&str; 6] = [
+    "backups", "restores", "restic", "metadata", "plugins", "kopia",
+];
 
 /// Validation (see the module docs).
 async fn check(ctx: &Context, name: &str, json: Value) -> Checked {

@@ -214,8 +214,7 @@ async fn covered_namespaces(ctx: &Context, backup: &Value) -> BTreeSet<String> {
             .and_then(Value::as_array)
             .is_some_and(|a| {
                 a.len() > MAX_PATTERNS_PER_LIST
-                    || a
-                        .iter()
+                    || a.iter()
                         .any(|p| p.as_str().is_some_and(|p| Glob::new(p).is_err()))
             })
     });

@@ -218,8 +218,12 @@ async fn record(
             let available = phase == BackupStorageLocationPhase::Available;
             match (&message, available) {
                 (None, _) => tracing::info!(location = %name, "storage location available"),
-                (Some(m), true) => tracing::warn!(location = %name, message = %m, "storage location available"),
-                (Some(m), false) => tracing::warn!(location = %name, message = %m, "storage location unavailable"),
+                (Some(m), true) => {
+                    tracing::warn!(location = %name, message = %m, "storage location available")
+                }
+                (Some(m), false) => {
+                    tracing::warn!(location = %name, message = %m, "storage location unavailable")
+                }
             }
             ctx.metrics.location_status(&name, available);
             seen.insert(name, spec);
@@ -285,7 +289,11 @@ fn overlaps<'a>(
             .iter()
             .map(|k| config.get(*k).map(|v| v.trim_end_matches('/').to_owned()))
             .collect();
-        let provider = bsl.spec.provider.trim_start_matches("velero.io/").to_owned();
+        let provider = bsl
+            .spec
+            .provider
+            .trim_start_matches("velero.io/")
+            .to_owned();
         (provider, bsl.spec.object_storage.bucket.clone(), endpoint)
     };
     let segments = |bsl: &BackupStorageLocation| -> Vec<String> {
@@ -351,7 +359,12 @@ mod tests {
 
     use super::*;
 
-    fn location(provider: &str, bucket: &str, prefix: Option<&str>, config: Value) -> BackupStorageLocation {
+    fn location(
+        provider: &str,
+        bucket: &str,
+        prefix: Option<&str>,
+        config: Value,
+    ) -> BackupStorageLocation {
         serde_json::from_value(json!({
             "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
             "metadata": {"name": "x"},
@@ -379,7 +392,11 @@ mod tests {
         let mut names: Vec<&String> = found.keys().collect();
         names.sort();
         assert_eq!(names, ["apart", "nested", "plain"], "{found:#?}");
-        assert!(found["nested"].starts_with("BackupStorageLocation plain "), "{}", found["nested"]);
+        assert!(
+            found["nested"].starts_with("BackupStorageLocation plain "),
+            "{}",
+            found["nested"]
+        );
         assert!(found["nested"].contains("\"backups\""));
         // Siblings under distinct prefixes do not nest.
         let a = location("aws", "b", Some("team-a"), s3.clone());
@@ -394,7 +411,10 @@ mod tests {
     fn a_location_that_skips_tls_verification_says_so() {
         let insecure = location("aws", "b", None, json!({"insecureSkipTLSVerify": "true"}));
         let warning = unverified_tls(&insecure).unwrap();
-        assert!(warning.starts_with("warning: insecureSkipTLSVerify is set"), "{warning}");
+        assert!(
+            warning.starts_with("warning: insecureSkipTLSVerify is set"),
+            "{warning}"
+        );
         let checked = location("aws", "b", None, json!({"insecureSkipTLSVerify": "false"}));
         assert_eq!(unverified_tls(&checked), None);
         assert_eq!(unverified_tls(&location("aws", "b", None, json!({}))), None);

@@ -487,7 +487,10 @@ fn plan(name: &str, bytes: &[u8], target: &Target<'_>) -> Plan {
         .cloned()
         .unwrap_or_default();
     if let Some(fields) = metadata.as_object_mut() {
-        for field in SOURCE_IDENTITY.iter().chain(&["ownerReferences", "finalizers"]) {
+        for field in SOURCE_IDENTITY
+            .iter()
+            .chain(&["ownerReferences", "finalizers"])
+        {
             fields.remove(*field);
         }
     }
@@ -525,7 +528,10 @@ fn plan(name: &str, bytes: &[u8], target: &Target<'_>) -> Plan {
     }
     // A record dated in the future would pass for the newest backup until then.
     for field in ["startTimestamp", "completionTimestamp"] {
-        let at: Option<Timestamp> = status.get(field).and_then(Value::as_str).and_then(|t| t.parse().ok());
+        let at: Option<Timestamp> = status
+            .get(field)
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse().ok());
         if at.is_some_and(|at| at > target.now) {
             status[field] = json!(Time(target.now));
         }

@@ -18,10 +18,7 @@ use super::selector::format_selector;
 /// (result messages) or from whoever wrote the object: it is made
 /// [terminal-safe](hawser_core::errors::terminal_safe) first.
 pub fn print(texts: &[String]) {
-    print!(
-        "{}",
-        hawser_core::errors::terminal_safe(&texts.join("\n"))
-    );
+    print!("{}", hawser_core::errors::terminal_safe(&texts.join("\n")));
 }
 
 /// Lines of `key: value` pairs, values aligned; sections are separated by blank lines.

@@ -276,8 +276,19 @@ fn a_location_is_due_once_its_period_has_passed_since_its_last_sync() {
 
 #[test]
 fn a_record_that_never_finished_is_synced_failed_and_says_why() {
-    for phase in ["InProgress", "New", "", "Queued", "Deleting", "Finalising-typo"] {
-        let object = created(planned("b1", &Record::named("b1").in_phase(phase), &HashMap::new()));
+    for phase in [
+        "InProgress",
+        "New",
+        "",
+        "Queued",
+        "Deleting",
+        "Finalising-typo",
+    ] {
+        let object = created(planned(
+            "b1",
+            &Record::named("b1").in_phase(phase),
+            &HashMap::new(),
+        ));
         assert_eq!(object["status"]["phase"], "Failed", "{phase}");
         let reason = text(&object, "/status/failureReason");
         assert!(reason.starts_with("synced unfinished"), "{phase}: {reason}");
