@@ -125,6 +125,7 @@ impl<W: std::io::Write> std::io::Write for TerminalSafe<W> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
 mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("reading the record failed")]
@@ -169,12 +170,13 @@ mod tests {
         let bytes = text.as_bytes();
         for chunk in 1..=bytes.len() {
             let mut out = Vec::new();
-            let mut w = super::TerminalSafe::new(&mut out);
-            for piece in bytes.chunks(chunk) {
-                w.write_all(piece).unwrap();
+            {
+                let mut w = super::TerminalSafe::new(&mut out);
+                for piece in bytes.chunks(chunk) {
+                    w.write_all(piece).unwrap();
+                }
+                w.flush().unwrap();
             }
-            w.flush().unwrap();
-            drop(w);
             assert_eq!(
                 String::from_utf8(out).unwrap(),
                 super::terminal_safe(text),

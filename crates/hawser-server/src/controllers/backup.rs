@@ -52,7 +52,7 @@ use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Pro
 /// The outcome of validation.
 enum Checked {
     /// Valid: the backup (with defaults filled in) and its location.
-    Valid(Box<Backup>, Location),
+    Valid(Box<Backup>, Box<Location>),
     /// `FailedValidation` with these messages.
     Invalid(Vec<String>),
     /// The API could not answer; try again later.
@@ -152,7 +152,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
             uid: taken.uid.clone(),
             taken_up: None,
         };
-        operations::spawn(&ctx, target, *backup, location, committed.outcome);
+        operations::spawn(&ctx, target, *backup, *location, committed.outcome);
         return Handled::Done;
     }
     let record = record_status(backup::record(&backup, outcome).ok().as_ref());
@@ -344,7 +344,7 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
         )),
     }
     if messages.is_empty() {
-        Checked::Valid(Box::new(backup), location)
+        Checked::Valid(Box::new(backup), Box::new(location))
     } else {
         Checked::Invalid(messages)
     }
