@@ -561,6 +561,29 @@ async fn a_forged_backup_that_names_another_backups_snapshot_neither_restores_no
         "the forged backup's other items are restored"
     );
 
+    // A record that copies the real backup's uid is not restored at all.
+    forge(root.path(), "real", "twin", &real_uid);
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": "twin", "namespace": NS,
+                         "annotations": {"hawser.io/record-uid": real_uid}},
+            "spec": {"includedNamespaces": ["shop"], "storageLocation": "default"},
+            "status": {"phase": "Completed"}
+        }))
+        .unwrap();
+    create_restore(&cluster, "from-twin", json!({"backupName": "twin"}));
+    let twin = wait_final(&cluster, &server, "Restore", "from-twin").await;
+    assert_eq!(phase(&twin), "FailedValidation", "{twin:#}");
+    assert!(
+        twin["status"]["validationErrors"][0]
+            .as_str()
+            .unwrap()
+            .contains("claims the uid of Backup real"),
+        "{twin:#}"
+    );
+
     request_deletion(&cluster, "delete-forged", "forged");
     until_gone(&cluster, &server, "Backup", "forged").await;
     assert!(

@@ -247,6 +247,16 @@ async fn check(ctx: &Context, json: Value) -> Checked {
             return Checked::Invalid(vec![format!("Backup {backup_name} cannot be read: {e}")]);
         }
     };
+    if let Some(claimed) = identity_taken(ctx, &backup).await {
+        match claimed {
+            Ok(other) => {
+                return Checked::Invalid(vec![format!(
+                    "Backup {backup_name} was synced from a record that claims the uid of Backup {other}, made in this cluster; it is not restored"
+                )]);
+            }
+            Err(e) => return Checked::Retry(e.to_string()),
+        }
+    }
     let phase = backup
         .status
         .as_ref()
@@ -297,6 +307,28 @@ async fn check(ctx: &Context, json: Value) -> Checked {
     let mut restore = restore;
     restore.spec.backup_name = Some(backup_name);
     Checked::Valid(Box::new(restore), Box::new(backup), Box::new(location))
+}
+
+/// For a synced `backup` (it carries [`HAWSER_RECORD_UID`]): another Backup of the namespace
+/// whose own uid is the one its record claims. A restore would take that backup's snapshots
+/// for this one's, so a record that copies a live backup's uid is refused.
+async fn identity_taken(
+    ctx: &Context,
+    backup: &Backup,
+) -> Option<Result<String, kube::Error>> {
+    let claimed = backup.metadata.annotations.as_ref()?.get(HAWSER_RECORD_UID)?;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &ctx.namespace,
+        &Kind::Backup.api_resource(),
+    );
+    match crate::objects::list(ctx, &api, &ListParams::default()).await {
+        Ok(all) => all
+            .iter()
+            .find(|b| crate::objects::text(b, "/metadata/uid") == claimed)
+            .map(|b| Ok(crate::objects::text(b, "/metadata/name").to_owned())),
+        Err(e) => Some(Err(e)),
+    }
 }
 
 /// The newest `Completed` backup (by `startTimestamp`) labelled with `schedule` and made in
