@@ -278,13 +278,15 @@ impl ArchiveOut {
             Self::Plain(w) => w.finish(),
             Self::Sealed(mut s) => {
                 let sealed = s.finish();
-                let out = s.into_inner();
-                let key = out.key().to_owned();
-                // A failed write of the last chunk is the upload's own failure, which
-                // `finish` reports; dropping the writer aborts the upload otherwise.
+                let mut out = s.into_inner();
                 match sealed {
                     Ok(()) => out.finish(),
-                    Err(_) => out.finish().and(Err(StoreError::Abandoned { key })),
+                    // The upload's own failure, when that is why the last chunk was not
+                    // written; otherwise the writer is dropped, which aborts the upload, so a
+                    // cut archive is never completed.
+                    Err(_) => Err(out.failure.take().unwrap_or(StoreError::Abandoned {
+                        key: out.key().to_owned(),
+                    })),
                 }
             }
         }
