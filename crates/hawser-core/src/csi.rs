@@ -143,6 +143,15 @@ pub fn backup_labels(backup_name: &str, backup_uid: &str) -> Value {
 /// Label of [`backup_labels`] holding the backup's uid.
 pub const BACKUP_UID_LABEL: &str = "velero.io/backup-uid";
 
+/// The backup uid `object` (a snapshot or a content) is labelled with ([`BACKUP_UID_LABEL`]).
+#[must_use]
+pub fn labelled_backup_uid(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(BACKUP_UID_LABEL))
+        .and_then(Value::as_str)
+}
+
 /// Whether the archived `snapshot` of source namespace `namespace` is the backup's own, so that
 /// a restore may bring its handle back: a [`BACKUP_UID_LABEL`] it carries is `backup_uid` (a
 /// snapshot from Velero carries none), and the backup's volume info (`volume_info`, its
@@ -156,11 +165,7 @@ pub fn own_snapshot(
     backup_uid: &str,
     volume_info: &[Value],
 ) -> Result<(), String> {
-    let labelled = snapshot
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(BACKUP_UID_LABEL))
-        .and_then(Value::as_str);
-    if let Some(uid) = labelled.filter(|uid| *uid != backup_uid) {
+    if let Some(uid) = labelled_backup_uid(snapshot).filter(|uid| *uid != backup_uid) {
         return Err(format!(
             "the archived VolumeSnapshot is labelled {BACKUP_UID_LABEL}={uid:?}, not this backup's uid {backup_uid:?}"
         ));
@@ -201,10 +206,7 @@ pub fn claimed_by_another<'a>(
     contents.iter().find_map(|c| {
         let holds = text(c, "/status/snapshotHandle") == handle
             || text(c, "/spec/source/snapshotHandle") == handle;
-        let uid = c
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(BACKUP_UID_LABEL))
-            .and_then(Value::as_str)?;
+        let uid = labelled_backup_uid(c)?;
         (holds && uid != backup_uid).then_some(uid)
     })
 }

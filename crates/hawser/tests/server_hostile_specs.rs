@@ -28,6 +28,30 @@ fn validation_errors(object: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// Inserts the Secret `name` holding AWS credentials (key `cloud`), annotated as meant for the
+/// location `location`.
+fn credentials_for(cluster: &Cluster, name: &str, location: &str) {
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": cli_support::NS,
+                "annotations": {"hawser.io/locations": location}},
+            "data": {"cloud": "W2RlZmF1bHRdCmF3c19hY2Nlc3Nfa2V5X2lkPXgKYXdzX3NlY3JldF9hY2Nlc3Nfa2V5PXkK"}
+        }))
+        .unwrap();
+}
+
+/// An `aws` BackupStorageLocation `name` with `config`, naming the credentials in `secret`.
+fn aws_location(name: &str, secret: &str, config: Value) -> Value {
+    json!({
+        "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+        "metadata": {"name": name, "namespace": cli_support::NS},
+        "spec": {"provider": "aws", "objectStorage": {"bucket": "b"}, "config": config,
+                 "credential": {"name": secret, "key": "cloud"}}
+    })
+}
+
 #[tokio::test]
 async fn hostile_patterns_fail_validation_and_the_server_carries_on() {
     let cluster = Cluster::start().await;
@@ -162,39 +186,19 @@ async fn credentials_go_only_to_endpoints_the_server_or_their_secret_trusts() {
     let root = tempfile::tempdir().unwrap();
     seed(&cluster, 2);
     filesystem_location(&cluster, "default", root.path());
-    let store = cluster.store();
     // The installed credentials, for location `default` only.
-    store
-        .insert(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "cloud-credentials", "namespace": cli_support::NS,
-                "annotations": {"hawser.io/locations": "default"}},
-            "data": {"cloud": "W2RlZmF1bHRdCmF3c19hY2Nlc3Nfa2V5X2lkPXgKYXdzX3NlY3JldF9hY2Nlc3Nfa2V5PXkK"}
-        }))
-        .unwrap();
-    let location = |name: &str, provider: &str, config: Value| {
-        json!({
-            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-            "metadata": {"name": name, "namespace": cli_support::NS},
-            "spec": {"provider": provider, "objectStorage": {"bucket": "b"}, "config": config,
-                     "credential": {"name": "cloud-credentials", "key": "cloud"}}
-        })
-    };
+    credentials_for(&cluster, "cloud-credentials", "default");
     // Someone who may write locations points one with the installed credentials elsewhere.
-    store
-        .insert(location(
-            "exfil",
-            "aws",
-            json!({"s3Url": "https://collector.example"}),
-        ))
-        .unwrap();
-    store
-        .insert(location(
-            "listed",
-            "aws",
-            json!({"s3Url": "https://minio.internal:9000"}),
-        ))
-        .unwrap();
+    for (name, endpoint) in [
+        ("exfil", "https://collector.example"),
+        ("listed", "https://minio.internal:9000"),
+    ] {
+        let config = json!({"s3Url": endpoint});
+        cluster
+            .store()
+            .insert(aws_location(name, "cloud-credentials", config))
+            .unwrap();
+    }
     let mut args = FAST.to_vec();
     args.push("--trusted-endpoint=https://minio.internal:9000");
     let server = Server::start(&cluster, root.path(), &args).await;
@@ -362,23 +366,11 @@ async fn a_location_that_never_answers_holds_up_no_other() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", silent.local_addr().unwrap());
     filesystem_location(&cluster, "default", root.path());
+    credentials_for(&cluster, "creds", "a-silent");
+    let config = json!({"s3Url": endpoint, "region": "us-east-1", "s3ForcePathStyle": "true"});
     let store = cluster.store();
     store
-        .insert(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "creds", "namespace": cli_support::NS,
-                "annotations": {"hawser.io/locations": "a-silent"}},
-            "data": {"cloud": "W2RlZmF1bHRdCmF3c19hY2Nlc3Nfa2V5X2lkPXgKYXdzX3NlY3JldF9hY2Nlc3Nfa2V5PXkK"}
-        }))
-        .unwrap();
-    store
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-            "metadata": {"name": "a-silent", "namespace": cli_support::NS},
-            "spec": {"provider": "aws", "objectStorage": {"bucket": "b"},
-                     "config": {"s3Url": endpoint, "region": "us-east-1", "s3ForcePathStyle": "true"},
-                     "credential": {"name": "creds", "key": "cloud"}}
-        }))
+        .insert(aws_location("a-silent", "creds", config))
         .unwrap();
     // Validated after the silent one in a pass that took them in turn.
     store

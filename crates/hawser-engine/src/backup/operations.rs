@@ -394,10 +394,7 @@ fn owned_content(
     backup_uid: &str,
     volume_info: &[Value],
 ) -> Result<(), String> {
-    let label = live
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(BACKUP_UID))
-        .and_then(Value::as_str);
+    let label = hawser_core::csi::labelled_backup_uid(live);
     if backup_uid.is_empty() || label != Some(backup_uid) {
         return Err(format!(
             "its label {BACKUP_UID} is {} and the backup's uid {backup_uid:?}",

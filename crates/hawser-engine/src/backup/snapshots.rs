@@ -320,7 +320,9 @@ impl Context<'_> {
                                 request::text(&e)
                             )
                         })?;
-                if text(&existing, "/metadata/labels/velero.io~1backup-uid") != self.backup_uid {
+                if hawser_core::csi::labelled_backup_uid(&existing).unwrap_or_default()
+                    != self.backup_uid
+                {
                     return Err(format!(
                         "VolumeSnapshot {namespace}/{name} exists and is not this backup's"
                     ));

@@ -312,11 +312,12 @@ async fn check(ctx: &Context, json: Value) -> Checked {
 /// For a synced `backup` (it carries [`HAWSER_RECORD_UID`]): another Backup of the namespace
 /// whose own uid is the one its record claims. A restore would take that backup's snapshots
 /// for this one's, so a record that copies a live backup's uid is refused.
-async fn identity_taken(
-    ctx: &Context,
-    backup: &Backup,
-) -> Option<Result<String, kube::Error>> {
-    let claimed = backup.metadata.annotations.as_ref()?.get(HAWSER_RECORD_UID)?;
+async fn identity_taken(ctx: &Context, backup: &Backup) -> Option<Result<String, kube::Error>> {
+    let claimed = backup
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(HAWSER_RECORD_UID)?;
     let api: Api<DynamicObject> = Api::namespaced_with(
         ctx.client.clone(),
         &ctx.namespace,
