@@ -615,3 +615,142 @@ async fn a_forged_backup_that_names_another_backups_snapshot_neither_restores_no
         server.log_text()
     );
 }
+
+/// `hawser install --rbac minimal`'s rules enforced by a real API server's RBAC: the server,
+/// running as the installed ServiceAccount with a token the API server issued for it, backs up
+/// a snapshotted volume, restores it into another namespace and deletes the backup with its
+/// snapshot, and is refused nothing on the way. Only a real API server decides RBAC, so the
+/// default profile leaves this test out (`.config/nextest.toml`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minimal_rbac_enforced_by_a_real_api_server_backs_up_restores_and_deletes_a_snapshot() {
+    let cluster = Cluster::start().await;
+    let real = cluster.real("minimal_rbac_enforced_by_a_real_api_server");
+    let run = cluster
+        .hawser(&["install", "--rbac", "minimal", "--dry-run", "-o", "json"])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let manifests: Value = serde_json::from_str(&run.stdout).unwrap();
+    let rbac: Vec<&Value> = manifests["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            [
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+            ]
+            .contains(&o["kind"].as_str().unwrap_or_default())
+        })
+        .collect();
+    assert!(rbac.len() >= 5, "{rbac:#?}");
+    assert!(
+        rbac.iter()
+            .all(|o| o["metadata"]["name"] != "cluster-admin"
+                && o["roleRef"]["name"] != "cluster-admin"),
+        "{rbac:#?}"
+    );
+    for object in rbac {
+        cluster.store().insert(object.clone()).unwrap();
+    }
+    let account = cluster.dir().join("velero-account.kubeconfig");
+    real.write_service_account_kubeconfig(NS, "velero", &account);
+
+    let root = tempfile::tempdir().unwrap();
+    let _csi = application(&cluster, Duration::from_millis(500), "").await;
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start_with_env(
+        &cluster,
+        root.path(),
+        FAST,
+        &[("KUBECONFIG", account.to_str().unwrap())],
+    )
+    .await;
+
+    // The Secrets of other namespaces are not granted: a backup that includes them says so.
+    create_backup(
+        &cluster,
+        "with-secrets",
+        json!({"includedNamespaces": ["shop"]}),
+    );
+    let partial = wait_final(&cluster, &server, "Backup", "with-secrets").await;
+    assert_eq!(phase(&partial), "PartiallyFailed", "{partial:#}");
+    let log = gunzip(&artifact(
+        root.path(),
+        "with-secrets",
+        "with-secrets-logs.gz",
+    ));
+    assert!(
+        log.contains(r#"cannot list resource \"secrets\""#)
+            || log.contains(r#"cannot list resource "secrets""#),
+        "{log}"
+    );
+
+    create_backup(
+        &cluster,
+        "minimal",
+        json!({"includedNamespaces": ["shop"], "excludedResources": ["secrets"],
+               "itemOperationTimeout": "1m"}),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "minimal").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    assert_eq!(done["status"]["csiVolumeSnapshotsCompleted"], 1, "{done:#}");
+
+    create_restore(
+        &cluster,
+        "minimal-back",
+        json!({"backupName": "minimal", "namespaceMapping": {"shop": "shop-copy"}}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "minimal-back").await;
+    assert_eq!(
+        phase(&restored),
+        "Completed",
+        "{restored:#}\n{}",
+        server.log_text()
+    );
+    assert!(
+        cluster
+            .store()
+            .get("apps/v1", "Deployment", "shop-copy", "db")
+            .is_some()
+    );
+
+    let contents =
+        cluster
+            .store()
+            .list("snapshot.storage.k8s.io/v1", "VolumeSnapshotContent", None);
+    let kept: Vec<String> = contents
+        .iter()
+        .filter(|c| c["metadata"]["labels"]["velero.io/backup-name"] == "minimal")
+        .filter_map(|c| c["metadata"]["name"].as_str())
+        .map(str::to_owned)
+        .collect();
+    assert!(!kept.is_empty(), "{contents:#?}");
+    request_deletion(&cluster, "delete-minimal", "minimal");
+    until_gone(&cluster, &server, "Backup", "minimal").await;
+    for name in &kept {
+        assert!(
+            cluster
+                .store()
+                .get(
+                    "snapshot.storage.k8s.io/v1",
+                    "VolumeSnapshotContent",
+                    "",
+                    name
+                )
+                .is_none(),
+            "{name} deleted with the backup\n{}",
+            server.log_text()
+        );
+    }
+    // Nothing else was refused: the only refusals logged are the Secrets of `with-secrets`.
+    let log = server.log_text();
+    assert!(
+        log.lines()
+            .filter(|l| l.to_lowercase().contains("forbidden"))
+            .all(|l| l.contains("with-secrets") && l.contains("secrets")),
+        "the API server refused the server something:\n{log}"
+    );
+}

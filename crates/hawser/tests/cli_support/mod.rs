@@ -167,6 +167,14 @@ impl Cluster {
         }
     }
 
+    /// The real API server of a `HAWSER_TEST_KUBE=real` run; panics naming `test` otherwise
+    /// (for the tests that only a real API server can answer, such as its RBAC).
+    pub fn real(&self, test: &str) -> &real::RealApi {
+        self.real.as_ref().unwrap_or_else(|| {
+            panic!("{test} needs a real API server: run it in the `real` profile with HAWSER_TEST_KUBE=real")
+        })
+    }
+
     /// Whether this is a real API server (behind kube-sim as a proxy).
     pub fn is_real(&self) -> bool {
         self.real.is_some()

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::Path;
 use std::sync::Mutex;
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
@@ -183,6 +184,38 @@ impl RealApi {
                 "status of {kind} {name}: still changing after ten writes"
             ))
         })
+    }
+
+    /// A kubeconfig at `path` that reaches this API server directly (no proxy) as the
+    /// ServiceAccount `namespace/name`, with a token the API server issues for it
+    /// (TokenRequest), so that what the account may do is decided by the server's RBAC.
+    pub fn write_service_account_kubeconfig(&self, namespace: &str, name: &str, path: &Path) {
+        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(self.client.clone(), namespace);
+        let account = name.to_owned();
+        let token = self
+            .run(async move {
+                let request = k8s_openapi::api::authentication::v1::TokenRequest {
+                    spec: k8s_openapi::api::authentication::v1::TokenRequestSpec {
+                        expiration_seconds: Some(3600),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                accounts
+                    .create_token_request(&account, &PostParams::default(), &request)
+                    .await
+            })
+            .unwrap_or_else(|e| panic!("a token for {namespace}/{name}: {e}"))
+            .status
+            .expect("the TokenRequest's status")
+            .token;
+        let admin = std::fs::read_to_string(self.server.kubeconfig()).expect("the kubeconfig");
+        let mut config: serde_yaml::Value = serde_yaml::from_str(&admin).expect("YAML");
+        config["users"][0]["user"] =
+            serde_yaml::to_value(serde_json::json!({"token": token})).expect("a user");
+        config["contexts"][0]["context"]["namespace"] = namespace.into();
+        std::fs::write(path, serde_yaml::to_string(&config).expect("YAML")).expect("written");
     }
 
     pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Value> {
