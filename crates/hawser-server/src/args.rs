@@ -8,6 +8,7 @@ use hawser_core::duration::GoDuration;
 use hawser_core::restore::Priorities;
 use hawser_store::LocationPolicy;
 
+use crate::controllers::table::Enabled;
 use crate::settings::{
     BackupSettings, ClientSettings, LeaderElectionSettings, LocationSettings, RestoreSettings,
     Settings, ShutdownSettings, StatusSettings,
@@ -218,6 +219,32 @@ pub struct ServerArgs {
     )]
     pub trusted_endpoints: Vec<String>,
 
+    /// Controllers not to start, Velero's names (repeatable comma list): backup, backup-queue,
+    /// backup-operations, backup-finalizer, backup-deletion, backup-sync, download-request,
+    /// gc, restore, schedule, server-status-request, volume-snapshot-location; Velero's
+    /// backup-repo, restore-operations and restore-finalizer are accepted with nothing to
+    /// disable. The storage-location controller always runs.
+    #[arg(
+        long = "disable-controllers",
+        env = "HAWSER_DISABLE_CONTROLLERS",
+        value_delimiter = ',',
+        value_name = "NAMES"
+    )]
+    pub disable_controllers: Vec<String>,
+
+    /// Deprecated in Velero (use a ReadOnly storage location): run no backup, backup-deletion,
+    /// backup-operations, gc or schedule controller, so that only restores are made.
+    #[arg(
+        long,
+        env = "HAWSER_RESTORE_ONLY",
+        default_value_t = false,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub restore_only: bool,
+
     #[command(flatten)]
     pub downloads: crate::downloads::DownloadArgs,
     /// The other flags of `velero server`: accepted so that a Velero Deployment's arguments
@@ -290,6 +317,16 @@ pub enum ArgsError {
     FilesystemRoot {
         /// The value given.
         value: PathBuf,
+    },
+    /// `--disable-controllers` names no controller that can be disabled (Velero's message).
+    #[error(
+        "Invalid value for --disable-controllers flag provided: {name}. Valid values are: {valid}"
+    )]
+    DisableControllers {
+        /// The name given.
+        name: String,
+        /// Every name that can be disabled, comma-separated.
+        valid: String,
     },
     /// `--leader-elect-resource-name` is not a valid object name.
     #[error(
@@ -437,6 +474,8 @@ impl ServerArgs {
             filesystem_roots,
             allow_ambient_credentials,
             trusted_endpoints,
+            disable_controllers,
+            restore_only,
             downloads,
             // Logged by the command as accepted and not implemented; nothing to check.
             velero: _,
@@ -532,6 +571,7 @@ impl ServerArgs {
             },
             metrics_address: parse_listen_address(&metrics_address)?,
             downloads: downloads.settings()?,
+            controllers: Enabled::new(&disable_controllers, restore_only)?,
         })
     }
 }

@@ -110,6 +110,15 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
+    /// A handle for a controller whose state `/readyz` does not wait for: it reports to a
+    /// readiness of its own that nothing reads.
+    pub(crate) fn unwatched(name: &'static str) -> Self {
+        Self {
+            readiness: Readiness::default(),
+            name,
+        }
+    }
+
     /// The watch listed or delivered an event.
     pub(crate) fn up(&self) {
         self.set(WatchState::Up);

@@ -6,8 +6,9 @@
 //!    `/readyz` (not ready yet).
 //! 2. **Follow** (with `--leader-elect`, the default): wait for the Lease
 //!    ([`leader`](crate::leader)); `/readyz` answers `follower: <holder> leads`.
-//! 3. **Lead** (a term): run recovery at once, the storage-location controller and the backup
-//!    and restore queues; renew the Lease every retry period.
+//! 3. **Lead** (a term): run recovery at once and every controller of the table
+//!    ([`CONTROLLERS`](crate::controllers::table::CONTROLLERS)) that `--disable-controllers` and
+//!    `--restore-only` leave on; renew the Lease every retry period.
 //! 4. **Step down**, when the Lease is lost (not renewed within
 //!    `--leader-elect-renew-deadline`, e.g. the API server cannot be reached, or found naming
 //!    another holder): the term ends in-process. The controllers and this term's work stop at
@@ -33,14 +34,14 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
-use crate::controllers;
+use crate::controllers::table::Inputs;
 use crate::leader::{Elector, LeaseLost};
 use crate::metrics::{StatusMetrics, VeleroMetrics};
 use crate::queue::Workers;
 use crate::readiness::Readiness;
 use crate::settings::Settings;
 use crate::status::{self, Kind, ObjectKey, Rerun, Resumed, StatusConfig, StatusEngine};
-use crate::{Locations, ServerArgs, StorageRecords, downloads, http, queue};
+use crate::{Locations, ServerArgs, StorageRecords, downloads, http};
 
 /// Longest a single Kubernetes API response may stall before the request fails.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -69,6 +70,11 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let settings = args.settings()?;
+    if args.restore_only {
+        tracing::warn!(
+            "--restore-only is deprecated (as in Velero): no backups, deletions or schedules run; a ReadOnly storage location is the lasting way"
+        );
+    }
     // The Lease has a client of its own, outside `--client-qps`: a busy backup must not delay
     // the renewals.
     let lease_client = settings
@@ -149,6 +155,7 @@ pub async fn serve(
         filesystem_roots = ?settings.locations.policy.filesystem_roots(),
         ambient_credentials = settings.locations.policy.allows_ambient_credentials(),
         downloads = file_urls.base_url(),
+        disabled_controllers = ?settings.controllers.disabled().collect::<Vec<_>>(),
         "hawser server starting"
     );
     let server = Server {
@@ -301,15 +308,6 @@ impl Server {
         shutdown: &CancellationToken,
     ) -> anyhow::Result<TermEnd> {
         let readiness = &self.readiness;
-        // Registered before anything runs, so that `/readyz` waits for all of them.
-        let location_watch = readiness.watch("backupstoragelocations");
-        let backup_watch = readiness.watch("backups");
-        let restore_watch = readiness.watch("restores");
-        let schedule_watch = readiness.watch("schedules");
-        let deletion_watch = readiness.watch("deletebackuprequests");
-        let download_watch = readiness.watch("downloadrequests");
-        let status_watch = readiness.watch("serverstatusrequests");
-        readiness.leading();
         // The controllers stop taking work when the term ends; at shutdown running work gets
         // the grace period.
         let term = shutdown.child_token();
@@ -338,35 +336,18 @@ impl Server {
             stepped_down.clone(),
         );
         controllers.spawn(async move { recovery.run_recovery(records, stop).await });
-        controllers.spawn(controllers::operations::run(
-            ctx.clone(),
-            resumed_operations,
-        ));
-        controllers.spawn(controllers::bsl::run(ctx.clone(), location_watch));
-        controllers.spawn(controllers::schedule::run(ctx.clone(), schedule_watch));
-        controllers.spawn(controllers::gc::run(ctx.clone()));
-        controllers.spawn(controllers::sync::run(ctx.clone()));
-        controllers.spawn(controllers::deletion::run(ctx.clone(), deletion_watch));
-        controllers.spawn(controllers::download::run(ctx.clone(), download_watch));
-        controllers.spawn(controllers::server_status::run(ctx.clone(), status_watch));
-        controllers.spawn(controllers::vsl::run(ctx.clone()));
-        controllers.spawn(queue::run(
-            ctx.clone(),
-            Kind::Backup,
-            self.settings.backup.concurrency,
-            controllers::backup::handle,
-            backup_watch,
-            backup_reruns_rx,
-        ));
-        // Velero runs one restore at a time (the restore controller's default concurrency).
-        controllers.spawn(queue::run(
-            ctx.clone(),
-            Kind::Restore,
-            1,
-            controllers::restore::handle,
-            restore_watch,
-            restore_reruns_rx,
-        ));
+        // Every watch is registered before `leading`, so that `/readyz` waits for all of them.
+        self.settings.controllers.start(
+            &ctx,
+            readiness,
+            Inputs {
+                operations: Some(resumed_operations),
+                backup_reruns: Some(backup_reruns_rx),
+                restore_reruns: Some(restore_reruns_rx),
+            },
+            &mut controllers,
+        );
+        readiness.leading();
         tracing::info!("hawser server running");
 
         let interrupted = tokio::select! {

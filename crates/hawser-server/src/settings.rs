@@ -22,6 +22,8 @@ pub(crate) struct Settings {
     pub(crate) metrics_address: SocketAddr,
     /// `--download-address`, `--download-url`: the listener of `filesystem` downloads.
     pub(crate) downloads: crate::downloads::DownloadSettings,
+    /// `--disable-controllers`, `--restore-only`: which controllers a term starts.
+    pub(crate) controllers: crate::controllers::table::Enabled,
 }
 
 /// The Kubernetes client.

@@ -6,8 +6,8 @@
 //! records which ones were given, so that the command can say once that they have no effect:
 //!
 //! - `--flag=value` and `--flag value`; a repeated flag keeps its last value, list flags
-//!   (`--disable-controllers`) collect every value;
-//! - booleans bare (`--restore-only`) or with `=true`/`=false` (and Go's `1`, `0`, `t`, `f`,
+//!   (`--default-volume-snapshot-locations`) collect every value;
+//! - booleans bare (`--disable-informer-cache`) or with `=true`/`=false` (and Go's `1`, `0`, `t`, `f`,
 //!   `TRUE`, `False`, ...), never with a separate value, as pflag;
 //! - an empty value (`--features=`);
 //! - durations are checked as Go durations and integers as integers, so a value Velero would
@@ -273,10 +273,6 @@ impl FlagTable for ServerFlags {
             .help("Directory of Velero's plugin binaries; hawser has no plugins."),
         VeleroFlag::new("fs-backup-timeout", Duration, "4h0m0s")
             .help("Timeout of file-system backups and restores of pod volumes."),
-        VeleroFlag::new("restore-only", Bool, "false")
-            .help("Deprecated restore-only mode; use a ReadOnly storage location instead."),
-        VeleroFlag::new("disable-controllers", List, "")
-            .help("Controllers not to start, a comma list."),
         VeleroFlag::new("profiler-address", Text, "localhost:6060")
             .help("Address of the Go pprof profiler."),
         VeleroFlag::new("terminating-resource-timeout", Duration, "10m0s")
@@ -380,7 +376,7 @@ mod tests {
             "--uploader-type=kopia",
             "--features=",
             "--default-volumes-to-fs-backup=true",
-            "--restore-only",
+            "--default-snapshot-move-data",
             "--keep-latest-maintenance-jobs=3",
             "--fs-backup-timeout=4h0m0s",
             "--concurrent-backups=2",
@@ -391,9 +387,9 @@ mod tests {
             given(&[
                 ("features", ""),
                 ("fs-backup-timeout", "4h0m0s"),
-                ("restore-only", "true"),
                 ("default-volumes-to-fs-backup", "true"),
                 ("uploader-type", "kopia"),
+                ("default-snapshot-move-data", "true"),
                 ("keep-latest-maintenance-jobs", "3"),
             ])
         );
@@ -405,9 +401,9 @@ mod tests {
             "--plugin-dir",
             "/plugins",
             "--disable-informer-cache=F",
-            "--disable-controllers=backup-sync,gc",
-            "--disable-controllers",
-            "schedule",
+            "--default-volume-snapshot-locations=aws:a,gcp:b",
+            "--default-volume-snapshot-locations",
+            "azure:c",
             "--item-block-worker-count",
             "4",
             "--item-block-worker-count=5",
@@ -421,9 +417,9 @@ mod tests {
             flags,
             given(&[
                 ("plugin-dir", "/plugins"),
-                ("disable-controllers", "backup-sync,gc,schedule"),
                 ("default-repo-maintain-frequency", "-1h"),
                 ("disable-informer-cache", "false"),
+                ("default-volume-snapshot-locations", "aws:a,gcp:b,azure:c"),
                 ("item-block-worker-count", "5"),
                 ("v", "2"),
                 ("logtostderr", "true"),
@@ -435,8 +431,8 @@ mod tests {
     fn values_velero_refuses_are_refused() {
         for args in [
             &["--fs-backup-timeout=4 hours"][..],
-            &["--restore-only=yes"][..],
-            &["--restore-only", "false", "--uploader-type=kopia"][..],
+            &["--disable-informer-cache=yes"][..],
+            &["--disable-informer-cache", "false", "--uploader-type=kopia"][..],
             &["--max-concurrent-k8s-connections=many"][..],
             &["--no-such-flag"][..],
         ] {

@@ -352,6 +352,7 @@ async fn velero_install_flags_are_honoured_or_reported() {
             "--service-account-name=backup-runner",
             "--server-priority-class-name=critical",
             "--schedule-skip-immediately",
+            "--restore-only",
             "--garbage-collection-frequency=2h",
             "--concurrent-backups=3",
             "--wait=false",
@@ -427,7 +428,8 @@ async fn velero_install_flags_are_honoured_or_reported() {
             "server",
             "--garbage-collection-frequency=2h0m0s",
             "--concurrent-backups=3",
-            "--schedule-skip-immediately=true"
+            "--schedule-skip-immediately=true",
+            "--restore-only"
         ])
     );
     // No credentials mounted: the scratch directory (TMPDIR) only.

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use cli_support::{Cluster, NS};
 use serde_json::json;
-use server_support::{Server, create_backup, filesystem_location, phase, poll, seed, wait_final};
+use server_support::{
+    FAST, Server, create_backup, create_restore, filesystem_location, phase, poll, seed, wait_final,
+};
 
 /// What the log says for each flag accepted without effect.
 const NOT_IMPLEMENTED: &str = "Velero flag accepted, not implemented";
@@ -108,8 +110,6 @@ async fn a_long_velero_argument_list_runs_and_each_unused_flag_is_logged_once() 
         "--features",
         "--uploader-type",
         "--default-volumes-to-fs-backup",
-        "--restore-only",
-        "--disable-controllers",
         "--fs-backup-timeout",
         "--default-item-operation-timeout",
         "--item-operation-sync-frequency",
@@ -161,6 +161,8 @@ async fn a_long_velero_argument_list_runs_and_each_unused_flag_is_logged_once() 
             "--terminating-resource-timeout=10m",
             "--volume-group-snapshot-label-key=velero.io/volume-group",
             "--default-volume-snapshot-locations=aws:default",
+            "--default-volume-snapshot-locations",
+            "gcp:other",
             "--colorized=false",
             // Flags hawser implements, written as Velero's users write them.
             "--log-level=info",
@@ -186,8 +188,10 @@ async fn a_long_velero_argument_list_runs_and_each_unused_flag_is_logged_once() 
         format!("\"flag\":\"{flag}\"")
     });
     // List flags report every value; a repeated flag once.
+    assert!(log.contains("\"value\":\"aws:default,gcp:other\""), "{log}");
+    // The controllers named are not started (`restore-operations` has none here).
     assert!(
-        log.contains("\"value\":\"backup-sync,restore-operations,gc\""),
+        log.contains(r#""disabled_controllers":"[\"backup-sync\", \"gc\"]""#),
         "{log}"
     );
 
@@ -241,4 +245,111 @@ async fn a_value_velero_would_refuse_stops_the_server_with_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--fs-backup-timeout"), "{stderr}");
+}
+
+/// `--restore-only`, Velero's deprecated mode: restores are made; backups, deletions and
+/// schedules are left alone (no phase, no backup from the Schedule), and the log says the flag
+/// is deprecated.
+#[tokio::test]
+async fn restore_only_restores_and_leaves_backups_and_schedules_alone() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 3);
+    let mut first = Server::start(&cluster, root.path(), FAST).await;
+    backup_completes(&cluster, &first, root.path()).await;
+    first.terminate();
+    assert_eq!(first.wait_exit(Duration::from_secs(30)).await, Some(0));
+
+    let mut args = FAST.to_vec();
+    args.push("--restore-only");
+    let server = Server::start(&cluster, root.path(), &args).await;
+    create_backup(&cluster, "not-now", json!({"includedNamespaces": ["shop"]}));
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Schedule",
+            "metadata": {"name": "every-minute", "namespace": NS},
+            "spec": {"schedule": "@every 1m", "template": {"includedNamespaces": ["shop"]}}
+        }))
+        .unwrap();
+    create_restore(
+        &cluster,
+        "back",
+        json!({"backupName": "first", "namespaceMapping": {"shop": "shop-copy"}}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "back").await;
+    assert_eq!(phase(&restored), "Completed", "{restored:#}");
+    // Several resync periods (1 s) in which a running backup or schedule controller would act.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let store = cluster.store();
+    let backup = store.get("velero.io/v1", "Backup", NS, "not-now").unwrap();
+    assert!(backup.pointer("/status/phase").is_none(), "{backup:#}");
+    let schedule = store
+        .get("velero.io/v1", "Schedule", NS, "every-minute")
+        .unwrap();
+    assert!(schedule.pointer("/status/phase").is_none(), "{schedule:#}");
+    let backups = store.list("velero.io/v1", "Backup", Some(NS));
+    assert_eq!(
+        backups.len(),
+        2,
+        "no backup from the Schedule: {backups:#?}"
+    );
+    let log = server.log_text();
+    assert!(log.contains("--restore-only is deprecated"), "{log}");
+}
+
+/// A disabled controller does not run (its objects are left alone) while the others do; a
+/// name Velero does not know, or the storage-location controller, stops the server with
+/// Velero's message.
+#[tokio::test]
+async fn disabled_controllers_do_not_run_and_unknown_names_are_refused() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 3);
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--disable-controllers=schedule,backup-repo",
+        "--disable-controllers",
+        "gc",
+    ]);
+    let server = Server::start(&cluster, root.path(), &args).await;
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Schedule",
+            "metadata": {"name": "every-minute", "namespace": NS},
+            "spec": {"schedule": "@every 1m", "template": {"includedNamespaces": ["shop"]}}
+        }))
+        .unwrap();
+    backup_completes(&cluster, &server, root.path()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let schedule = cluster
+        .store()
+        .get("velero.io/v1", "Schedule", NS, "every-minute")
+        .unwrap();
+    assert!(schedule.pointer("/status/phase").is_none(), "{schedule:#}");
+    assert_eq!(
+        cluster
+            .store()
+            .list("velero.io/v1", "Backup", Some(NS))
+            .len(),
+        1
+    );
+
+    for name in ["nope", "backup-storage-location"] {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
+            .args(["server", "--disable-controllers", name])
+            .env("KUBECONFIG", &cluster.kubeconfig)
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "Invalid value for --disable-controllers flag provided: {name}. Valid values are: backup,backup-queue,"
+            )),
+            "{stderr}"
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! The controllers: one file per kind of object the server acts on.
+//! The controllers: one file per kind of object the server acts on, all started from one
+//! table ([`table::CONTROLLERS`]).
 
 pub(crate) mod backup;
 pub(crate) mod backup_queue;
@@ -12,4 +13,5 @@ pub(crate) mod restore;
 pub(crate) mod schedule;
 pub(crate) mod server_status;
 pub(crate) mod sync;
+pub(crate) mod table;
 pub(crate) mod vsl;

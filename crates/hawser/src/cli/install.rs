@@ -137,6 +137,11 @@ pub struct InstallArgs {
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = go_bool, action = ArgAction::Set, default_value = "false")]
     pub schedule_skip_immediately: bool,
+    /// Pass `--restore-only` to the server (deprecated in Velero: no backups, deletions or
+    /// schedules run; a ReadOnly storage location is the lasting way).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = go_bool, action = ArgAction::Set, default_value = "false")]
+    pub restore_only: bool,
     /// Another argument for `hawser server`, passed as given (repeatable), e.g.
     /// `--server-arg=--client-qps=100`.
     #[arg(long = "server-arg", allow_hyphen_values = true)]
@@ -229,6 +234,9 @@ pub fn plan_from_args(namespace: &str, args: &InstallArgs) -> Result<InstallPlan
     }
     if args.schedule_skip_immediately {
         server_args.push("--schedule-skip-immediately=true".to_owned());
+    }
+    if args.restore_only {
+        server_args.push("--restore-only".to_owned());
     }
     // Credentials are given: locations that name none do not borrow the server's own identity.
     if credentials.is_some() {

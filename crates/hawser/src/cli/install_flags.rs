@@ -40,7 +40,6 @@ impl FlagTable for InstallFlags {
             .help("Create the VolumeSnapshotLocation `default`; hawser takes no native snapshots through it (CSI snapshots need none)."),
         VeleroFlag::new("snapshot-location-config", List, "")
             .help("Settings of the VolumeSnapshotLocation, key=value,..."),
-        VeleroFlag::new("restore-only", Bool, "false").help("Deprecated restore-only server mode."),
         VeleroFlag::new("default-repo-maintain-frequency", Duration, "")
             .help("How often backup repositories are maintained."),
         VeleroFlag::new("pod-volume-operation-timeout", Duration, "")
