@@ -37,6 +37,27 @@ impl BackupSpec {
             ));
         }
         if self
+            .volume_group_snapshot_label_key
+            .as_ref()
+            .is_some_and(|k| !k.is_empty())
+        {
+            warnings.push(
+                "spec.volumeGroupSnapshotLabelKey: volume group snapshots are not built in hawser; each claim's volume was snapshotted on its own, not as one group"
+                    .to_owned(),
+            );
+        }
+        if let Some(mover) = self.data_mover.as_ref().filter(|m| !m.is_empty()) {
+            warnings.push(format!(
+                "spec.datamover: snapshot data movement is not built in hawser; the data mover {mover:?} was not used"
+            ));
+        }
+        if self.uploader_config.is_some() {
+            warnings.push(
+                "spec.uploaderConfig: hawser uploads no volume data (no file-system backup or data movement), so the uploader settings were not used"
+                    .to_owned(),
+            );
+        }
+        if self
             .volume_snapshot_locations
             .as_ref()
             .is_some_and(|l| !l.is_empty())
@@ -79,6 +100,12 @@ impl RestoreSpec {
                 modifier.kind, modifier.name
             ));
         }
+        if self.uploader_config.is_some() {
+            warnings.push(
+                "spec.uploaderConfig: hawser restores no volume data from file-system backups or moved snapshots, so the uploader settings were not used"
+                    .to_owned(),
+            );
+        }
         warnings
     }
 }
@@ -99,6 +126,160 @@ fn hooks_warning<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Option
 mod tests {
     use super::*;
     use crate::{BackupHooks, BackupResourceHookSpec, RestoreHooks, RestoreResourceHookSpec};
+
+    /// What hawser does with a spec field that is set.
+    enum Outcome {
+        /// Acted on (the reason says where, for the reader).
+        Acted(&'static str),
+        /// Nothing a user asked for can be left undone (the reason says why).
+        NothingToDo(&'static str),
+        /// Not acted on: a spec with this field set to the value (JSON) gets a warning naming it.
+        Warned(&'static str),
+    }
+    use Outcome::{Acted, NothingToDo, Warned};
+
+    const BACKUP_FIELDS: &[(&str, Outcome)] = &[
+        ("metadata", Acted("labels of backups made from a Schedule")),
+        ("includedNamespaces", Acted("selection")),
+        ("excludedNamespaces", Acted("selection")),
+        ("includedResources", Acted("selection")),
+        ("excludedResources", Acted("selection")),
+        ("includedClusterScopedResources", Acted("selection")),
+        ("excludedClusterScopedResources", Acted("selection")),
+        ("includedNamespaceScopedResources", Acted("selection")),
+        ("excludedNamespaceScopedResources", Acted("selection")),
+        ("labelSelector", Acted("selection")),
+        ("orLabelSelectors", Acted("selection")),
+        (
+            "snapshotVolumes",
+            Acted("CSI snapshots, or the unsnapshotted-claims warning"),
+        ),
+        ("ttl", Acted("expiration and garbage collection")),
+        ("volumeGroupSnapshotLabelKey", Warned(r#""group""#)),
+        ("includeClusterResources", Acted("selection")),
+        ("hooks", Warned(r#"{"resources": [{"name": "freeze"}]}"#)),
+        ("storageLocation", Acted("the location written to")),
+        ("volumeSnapshotLocations", Warned(r#"["aws-default"]"#)),
+        ("defaultVolumesToRestic", Warned("true")),
+        ("defaultVolumesToFsBackup", Warned("true")),
+        ("orderedResources", Acted("archive order")),
+        ("csiSnapshotTimeout", Acted("the wait for CSI snapshots")),
+        (
+            "itemOperationTimeout",
+            Acted("the wait for item operations"),
+        ),
+        (
+            "resourcePolicy",
+            Warned(r#"{"kind": "configmap", "name": "policy"}"#),
+        ),
+        ("snapshotMoveData", Warned("true")),
+        ("datamover", Warned(r#""velero""#)),
+        ("uploaderConfig", Warned(r#"{"parallelFilesUpload": 4}"#)),
+    ];
+
+    const RESTORE_FIELDS: &[(&str, Outcome)] = &[
+        ("backupName", Acted("the backup restored")),
+        ("scheduleName", Acted("the newest backup of the Schedule")),
+        ("includedNamespaces", Acted("selection")),
+        ("excludedNamespaces", Acted("selection")),
+        ("includedResources", Acted("selection")),
+        ("excludedResources", Acted("selection")),
+        (
+            "namespaceMapping",
+            Acted("restored into the mapped namespaces"),
+        ),
+        ("labelSelector", Acted("selection")),
+        ("orLabelSelectors", Acted("selection")),
+        ("restorePVs", Acted("volumes restored or left out")),
+        ("restoreStatus", Acted("status written for the named kinds")),
+        ("preserveNodePorts", Acted("node ports kept or cleared")),
+        ("includeClusterResources", Acted("selection")),
+        ("hooks", Warned(r#"{"resources": [{"name": "migrate"}]}"#)),
+        (
+            "existingResourcePolicy",
+            Acted("existing items updated or left"),
+        ),
+        (
+            "itemOperationTimeout",
+            NothingToDo("a restore here starts no asynchronous item operations"),
+        ),
+        (
+            "resourceModifier",
+            Warned(r#"{"kind": "configmap", "name": "modifiers"}"#),
+        ),
+        ("uploaderConfig", Warned(r#"{"writeSparseFiles": true}"#)),
+    ];
+
+    /// The `spec` properties of the CRD of `kind`.
+    fn spec_fields(kind: &str) -> Vec<String> {
+        let crd = crate::crd::crds()
+            .into_iter()
+            .find(|c| c.spec.names.kind == kind)
+            .unwrap();
+        let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+        let mut fields: Vec<String> = schema["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        fields.sort();
+        fields
+    }
+
+    fn listed(table: &[(&str, Outcome)]) -> Vec<String> {
+        let mut names: Vec<String> = table.iter().map(|(f, _)| (*f).to_owned()).collect();
+        names.sort();
+        names
+    }
+
+    /// Every spec field of the CRDs has an outcome: a field added to a type without one fails
+    /// here, and every field not acted on gets its warning.
+    #[test]
+    fn every_spec_field_is_acted_on_or_warned() {
+        assert_eq!(spec_fields("Backup"), listed(BACKUP_FIELDS));
+        assert_eq!(spec_fields("Restore"), listed(RESTORE_FIELDS));
+        for (field, outcome) in BACKUP_FIELDS {
+            let warnings = match outcome {
+                Warned(value) => {
+                    serde_json::from_str::<BackupSpec>(&format!(r#"{{"{field}": {value}}}"#))
+                        .unwrap()
+                        .unsupported_fields()
+                }
+                Acted(why) | NothingToDo(why) => {
+                    assert!(!why.is_empty(), "{field} says why");
+                    continue;
+                }
+            };
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.starts_with(&format!("spec.{field}"))
+                        || (*field == "defaultVolumesToRestic"
+                            && w.starts_with("spec.defaultVolumesToFsBackup"))),
+                "{field}: {warnings:?}"
+            );
+        }
+        for (field, outcome) in RESTORE_FIELDS {
+            let warnings = match outcome {
+                Warned(value) => {
+                    serde_json::from_str::<RestoreSpec>(&format!(r#"{{"{field}": {value}}}"#))
+                        .unwrap()
+                        .unsupported_fields()
+                }
+                Acted(why) | NothingToDo(why) => {
+                    assert!(!why.is_empty(), "{field} says why");
+                    continue;
+                }
+            };
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.starts_with(&format!("spec.{field}"))),
+                "{field}: {warnings:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_plain_spec_has_nothing_unsupported() {

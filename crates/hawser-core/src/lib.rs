@@ -8,6 +8,7 @@ pub mod csi;
 pub mod duration;
 pub mod errors;
 pub mod layout;
+pub mod pod_annotations;
 pub mod poll;
 pub mod restore;
 pub mod retry_after;

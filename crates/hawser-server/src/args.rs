@@ -173,6 +173,43 @@ pub struct ServerArgs {
     #[arg(long, env = "HAWSER_SCHEDULE_MIN_INTERVAL", default_value = "1m")]
     pub schedule_min_interval: GoDuration,
 
+    /// `spec.defaultVolumesToFsBackup` of a Backup that leaves it unset, written into its spec
+    /// when it starts, as Velero does. File-system backup is not built: a backup with it true
+    /// carries a warning saying its pod volumes have no data.
+    #[arg(
+        long,
+        env = "HAWSER_DEFAULT_VOLUMES_TO_FS_BACKUP",
+        default_value_t = false,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub default_volumes_to_fs_backup: bool,
+
+    /// `spec.snapshotMoveData` of a Backup that leaves it unset, written into its spec when it
+    /// starts, as Velero does. Snapshot data movement is not built: a backup with it true
+    /// carries a warning.
+    #[arg(
+        long,
+        env = "HAWSER_DEFAULT_SNAPSHOT_MOVE_DATA",
+        default_value_t = false,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub default_snapshot_move_data: bool,
+
+    /// `spec.itemOperationTimeout` of a Backup that leaves it unset or zero, written into its
+    /// spec when it starts: how long its CSI snapshots may take to become ready.
+    #[arg(
+        long,
+        env = "HAWSER_DEFAULT_ITEM_OPERATION_TIMEOUT",
+        default_value = "4h"
+    )]
+    pub default_item_operation_timeout: GoDuration,
+
     /// On SIGTERM, how long running backups and restores may take to finish before the server
     /// stops anyway (what is unfinished is resolved by the next leader's recovery). Keep it
     /// below the Pod's terminationGracePeriodSeconds.
@@ -470,6 +507,9 @@ impl ServerArgs {
             backup_sync_period,
             schedule_skip_immediately,
             schedule_min_interval,
+            default_volumes_to_fs_backup,
+            default_snapshot_move_data,
+            default_item_operation_timeout,
             shutdown_grace_period,
             filesystem_roots,
             allow_ambient_credentials,
@@ -545,6 +585,15 @@ impl ServerArgs {
                     "schedule-min-interval",
                     schedule_min_interval,
                 )?,
+                default_volumes_to_fs_backup,
+                default_snapshot_move_data,
+                default_item_operation_timeout: {
+                    positive(
+                        "default-item-operation-timeout",
+                        default_item_operation_timeout,
+                    )?;
+                    default_item_operation_timeout
+                },
             },
             restore: RestoreSettings {
                 resource_priorities: Priorities::from_flag(restore_resource_priorities.as_deref())

@@ -68,6 +68,12 @@ pub(crate) struct BackupSettings {
     pub(crate) schedule_skip_immediately: bool,
     /// `--schedule-min-interval`.
     pub(crate) schedule_min_interval: Duration,
+    /// `--default-volumes-to-fs-backup`: written into a spec that leaves it unset.
+    pub(crate) default_volumes_to_fs_backup: bool,
+    /// `--default-snapshot-move-data`: written into a spec that leaves it unset.
+    pub(crate) default_snapshot_move_data: bool,
+    /// `--default-item-operation-timeout`: written into a spec that leaves it unset or zero.
+    pub(crate) default_item_operation_timeout: GoDuration,
 }
 
 /// The restore controller.

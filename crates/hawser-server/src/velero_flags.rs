@@ -287,16 +287,10 @@ impl FlagTable for ServerFlags {
             .help("How often backup repositories are maintained."),
         VeleroFlag::new("item-operation-sync-frequency", Duration, "0s")
             .help("How often asynchronous plugin operations are polled (0: 10s)."),
-        VeleroFlag::new("default-volumes-to-fs-backup", Bool, "false")
-            .help("Back up every pod volume with file-system backup by default."),
         VeleroFlag::new("uploader-type", Text, "kopia")
             .help("Uploader of pod volume data (kopia)."),
-        VeleroFlag::new("default-item-operation-timeout", Duration, "4h0m0s")
-            .help("Timeout of asynchronous plugin operations."),
         VeleroFlag::new("max-concurrent-k8s-connections", Int, "30")
             .help("Connections to the API server at most."),
-        VeleroFlag::new("default-snapshot-move-data", Bool, "false")
-            .help("Move snapshot data to the storage location by default."),
         VeleroFlag::new("disable-informer-cache", Bool, "false")
             .help("Read restored kinds without informers."),
         VeleroFlag::new("default-volume-snapshot-locations", List, "")
@@ -375,8 +369,7 @@ mod tests {
         let flags = parse(&[
             "--uploader-type=kopia",
             "--features=",
-            "--default-volumes-to-fs-backup=true",
-            "--default-snapshot-move-data",
+            "--disable-informer-cache",
             "--keep-latest-maintenance-jobs=3",
             "--fs-backup-timeout=4h0m0s",
             "--concurrent-backups=2",
@@ -387,9 +380,8 @@ mod tests {
             given(&[
                 ("features", ""),
                 ("fs-backup-timeout", "4h0m0s"),
-                ("default-volumes-to-fs-backup", "true"),
                 ("uploader-type", "kopia"),
-                ("default-snapshot-move-data", "true"),
+                ("disable-informer-cache", "true"),
                 ("keep-latest-maintenance-jobs", "3"),
             ])
         );

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use server_checks::assert_metrics;
 use server_support::{
     BUCKET, FAST, Server, create_backup, create_restore, filesystem_location, peak_rss_kib, phase,
-    poll, restore_record, seed, slow_reads, wait_final, wait_in_progress,
+    poll, restore_artifact, restore_record, seed, slow_reads, wait_final, wait_in_progress,
 };
 
 /// A cluster with `shop` seeded and a Completed backup `base` of it.
@@ -89,6 +89,54 @@ async fn a_restore_into_a_mapped_namespace_completes_and_records_its_outcome() {
         ],
     )
     .await;
+}
+
+/// Velero's restore finalizer: a Restore the server ran carries
+/// `restores.velero.io/external-resources-finalizer`, and `hawser restore delete` removes its
+/// files from the storage location before the object goes, as the CLI says.
+#[tokio::test]
+async fn deleting_a_restore_deletes_its_files_before_the_object() {
+    let (cluster, root, server) = backed_up(2).await;
+    create_restore(
+        &cluster,
+        "gone",
+        json!({"backupName": "base", "namespaceMapping": {"shop": "shop-gone"}}),
+    );
+    let done = wait_final(&cluster, &server, "Restore", "gone").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+    assert_eq!(
+        done["metadata"]["finalizers"],
+        json!(["restores.velero.io/external-resources-finalizer"]),
+        "{done:#}"
+    );
+    let files = restore_artifact(root.path(), "gone", "");
+    assert!(restore_record(root.path(), "gone").is_some());
+    assert!(files.join("restore-gone-results.gz").exists());
+
+    let run = cluster
+        .hawser(&["restore", "delete", "gone", "--confirm"])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    poll(&server, "the Restore deleted", || {
+        cluster
+            .store()
+            .get("velero.io/v1", "Restore", NS, "gone")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let left: Vec<_> = std::fs::read_dir(&files)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "files of the deleted restore: {left:?}");
+    // The backup and what the restore created are untouched.
+    assert!(server_support::backup_record(root.path(), "base").is_some());
+    assert!(
+        cluster
+            .store()
+            .get("v1", "ConfigMap", "shop-gone", "cm-0")
+            .is_some()
+    );
 }
 
 #[tokio::test]
@@ -619,11 +667,7 @@ fn put_hand_backup(cluster: &Cluster, root: &Path, name: &str, archive: &[u8]) {
 }
 
 fn errors_of(root: &Path, restore: &str) -> Vec<String> {
-    let path = root
-        .join(BUCKET)
-        .join("restores")
-        .join(restore)
-        .join(format!("restore-{restore}-results.gz"));
+    let path = restore_artifact(root, restore, &format!("restore-{restore}-results.gz"));
     let results: Value = serde_json::from_reader(flate2::read::GzDecoder::new(
         std::fs::File::open(path).unwrap(),
     ))

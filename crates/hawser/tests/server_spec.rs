@@ -175,3 +175,126 @@ async fn backups_sharing_a_namespace_queue_and_others_run_beside_them() {
         "{log}"
     );
 }
+
+/// Velero's pod annotations for hooks and file-system backup, the server's
+/// `--default-volumes-to-fs-backup` and pod volume data in a backup are not acted on: the
+/// backup and the restore still complete, each with a warning naming what was not done; the
+/// server's defaults are written into the backup's spec when it starts, as Velero does.
+#[tokio::test]
+async fn pod_annotations_and_server_defaults_hawser_does_not_act_on_are_warned() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 1);
+    let store = cluster.store();
+    // A real API server admits a Pod only once its ServiceAccount exists.
+    store
+        .insert(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "default", "namespace": "shop"}}))
+        .unwrap();
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "db-0", "namespace": "shop", "annotations": {
+                "pre.hook.backup.velero.io/command": "[\"/sbin/fsfreeze\", \"--freeze\", \"/data\"]",
+                "backup.velero.io/backup-volumes": "data",
+                "post.hook.restore.velero.io/command": "[\"/bin/migrate\"]"
+            }},
+            "spec": {"containers": [{"name": "db", "image": "postgres:17"}]}
+        }))
+        .unwrap();
+    server_support::filesystem_location(&cluster, "default", root.path());
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--default-volumes-to-fs-backup",
+        "--default-item-operation-timeout=2h",
+    ]);
+    let server = Server::start(&cluster, root.path(), &args).await;
+
+    create_backup(
+        &cluster,
+        "annotated",
+        json!({"includedNamespaces": ["shop"]}),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "annotated").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    let spec = &done["spec"];
+    assert_eq!(spec["defaultVolumesToFsBackup"], true, "{spec:#}");
+    assert_eq!(spec["snapshotMoveData"], false, "{spec:#}");
+    assert_eq!(spec["itemOperationTimeout"], "2h0m0s", "{spec:#}");
+    assert_eq!(spec["csiSnapshotTimeout"], "10m0s", "{spec:#}");
+    let results: Value = serde_json::from_str(&gunzip(&artifact(
+        root.path(),
+        "annotated",
+        "annotated-results.gz",
+    )))
+    .unwrap();
+    let warnings: Vec<&str> = results["warnings"]["velero"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(warnings.len(), 3, "{warnings:#?}");
+    assert_eq!(done["status"]["warnings"], 3, "{done:#}");
+    for wanted in [
+        "spec.defaultVolumesToFsBackup: ",
+        "pod annotation pre.hook.backup.velero.io/command on 1 pod (shop/db-0): backup hooks are not run",
+        "pod annotation backup.velero.io/backup-volumes on 1 pod (shop/db-0): file-system backup",
+    ] {
+        assert!(
+            warnings.iter().any(|w| w.starts_with(wanted)),
+            "{wanted}: {warnings:#?}"
+        );
+    }
+    let described = cluster.hawser(&["backup", "describe", "annotated"]).await;
+    assert!(
+        described.stdout.contains("FS backup by default:    true"),
+        "{}",
+        described.stdout
+    );
+
+    // As Velero's file-system backup would have left it: one pod volume backup of db-0.
+    let pod_volume_backups = json!([{
+        "apiVersion": "velero.io/v1", "kind": "PodVolumeBackup",
+        "metadata": {"name": "annotated-x7k2p", "namespace": "velero"},
+        "spec": {"pod": {"kind": "Pod", "namespace": "shop", "name": "db-0"}, "volume": "data"}
+    }]);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, pod_volume_backups.to_string().as_bytes()).unwrap();
+    std::fs::write(
+        artifact(
+            root.path(),
+            "annotated",
+            "annotated-podvolumebackups.json.gz",
+        ),
+        gz.finish().unwrap(),
+    )
+    .unwrap();
+
+    server_support::create_restore(
+        &cluster,
+        "annotated-back",
+        json!({"backupName": "annotated", "namespaceMapping": {"shop": "shop-copy"}}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "annotated-back").await;
+    assert_eq!(phase(&restored), "Completed", "{restored:#}");
+    let results: Value = serde_json::from_str(&gunzip(&server_support::restore_artifact(
+        root.path(),
+        "annotated-back",
+        "restore-annotated-back-results.gz",
+    )))
+    .unwrap();
+    let warnings = results["warnings"]["velero"].to_string();
+    assert!(
+        warnings.contains(
+            "pod annotation post.hook.restore.velero.io/command on 1 pod (shop-copy/db-0): restore exec hooks are not run"
+        ),
+        "{results:#}"
+    );
+    assert!(
+        warnings.contains(
+            "the backup holds file-system backups of 1 pod volumes (shop/db-0 volume data): restoring pod volume data is not built in hawser"
+        ),
+        "{results:#}"
+    );
+}

@@ -10,6 +10,7 @@ pub mod order;
 pub mod priorities;
 pub mod types;
 pub mod validate;
+pub mod volume_data;
 
 pub use clean::{
     BACKUP_NAME_LABEL, CleanContext, Cleaned, ItemSkip, RESTORE_NAME_LABEL, RESTORE_UID_LABEL,

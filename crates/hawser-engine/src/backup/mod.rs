@@ -507,6 +507,10 @@ async fn run_named(
             send(&lister.sender, &crd_type, crds, &progress).await;
         }
     }
+    for warning in lister.related.annotation_warnings() {
+        log.line("warning", &warning);
+        messages.warn(Scope::Velero, warning);
+    }
     drop(lister);
     if let Some(warning) = backup.spec.unsnapshotted_claims(objects_only) {
         log.line("warning", &warning);

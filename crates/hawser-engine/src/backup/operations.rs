@@ -29,6 +29,7 @@ use hawser_core::csi::{
     BackupOperation, DEFAULT_OPERATION_TIMEOUT, OperationPhase, SnapshotState, snapshot_state,
 };
 use hawser_core::layout::Layout;
+use hawser_core::restore::volume_data::VolumeSideFiles;
 use hawser_core::selection::ApiResource;
 use hawser_store::Location;
 use serde_json::{Value, json};
@@ -100,7 +101,28 @@ pub async fn load_volume_info(
     location: &Location,
     backup: &str,
 ) -> Result<Vec<Value>, BackupError> {
-    let key = Layout::new(None).backup_volume_info(backup);
+    load_list(location, Layout::new(None).backup_volume_info(backup)).await
+}
+
+/// Reads the volume side files of `backup` that name data hawser cannot restore (see
+/// [`hawser_core::restore::volume_data`]); an absent file is an empty list.
+///
+/// # Errors
+/// [`BackupError::Storage`] or [`BackupError::Decode`].
+pub async fn load_volume_side_files(
+    location: &Location,
+    backup: &str,
+) -> Result<VolumeSideFiles, BackupError> {
+    let layout = Layout::new(None);
+    Ok(VolumeSideFiles {
+        pod_volume_backups: load_list(location, layout.backup_pod_volume_backups(backup)).await?,
+        native_snapshots: load_list(location, layout.backup_volume_snapshots(backup)).await?,
+        volume_info: load_volume_info(location, backup).await?,
+    })
+}
+
+/// Reads the gzipped JSON list at `key`; an absent file (or `null`) is an empty list.
+async fn load_list(location: &Location, key: String) -> Result<Vec<Value>, BackupError> {
     let bytes = match location.get(&key).await {
         Ok(bytes) => bytes,
         Err(e) if e.is_not_found() => return Ok(Vec::new()),

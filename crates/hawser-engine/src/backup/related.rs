@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Mutex;
 
 use futures::StreamExt;
+use hawser_core::pod_annotations::{self, AnnotatedPods};
 use hawser_core::selection::related::{
     ADDABLE_TYPES, CLUSTER_ROLE_BINDINGS, ItemKey, PERSISTENT_VOLUME_CLAIMS, PODS,
     SERVICE_ACCOUNTS, bindings_of_accounts, related_items,
@@ -45,6 +46,8 @@ struct Noted {
     /// Claims held back from the archive until their snapshots are taken (see
     /// [`Lister::send`]).
     held_claims: Vec<Value>,
+    /// Pods carrying Velero annotations hawser does not act on.
+    annotated: AnnotatedPods,
 }
 
 impl Related {
@@ -64,6 +67,9 @@ impl Related {
         if group_resource == PERSISTENT_VOLUME_CLAIMS {
             noted.claims_seen += 1;
         }
+        if group_resource == PODS {
+            noted.annotated.observe(pod_annotations::BACKUP, item);
+        }
         if group_resource == SERVICE_ACCOUNTS {
             let key = ItemKey::of(group_resource, item);
             noted.accounts.insert((key.namespace, key.name));
@@ -76,6 +82,11 @@ impl Related {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// One warning per Velero pod annotation met that hawser does not act on.
+    pub(crate) fn annotation_warnings(&self) -> Vec<String> {
+        self.lock().annotated.warnings(pod_annotations::BACKUP)
     }
 
     /// Claims selected so far.

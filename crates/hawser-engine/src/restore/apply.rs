@@ -11,11 +11,12 @@ use hawser_core::csi::{
     VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOTS, claimed_by_another, own_snapshot, restored_content,
     restored_content_name,
 };
+use hawser_core::pod_annotations::{self, AnnotatedPods};
 use hawser_core::restore::{
     CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, NonCanonicalType, RestoreSelection,
     clean, decide, made_by_restore,
 };
-use hawser_core::selection::related::PERSISTENT_VOLUMES;
+use hawser_core::selection::related::{PERSISTENT_VOLUMES, PODS};
 use hawser_core::selection::{Catalogue, NAMESPACES};
 use kube::Client;
 use serde::de::IgnoredAny;
@@ -52,6 +53,8 @@ pub(crate) struct Restorer {
     pub crds_touched: Mutex<Vec<String>>,
     /// What an archived VolumeSnapshot is checked against before its handle is brought back.
     pub proof: SnapshotProof,
+    /// Pods restored that carry Velero annotations hawser does not act on (restore hooks).
+    pub annotated: Mutex<AnnotatedPods>,
 }
 
 /// What shows that an archived snapshot handle is the backup's own (see
@@ -246,6 +249,15 @@ impl Restorer {
                 );
             }
             return;
+        }
+        if gr == PODS {
+            self.annotated
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .observe_as(pod_annotations::RESTORE, &object, || {
+                    let namespace = target.namespace.as_deref().unwrap_or_default();
+                    format!("{namespace}/{}", target.name)
+                });
         }
         match self.check_target(collection, &target) {
             Ok(c) => self.create(c, &target, source_ns.as_deref(), object).await,

@@ -62,7 +62,9 @@ use hawser_core::archive::gzjson::{Results, to_gz_json};
 use hawser_core::csi::VOLUME_SNAPSHOTS;
 use hawser_core::errors::chain_text;
 use hawser_core::layout::Layout;
+use hawser_core::pod_annotations;
 use hawser_core::poll::poll_until;
+use hawser_core::restore::volume_data;
 use hawser_core::restore::{
     ArchiveTypes, ExistingPolicy, Priorities, RestoreFilters, RestoreSelection, Tier, restore_order,
 };
@@ -459,6 +461,24 @@ async fn run_named(
     for warning in restore.spec.unsupported_fields() {
         report.warn(Scope::Velero, warning);
     }
+    // Volume data made by Velero that is not restored here is named, unless no volume data
+    // was asked for.
+    if restore.spec.restore_pvs != Some(false) {
+        match crate::backup::operations::load_volume_side_files(location, &backup_name).await {
+            Ok(files) => {
+                for warning in volume_data::warnings(&files) {
+                    report.warn(Scope::Velero, warning);
+                }
+            }
+            Err(e) => report.warn(
+                Scope::Velero,
+                format!(
+                    "the backup's volume side files could not be read, so volume data it holds that hawser cannot restore (file-system backups, native snapshots, moved snapshot data) is not named here: {}",
+                    chain_text(&e)
+                ),
+            ),
+        }
+    }
     let catalogue = crate::cluster::catalogue(&client)
         .await
         .map_err(RestoreError::Discovery)?;
@@ -492,6 +512,7 @@ async fn run_named(
             backup_uid,
             ..SnapshotProof::default()
         },
+        annotated: Mutex::default(),
     };
     let key = layout.backup_contents(&backup_name);
     let checking = std::time::Instant::now();
@@ -540,6 +561,14 @@ async fn run_named(
         }
     }
     drop(waiting);
+    let annotated = restorer
+        .annotated
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .warnings(pod_annotations::RESTORE);
+    for warning in annotated {
+        report.warn(Scope::Velero, warning);
+    }
 
     let items_restored = report.finish_progress();
     let phase = if report.error_count() > 0 {

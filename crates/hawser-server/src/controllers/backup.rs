@@ -33,6 +33,7 @@ use hawser_api::labels::{
 };
 use hawser_api::phase::BackupPhase;
 use hawser_core::archive::FORMAT_VERSION;
+use hawser_core::duration::GoDuration;
 use hawser_core::restore::clean::valid_label_value;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -101,6 +102,19 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         // location this backup went to whatever the defaults are by then.
         .spec_field("storageLocation", backup.spec.storage_location.clone())
         .spec_field("ttl", json!(backup.spec.ttl))
+        .spec_field(
+            "defaultVolumesToFsBackup",
+            json!(backup.spec.default_volumes_to_fs_backup),
+        )
+        .spec_field("snapshotMoveData", json!(backup.spec.snapshot_move_data))
+        .spec_field(
+            "csiSnapshotTimeout",
+            json!(backup.spec.csi_snapshot_timeout),
+        )
+        .spec_field(
+            "itemOperationTimeout",
+            json!(backup.spec.item_operation_timeout),
+        )
         .label(
             STORAGE_LOCATION,
             valid_label_value(&backup.spec.storage_location.clone().unwrap_or_default()),
@@ -258,6 +272,32 @@ const RESERVED_NAMES: [&str; 6] = [
     "backups", "restores", "restic", "metadata", "plugins", "kopia",
 ];
 
+/// The server's defaults of what `spec` leaves unset, as Velero's backup controller fills
+/// them in before the backup starts (and writes them into the spec, so that `describe` shows
+/// the values in force): TTL, file-system backup by default, snapshot data movement, the CSI
+/// snapshot timeout (Velero's 10 minutes, which the snapshot wait also falls back to) and the
+/// item operation timeout.
+fn server_defaults(settings: &crate::settings::BackupSettings, spec: &mut hawser_api::BackupSpec) {
+    let unset = |d: Option<GoDuration>| d.is_none_or(|d| d.is_zero());
+    if unset(spec.ttl) {
+        spec.ttl = Some(settings.default_ttl);
+    }
+    // Velero's deprecated field still asks for file-system backup.
+    if spec.default_volumes_to_fs_backup.is_none() {
+        spec.default_volumes_to_fs_backup = Some(
+            spec.default_volumes_to_restic == Some(true) || settings.default_volumes_to_fs_backup,
+        );
+    }
+    spec.snapshot_move_data
+        .get_or_insert(settings.default_snapshot_move_data);
+    if unset(spec.csi_snapshot_timeout) {
+        spec.csi_snapshot_timeout = Some(GoDuration::from_mins(10));
+    }
+    if unset(spec.item_operation_timeout) {
+        spec.item_operation_timeout = Some(settings.default_item_operation_timeout);
+    }
+}
+
 /// Validation (see the module docs).
 async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
     let mut backup: Backup = match serde_json::from_value(json) {
@@ -271,9 +311,7 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
             RESERVED_NAMES.join(", ")
         ));
     }
-    if backup.spec.ttl.is_none_or(|t| t.is_zero()) {
-        backup.spec.ttl = Some(ctx.settings.backup.default_ttl);
-    }
+    server_defaults(&ctx.settings.backup, &mut backup.spec);
     let named = backup
         .spec
         .storage_location

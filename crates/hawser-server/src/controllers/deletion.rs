@@ -42,6 +42,7 @@ use hawser_engine::backup::operations::{self, SnapshotDeletion, SnapshotOperatio
 use hawser_store::Location;
 
 use crate::context::{Context, backup_location_name, schedule_of};
+use crate::controllers::restore_files;
 use crate::objects::{self, text, velero_api};
 use crate::readiness::Watch;
 
@@ -347,8 +348,9 @@ async fn delete_snapshots(
     }
 }
 
-/// Deletes a restore's files in `location`, its record kept in the cluster, and its object. A
-/// storage failure is `Failed`; the API not answering is `Later`.
+/// Deletes a restore's files in `location`, its record kept in the cluster, and its object (its
+/// finalizer taken off first: its files are gone). A storage failure is `Failed`; the API not
+/// answering is `Later`.
 async fn delete_restore(
     ctx: &Context,
     restores: &kube::Api<kube::api::DynamicObject>,
@@ -356,16 +358,14 @@ async fn delete_restore(
     restore: &Value,
 ) -> Result<(), Outcome> {
     let name = text(restore, "/metadata/name");
-    location.delete_restore(name).await.map_err(|e| {
-        Outcome::Failed(vec![format!(
-            "deleting the files of restore {name}: {}",
-            e.full_message()
-        )])
-    })?;
-    let uid = text(restore, "/metadata/uid");
-    crate::records::remove_cluster_record(&ctx.client, &ctx.namespace, uid)
+    restore_files::delete_files(ctx, location, restore)
         .await
-        .map_err(|e| Outcome::Later(format!("deleting the record of restore {name}: {e}")))?;
+        .map_err(|why| Outcome::Failed(vec![why]))?;
+    if restore_files::has_finalizer(restore) {
+        restore_files::remove_finalizer(ctx, name)
+            .await
+            .map_err(Outcome::Later)?;
+    }
     objects::delete(ctx, restores, name)
         .await
         .map_err(|e| Outcome::Later(format!("deleting Restore {name}: {e}")))

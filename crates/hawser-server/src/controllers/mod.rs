@@ -10,6 +10,7 @@ pub(crate) mod gc;
 pub(crate) mod operations;
 mod requests;
 pub(crate) mod restore;
+pub(crate) mod restore_files;
 pub(crate) mod schedule;
 pub(crate) mod server_status;
 pub(crate) mod sync;

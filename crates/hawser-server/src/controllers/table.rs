@@ -21,7 +21,8 @@ use tokio::task::JoinSet;
 use crate::args::ArgsError;
 use crate::context::Context;
 use crate::controllers::{
-    backup, bsl, deletion, download, gc, operations, restore, schedule, server_status, sync, vsl,
+    backup, bsl, deletion, download, gc, operations, restore, restore_files, schedule,
+    server_status, sync, vsl,
 };
 use crate::queue;
 use crate::readiness::{Readiness, Watch};
@@ -136,16 +137,14 @@ pub(crate) const CONTROLLERS: &[Controller] = &[
         ready_on: Some("restores"),
         can_disable: true,
         off_when_restore_only: false,
+        // With the deletion of its Restores' files (Velero's restore controller does both).
         start: |ctx, inputs, health| {
             let reruns = inputs.restore_reruns.take().unwrap_or_else(closed);
-            Box::pin(queue::run(
-                ctx,
-                Kind::Restore,
-                1,
-                restore::handle,
-                health,
-                reruns,
-            ))
+            let files = restore_files::run(ctx.clone());
+            let queue = queue::run(ctx, Kind::Restore, 1, restore::handle, health, reruns);
+            Box::pin(async move {
+                futures::future::join(queue, files).await;
+            })
         },
     },
     Controller {

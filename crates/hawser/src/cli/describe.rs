@@ -324,6 +324,14 @@ fn spec_sections(text: &mut Text, spec: &BackupSpec) {
             optional_bool(spec.snapshot_volumes, "auto"),
         ),
         (
+            "FS backup by default",
+            optional_bool(spec.default_volumes_to_fs_backup, "false"),
+        ),
+        (
+            "Snapshot move data",
+            optional_bool(spec.snapshot_move_data, "false"),
+        ),
+        (
             "CSI snapshot timeout",
             duration(spec.csi_snapshot_timeout, "10m0s"),
         ),

@@ -142,6 +142,16 @@ pub struct InstallArgs {
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = go_bool, action = ArgAction::Set, default_value = "false")]
     pub restore_only: bool,
+    /// Pass `--default-volumes-to-fs-backup` to the server (file-system backup is not built:
+    /// backups then say that their pod volumes have no data).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = go_bool, action = ArgAction::Set, default_value = "false")]
+    pub default_volumes_to_fs_backup: bool,
+    /// Pass `--default-snapshot-move-data` to the server (snapshot data movement is not
+    /// built: backups then say so).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = go_bool, action = ArgAction::Set, default_value = "false")]
+    pub default_snapshot_move_data: bool,
     /// Another argument for `hawser server`, passed as given (repeatable), e.g.
     /// `--server-arg=--client-qps=100`.
     #[arg(long = "server-arg", allow_hyphen_values = true)]
@@ -235,8 +245,20 @@ pub fn plan_from_args(namespace: &str, args: &InstallArgs) -> Result<InstallPlan
     if args.schedule_skip_immediately {
         server_args.push("--schedule-skip-immediately=true".to_owned());
     }
-    if args.restore_only {
-        server_args.push("--restore-only".to_owned());
+    for (given, flag) in [
+        (args.restore_only, "--restore-only"),
+        (
+            args.default_volumes_to_fs_backup,
+            "--default-volumes-to-fs-backup",
+        ),
+        (
+            args.default_snapshot_move_data,
+            "--default-snapshot-move-data",
+        ),
+    ] {
+        if given {
+            server_args.push(flag.to_owned());
+        }
     }
     // Credentials are given: locations that name none do not borrow the server's own identity.
     if credentials.is_some() {

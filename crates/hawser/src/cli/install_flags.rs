@@ -44,11 +44,7 @@ impl FlagTable for InstallFlags {
             .help("How often backup repositories are maintained."),
         VeleroFlag::new("pod-volume-operation-timeout", Duration, "")
             .help("Timeout of pod volume backups and restores (--fs-backup-timeout)."),
-        VeleroFlag::new("default-volumes-to-fs-backup", Bool, "false")
-            .help("Back up every pod volume with file-system backup by default."),
         VeleroFlag::new("uploader-type", Text, "kopia").help("Uploader of pod volume data."),
-        VeleroFlag::new("default-snapshot-move-data", Bool, "false")
-            .help("Move snapshot data to the storage location by default."),
         VeleroFlag::new("disable-informer-cache", Bool, "false")
             .help("Read restored kinds without informers."),
         VeleroFlag::new("keep-latest-maintenance-jobs", Int, "")

@@ -500,6 +500,11 @@ pub fn artifact(root: &Path, backup: &str, file: &str) -> PathBuf {
     root.join(BUCKET).join("backups").join(backup).join(file)
 }
 
+/// A file of restore `restore` in the filesystem location rooted at `root`.
+pub fn restore_artifact(root: &Path, restore: &str, file: &str) -> PathBuf {
+    root.join(BUCKET).join("restores").join(restore).join(file)
+}
+
 /// The entry paths of a backup archive file.
 pub fn archive_paths(path: &Path) -> Vec<String> {
     use hawser_core::archive::{ArchiveReader, ReaderOptions};
