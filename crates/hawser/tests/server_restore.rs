@@ -666,12 +666,17 @@ fn put_hand_backup(cluster: &Cluster, root: &Path, name: &str, archive: &[u8]) {
         .unwrap();
 }
 
-fn errors_of(root: &Path, restore: &str) -> Vec<String> {
+/// The results file of restore `restore`.
+fn results_of(root: &Path, restore: &str) -> Value {
     let path = restore_artifact(root, restore, &format!("restore-{restore}-results.gz"));
-    let results: Value = serde_json::from_reader(flate2::read::GzDecoder::new(
+    serde_json::from_reader(flate2::read::GzDecoder::new(
         std::fs::File::open(path).unwrap(),
     ))
-    .unwrap();
+    .unwrap()
+}
+
+fn errors_of(root: &Path, restore: &str) -> Vec<String> {
+    let results = results_of(root, restore);
     let mut all = Vec::new();
     for scope in ["velero", "cluster"] {
         for m in results["errors"][scope].as_array().into_iter().flatten() {
@@ -1017,4 +1022,129 @@ async fn an_encrypted_archive_holds_no_secret_in_clear_and_restores_with_its_key
             .contains("the archive is encrypted, and its location names no archive key"),
         "{keyless:#}"
     );
+}
+
+/// A restore into a new cluster, as Velero does it: claims lose the annotations that tie them
+/// to the old cluster (the node a `WaitForFirstConsumer` class picked, the provisioner), and
+/// Velero's `change-storage-class` ConfigMap maps the classes of claims and StatefulSet claim
+/// templates; a mapping to a class the cluster lacks is a warning and changes nothing.
+#[tokio::test]
+async fn a_disaster_recovery_restore_maps_storage_classes_and_frees_claims_from_old_nodes() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 1);
+    let store = cluster.store();
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "shop", "annotations": {
+                "volume.kubernetes.io/selected-node": "node-of-the-old-cluster",
+                "volume.kubernetes.io/storage-provisioner": "disk.csi.example.com",
+                "team": "storage"
+            }},
+            "spec": {"storageClassName": "old-class", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}
+        }))
+        .unwrap();
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "logs", "namespace": "shop"},
+            "spec": {"storageClassName": "other-class", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}
+        }))
+        .unwrap();
+    let template = json!({"metadata": {"labels": {"app": "db"}},
+                          "spec": {"containers": [{"name": "db", "image": "postgres:17"}]}});
+    store
+        .insert(json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": "shop"},
+            "spec": {"serviceName": "db", "replicas": 0,
+                     "selector": {"matchLabels": {"app": "db"}}, "template": template,
+                     "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                         "spec": {"storageClassName": "old-class", "accessModes": ["ReadWriteOnce"],
+                                  "resources": {"requests": {"storage": "1Gi"}}}}]}
+        }))
+        .unwrap();
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(
+        &cluster,
+        "dr",
+        json!({"includedNamespaces": ["shop"], "snapshotVolumes": false}),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "dr").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+
+    // The new cluster has a class of its own, and Velero's plugin ConfigMap naming it.
+    store
+        .insert(json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "new-class"}, "provisioner": "disk.csi.example.com",
+            "volumeBindingMode": "WaitForFirstConsumer"
+        }))
+        .unwrap();
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "change-storage-class-config", "namespace": NS, "labels": {
+                "velero.io/plugin-config": "",
+                "velero.io/change-storage-class": "RestoreItemAction"
+            }},
+            "data": {"old-class": "new-class", "other-class": "missing-class"}
+        }))
+        .unwrap();
+    create_restore(
+        &cluster,
+        "dr-back",
+        json!({"backupName": "dr", "namespaceMapping": {"shop": "shop-dr"}}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "dr-back").await;
+    assert_eq!(phase(&restored), "Completed", "{restored:#}");
+    assert_eq!(restored["status"]["warnings"], 1, "{restored:#}");
+    let warnings = restore_warnings(root.path(), "dr-back");
+    assert!(
+        warnings[0].contains(
+            "maps storage class other-class to missing-class, which does not exist in this cluster"
+        ),
+        "{warnings:?}"
+    );
+
+    let claim = store
+        .get("v1", "PersistentVolumeClaim", "shop-dr", "data")
+        .unwrap();
+    assert_eq!(claim["spec"]["storageClassName"], "new-class", "{claim:#}");
+    let annotations = &claim["metadata"]["annotations"];
+    assert!(
+        annotations
+            .get("volume.kubernetes.io/selected-node")
+            .is_none()
+            && annotations
+                .get("volume.kubernetes.io/storage-provisioner")
+                .is_none()
+            && annotations["team"] == "storage",
+        "{claim:#}"
+    );
+    let logs = store
+        .get("v1", "PersistentVolumeClaim", "shop-dr", "logs")
+        .unwrap();
+    assert_eq!(logs["spec"]["storageClassName"], "other-class");
+    let set = store
+        .get("apps/v1", "StatefulSet", "shop-dr", "db")
+        .unwrap();
+    assert_eq!(
+        set["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"], "new-class",
+        "{set:#}"
+    );
+}
+
+fn restore_warnings(root: &Path, restore: &str) -> Vec<String> {
+    results_of(root, restore)["warnings"]["velero"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
 }

@@ -18,7 +18,14 @@
 //!   `kubectl.kubernetes.io/last-applied-configuration` annotation or in `managedFields`).
 //! * Pod: `nodeName` and `priority` cleared; legacy `<sa>-token-*` volumes and mounts dropped.
 //! * Job: `controller-uid` labels removed from the selector and the pod template.
-//! * PVC and PV: annotations `pv.kubernetes.io/bind-completed` and
+//! * PVC: the annotations Velero removes: `pv.kubernetes.io/bind-completed`,
+//!   `pv.kubernetes.io/bound-by-controller`, both `storage-provisioner` keys,
+//!   `volume.kubernetes.io/selected-node` (a node of the old cluster would keep a
+//!   `WaitForFirstConsumer` claim `Pending`), `velero.io/volume-snapshot-name` and
+//!   `velero.io/data-upload-name`.
+//! * Storage classes: with Velero's `change-storage-class` mapping, a PVC's, a PV's and a
+//!   StatefulSet's claim templates' `storageClassName` of an old class becomes the new one.
+//! * PV: annotations `pv.kubernetes.io/bind-completed` and
 //!   `pv.kubernetes.io/bound-by-controller` removed; PV `claimRef.uid`/`resourceVersion`
 //!   removed and `claimRef.namespace` mapped; a PVC bound to a re-provisioned PV loses
 //!   `spec.volumeName`.
@@ -63,6 +70,19 @@ pub const REMOVED_METADATA: [&str; 9] = [
 const BIND_ANNOTATIONS: [&str; 2] = [
     "pv.kubernetes.io/bind-completed",
     "pv.kubernetes.io/bound-by-controller",
+];
+/// The annotations Velero's restore action removes from a claim: the binding's, the
+/// provisioner's (a new cluster provisions again), the node a `WaitForFirstConsumer` class
+/// picked (the new cluster may have no such node: the claim would stay `Pending`), and the
+/// names of the snapshot and data upload it was backed up through.
+const CLAIM_ANNOTATIONS: [&str; 7] = [
+    "pv.kubernetes.io/bind-completed",
+    "pv.kubernetes.io/bound-by-controller",
+    "volume.kubernetes.io/storage-provisioner",
+    "volume.beta.kubernetes.io/storage-provisioner",
+    "volume.kubernetes.io/selected-node",
+    "velero.io/volume-snapshot-name",
+    "velero.io/data-upload-name",
 ];
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 const MIRROR_POD: &str = "kubernetes.io/config.mirror";
@@ -121,6 +141,10 @@ pub struct CleanContext<'a> {
     pub reprovisioned_pvs: &'a BTreeSet<String>,
     /// The archived CSI snapshots of claims: (source namespace, claim) → VolumeSnapshot name.
     pub snapshots: &'a BTreeMap<(String, String), String>,
+    /// Velero's `change-storage-class` mapping (old class → new class), only the entries whose
+    /// new class exists: claims, volumes and StatefulSet claim templates of an old class get
+    /// the new one.
+    pub storage_classes: &'a BTreeMap<String, String>,
 }
 
 impl CleanContext<'_> {
@@ -211,7 +235,8 @@ pub fn clean(
         "pods" => clean_pod(&mut obj),
         "jobs.batch" => clean_job(&mut obj),
         "persistentvolumeclaims" => {
-            remove_annotations(&mut obj, &BIND_ANNOTATIONS);
+            remove_annotations(&mut obj, &CLAIM_ANNOTATIONS);
+            map_storage_class(&mut obj, "/spec/storageClassName", ctx);
             let snapshot = source_namespace.and_then(|ns| {
                 let name = str_at(&obj, "/metadata/name").unwrap_or_default();
                 ctx.snapshots.get(&(ns.to_owned(), name.to_owned()))
@@ -246,7 +271,23 @@ pub fn clean(
                 );
             }
         }
-        "persistentvolumes" => clean_pv(&mut obj, ctx),
+        "persistentvolumes" => {
+            clean_pv(&mut obj, ctx);
+            map_storage_class(&mut obj, "/spec/storageClassName", ctx);
+        }
+        "statefulsets.apps" => {
+            let templates = obj
+                .pointer("/spec/volumeClaimTemplates")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            for i in 0..templates {
+                map_storage_class(
+                    &mut obj,
+                    &format!("/spec/volumeClaimTemplates/{i}/spec/storageClassName"),
+                    ctx,
+                );
+            }
+        }
         "serviceaccounts" => clean_service_account(&mut obj),
         "rolebindings.rbac.authorization.k8s.io"
         | "clusterrolebindings.rbac.authorization.k8s.io" => map_subjects(&mut obj, ctx),
@@ -543,6 +584,15 @@ fn clean_pv(obj: &mut Value, ctx: &CleanContext<'_>) {
             let target = ctx.target(ns).to_string();
             claim.insert("namespace".into(), Value::from(target));
         }
+    }
+}
+
+/// The storage class at `pointer`, replaced by its mapping when it has one.
+fn map_storage_class(obj: &mut Value, pointer: &str, ctx: &CleanContext<'_>) {
+    if let Some(class) = obj.pointer_mut(pointer)
+        && let Some(new) = class.as_str().and_then(|c| ctx.storage_classes.get(c))
+    {
+        *class = Value::from(new.as_str());
     }
 }
 

@@ -6,6 +6,7 @@ use super::*;
 
 static NO_PVS: BTreeSet<String> = BTreeSet::new();
 static NO_SNAPSHOTS: BTreeMap<(String, String), String> = BTreeMap::new();
+static NO_CLASSES: BTreeMap<String, String> = BTreeMap::new();
 
 fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
     CleanContext {
@@ -16,6 +17,7 @@ fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
         namespace_mapping: mapping,
         reprovisioned_pvs: &NO_PVS,
         snapshots: &NO_SNAPSHOTS,
+        storage_classes: &NO_CLASSES,
     }
 }
 
@@ -470,4 +472,53 @@ fn a_claim_with_a_snapshot_is_provisioned_from_it_and_the_snapshot_from_a_new_co
         skip_reason(crate::csi::VOLUME_SNAPSHOT_CONTENTS, &json!({})),
         Some(ItemSkip::SnapshotContent)
     );
+}
+
+#[test]
+fn a_claim_loses_the_annotations_of_the_old_cluster_and_keeps_the_others() {
+    let m = no_mapping();
+    let pvc = json!({"metadata": {"name": "data", "namespace": "shop", "annotations": {
+        "pv.kubernetes.io/bind-completed": "yes",
+        "pv.kubernetes.io/bound-by-controller": "yes",
+        "volume.kubernetes.io/storage-provisioner": "ebs.csi.aws.com",
+        "volume.beta.kubernetes.io/storage-provisioner": "ebs.csi.aws.com",
+        "volume.kubernetes.io/selected-node": "ip-10-0-1-5",
+        "velero.io/volume-snapshot-name": "velero-data-abcde",
+        "velero.io/data-upload-name": "nightly-x7k2p",
+        "team": "storage"
+    }}, "spec": {"storageClassName": "gp3"}});
+    let out = clean("persistentvolumeclaims", pvc, Some("shop"), &ctx(&m), false).object;
+    assert_eq!(out["metadata"]["annotations"], json!({"team": "storage"}));
+}
+
+#[test]
+fn the_storage_class_mapping_changes_claims_volumes_and_claim_templates() {
+    let m = no_mapping();
+    let classes = BTreeMap::from([("gp2".to_owned(), "gp3".to_owned())]);
+    let c = CleanContext {
+        storage_classes: &classes,
+        ..ctx(&m)
+    };
+    let pvc = json!({"metadata": {"name": "a", "namespace": "shop"},
+                     "spec": {"storageClassName": "gp2"}});
+    let out = clean("persistentvolumeclaims", pvc, Some("shop"), &c, false).object;
+    assert_eq!(out["spec"]["storageClassName"], "gp3");
+    let pv = json!({"metadata": {"name": "pv-1"}, "spec": {"storageClassName": "gp2"}});
+    let out = clean("persistentvolumes", pv, None, &c, false).object;
+    assert_eq!(out["spec"]["storageClassName"], "gp3");
+    let set = json!({"metadata": {"name": "db", "namespace": "shop"}, "spec": {
+    "volumeClaimTemplates": [
+        {"metadata": {"name": "data"}, "spec": {"storageClassName": "gp2"}},
+        {"metadata": {"name": "logs"}, "spec": {"storageClassName": "standard"}},
+        {"metadata": {"name": "none"}, "spec": {}}
+    ]}});
+    let out = clean("statefulsets.apps", set, Some("shop"), &c, false).object;
+    let templates = &out["spec"]["volumeClaimTemplates"];
+    assert_eq!(templates[0]["spec"]["storageClassName"], "gp3");
+    assert_eq!(templates[1]["spec"]["storageClassName"], "standard");
+    assert!(templates[2]["spec"].get("storageClassName").is_none());
+    let other = json!({"metadata": {"name": "b", "namespace": "shop"},
+                       "spec": {"storageClassName": "standard"}});
+    let out = clean("persistentvolumeclaims", other, Some("shop"), &c, false).object;
+    assert_eq!(out["spec"]["storageClassName"], "standard");
 }

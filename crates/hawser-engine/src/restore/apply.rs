@@ -55,6 +55,8 @@ pub(crate) struct Restorer {
     pub proof: SnapshotProof,
     /// Pods restored that carry Velero annotations hawser does not act on (restore hooks).
     pub annotated: Mutex<AnnotatedPods>,
+    /// Velero's `change-storage-class` mapping (see [`super::plugin_config`]).
+    pub storage_classes: BTreeMap<String, String>,
 }
 
 /// What shows that an archived snapshot handle is the backup's own (see
@@ -149,6 +151,7 @@ impl Restorer {
             namespace_mapping: &self.mapping,
             reprovisioned_pvs: &self.reprovisioned_pvs,
             snapshots: &self.snapshots,
+            storage_classes: &self.storage_classes,
         }
     }
 

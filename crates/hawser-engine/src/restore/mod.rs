@@ -45,6 +45,7 @@
 mod apply;
 mod error;
 mod namespaces;
+mod plugin_config;
 mod results;
 mod scan;
 
@@ -513,7 +514,15 @@ async fn run_named(
             ..SnapshotProof::default()
         },
         annotated: Mutex::default(),
+        storage_classes: BTreeMap::new(),
     };
+    let namespace = restore.metadata.namespace.clone().unwrap_or_default();
+    let (storage_classes, warnings) =
+        plugin_config::storage_classes(&restorer.client, &namespace, options.api_retry).await;
+    restorer.storage_classes = storage_classes;
+    for warning in warnings {
+        report.warn(Scope::Velero, warning);
+    }
     let key = layout.backup_contents(&backup_name);
     let checking = std::time::Instant::now();
     let (mut checked, mut waiting) = check_archive(
