@@ -433,3 +433,91 @@ async fn wait_exits_3_when_the_backup_fails() {
     assert_eq!(run.code, 3, "stderr: {}", run.stderr);
     assert!(run.stderr.contains("Backup w2: Failed"), "{}", run.stderr);
 }
+
+/// Each failure is one readable line (the API server's message, never a debug dump or the
+/// same message again as a cause) and a hint, and a sick API server ends the command at once
+/// instead of minutes of hidden retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_one_readable_line_with_a_hint_and_never_wait_on_a_sick_api_server() {
+    let lines = |run: &cli_support::Run| -> Vec<String> {
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            !run.stderr.contains("Status {")
+                && !run.stderr.contains("Some(")
+                && !run.stderr.contains("caused by")
+                && !run.stderr.contains("ERROR"),
+            "{}",
+            run.stderr
+        );
+        run.stderr.lines().map(str::to_owned).collect()
+    };
+
+    // No CRDs installed.
+    let bare = Cluster::empty().await;
+    let out = lines(&bare.hawser(&["backup", "get"]).await);
+    assert_eq!(out.len(), 2, "{out:#?}");
+    assert!(out[1].contains("run `hawser install`"), "{out:#?}");
+
+    let cluster = Cluster::start().await;
+    // A name taken.
+    assert_eq!(cluster.hawser(&["backup", "create", "b1"]).await.code, 0);
+    let out = lines(&cluster.hawser(&["backup", "create", "b1"]).await);
+    assert!(
+        out[0].ends_with("already exists") && out[1].contains("choose another name"),
+        "{out:#?}"
+    );
+    // A namespace that does not exist.
+    let out = lines(
+        &cluster
+            .hawser(&["backup", "create", "b2", "-n", "nowhere"])
+            .await,
+    );
+    assert!(
+        out[0].contains("\"nowhere\" not found") && out[1].contains("pass -n NAMESPACE"),
+        "{out:#?}"
+    );
+
+    // An API server answering 503 to everything: the command ends at once, saying so.
+    cluster
+        .sim
+        .faults()
+        .status(kube_sim::StatusFault::new(503).resources(&["backups"]));
+    let started = std::time::Instant::now();
+    let out = lines(&cluster.hawser(&["backup", "get"]).await);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        out[0].contains("the API server answered 503") && out[1].contains("overloaded"),
+        "{out:#?}"
+    );
+
+    // An API server that cannot be reached: the innermost cause, once.
+    let closed = cluster.dir().join("closed.kubeconfig");
+    let text = std::fs::read_to_string(&cluster.kubeconfig).unwrap();
+    let url = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .unwrap()
+        .to_owned();
+    std::fs::write(&closed, text.replace(&url, "http://127.0.0.1:1")).unwrap();
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
+        .args(["backup", "get"])
+        .env("KUBECONFIG", &closed)
+        .output()
+        .await
+        .unwrap();
+    let run = cli_support::Run {
+        code: run.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&run.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&run.stderr).into_owned(),
+    };
+    let out = lines(&run);
+    assert_eq!(out.len(), 2, "{out:#?}");
+    assert!(
+        out[0].contains("cannot reach the API server (") && out[1].contains("reachable"),
+        "{out:#?}"
+    );
+}

@@ -167,21 +167,27 @@ impl CliError {
         }
     }
 
-    /// The message printed on stderr: the error, its causes, and a hint when there is one.
+    /// The message printed on stderr: one line saying what failed and why (the API server's
+    /// own message, or the innermost cause of a connection failure; never a debug dump, each
+    /// message once), and a hint when there is one.
     pub fn for_people(&self) -> String {
-        let mut text = format!("error: {self}");
-        let mut source = std::error::Error::source(self);
-        while let Some(cause) = source {
-            text.push_str(&format!("\n  caused by: {cause}"));
-            source = cause.source();
-        }
+        let mut text = format!("error: {}", self.line());
         if let Some(hint) = self.hint() {
             text.push_str(&format!("\n  hint: {hint}"));
         }
         text
     }
 
-    fn hint(&self) -> Option<String> {
+    /// What failed and why, in one line (see [`for_people`](Self::for_people)).
+    pub fn line(&self) -> String {
+        match std::error::Error::source(self) {
+            Some(cause) => format!("{self}: {}", cause_line(cause)),
+            None => self.to_string(),
+        }
+    }
+
+    /// What to do about it, when there is something to say.
+    pub fn hint(&self) -> Option<String> {
         match self {
             Self::NotFound { hint, .. } | Self::Refused { hint, .. } => Some(hint.clone()),
             Self::NotConfirmed => Some(
@@ -194,25 +200,7 @@ impl CliError {
                 "pass --kubeconfig (or set KUBECONFIG) and --kubecontext, or run inside a cluster"
                     .to_owned(),
             ),
-            Self::Api {
-                source: kube::Error::Api(status),
-                ..
-            } if status.code == 403 => {
-                Some("the credentials in use lack RBAC permission for this request".to_owned())
-            }
-            Self::Api {
-                source: kube::Error::Api(status),
-                ..
-            } if status.code == 409 => {
-                Some("the object already exists; choose another name".to_owned())
-            }
-            Self::Api {
-                source: kube::Error::Api(_),
-                ..
-            } => None,
-            Self::Api { .. } => {
-                Some("is the API server reachable? check --kubeconfig/--kubecontext".to_owned())
-            }
+            Self::Api { source, .. } => api_case(source).hint(),
             _ => None,
         }
     }
@@ -232,5 +220,217 @@ impl CliError {
             flag,
             reason: reason.into(),
         }
+    }
+}
+
+/// What kind of API failure an error is, for its hint.
+#[derive(Debug, PartialEq, Eq)]
+enum ApiCase {
+    /// The API server does not serve the resource: the CRDs are not installed.
+    NotServed,
+    /// The namespace named does not exist.
+    NoNamespace,
+    /// The name is taken.
+    AlreadyExists,
+    /// The object was refused as invalid.
+    Invalid { name: bool },
+    /// RBAC refused the request.
+    Forbidden,
+    /// The API server is overloaded or restarting (429, 5xx).
+    Unavailable,
+    /// The API server could not be reached at all.
+    Unreachable,
+    /// Anything else.
+    Other,
+}
+
+impl ApiCase {
+    fn hint(&self) -> Option<String> {
+        let text = match self {
+            Self::NotServed => {
+                "the velero.io CRDs are not installed in this cluster: run `hawser install` (or `hawser install --crds-only`)"
+            }
+            Self::NoNamespace => {
+                "the namespace does not exist: pass -n NAMESPACE (or set VELERO_NAMESPACE), or run `hawser install`"
+            }
+            Self::AlreadyExists => "the name is taken; choose another name",
+            Self::Invalid { name: true } => {
+                "a name is at most 253 lowercase letters, digits, '-' and '.', and starts and ends with a letter or digit"
+            }
+            Self::Forbidden => {
+                "the credentials in use lack RBAC permission for this request (the message names the verb and resource)"
+            }
+            Self::Unavailable => "the API server is overloaded or restarting; try again later",
+            Self::Unreachable => "is the API server reachable? check --kubeconfig/--kubecontext",
+            Self::Invalid { name: false } | Self::Other => return None,
+        };
+        Some(text.to_owned())
+    }
+}
+
+fn api_case(error: &kube::Error) -> ApiCase {
+    match error {
+        kube::Error::Api(status) => match status.code {
+            404 if status.message.contains("page not found")
+                || status.message == "the server could not find the requested resource" =>
+            {
+                ApiCase::NotServed
+            }
+            404 if status
+                .details
+                .as_ref()
+                .is_some_and(|d| d.kind == "namespaces") =>
+            {
+                ApiCase::NoNamespace
+            }
+            409 if status.reason == "AlreadyExists" => ApiCase::AlreadyExists,
+            422 => ApiCase::Invalid {
+                name: status.message.contains("metadata.name"),
+            },
+            403 => ApiCase::Forbidden,
+            429 | 500..=599 => ApiCase::Unavailable,
+            _ => ApiCase::Other,
+        },
+        kube::Error::HyperError(_) | kube::Error::Service(_) => ApiCase::Unreachable,
+        _ => ApiCase::Other,
+    }
+}
+
+/// The cause of an error in one line: for an API answer its message (with the code when the
+/// message does not say it); for a failed connection the innermost cause; otherwise each
+/// distinct message of the chain, outermost first, joined by `: `.
+fn cause_line(cause: &(dyn std::error::Error + 'static)) -> String {
+    let mut next = Some(cause);
+    while let Some(error) = next {
+        match error.downcast_ref::<kube::Error>() {
+            Some(kube::Error::Api(status)) => {
+                let message = if status.message.is_empty() {
+                    status.reason.as_str()
+                } else {
+                    status.message.as_str()
+                };
+                return match status.code {
+                    429 | 500..=599 => {
+                        format!("the API server answered {}: {message}", status.code)
+                    }
+                    _ => message.to_owned(),
+                };
+            }
+            Some(kube::Error::HyperError(_) | kube::Error::Service(_)) => {
+                let mut inner: &(dyn std::error::Error + 'static) = error;
+                while let Some(deeper) = inner.source() {
+                    inner = deeper;
+                }
+                return format!("cannot reach the API server ({inner})");
+            }
+            _ => next = error.source(),
+        }
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(cause);
+    while let Some(error) = next {
+        let message = error.to_string();
+        if !parts.iter().any(|p| p.contains(&message)) {
+            parts.push(message);
+        }
+        next = error.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    fn api(code: u16, reason: &str, message: &str, kind: &str) -> CliError {
+        let mut status = Status::failure(message, reason).with_code(code);
+        status.details = Some(serde_json::from_value(serde_json::json!({"kind": kind})).unwrap());
+        CliError::api(
+            "create",
+            "Backup velero/b1",
+            kube::Error::Api(Box::new(status)),
+        )
+    }
+
+    #[test]
+    fn an_api_error_is_one_line_with_the_servers_message_and_a_hint() {
+        let cases = [
+            (
+                api(404, "Failed to parse error data", "404 page not found", ""),
+                "error: could not create Backup velero/b1: 404 page not found\n  hint: the velero.io CRDs are not installed",
+            ),
+            (
+                api(
+                    404,
+                    "NotFound",
+                    "namespaces \"velero\" not found",
+                    "namespaces",
+                ),
+                "error: could not create Backup velero/b1: namespaces \"velero\" not found\n  hint: the namespace does not exist",
+            ),
+            (
+                api(
+                    409,
+                    "AlreadyExists",
+                    "backups.velero.io \"b1\" already exists",
+                    "backups",
+                ),
+                "error: could not create Backup velero/b1: backups.velero.io \"b1\" already exists\n  hint: the name is taken",
+            ),
+            (
+                api(
+                    422,
+                    "Invalid",
+                    "Backup.velero.io \"Bad_Name\" is invalid: metadata.name: Invalid value",
+                    "backups",
+                ),
+                "error: could not create Backup velero/b1: Backup.velero.io \"Bad_Name\" is invalid: metadata.name: Invalid value\n  hint: a name is at most 253",
+            ),
+            (
+                api(
+                    403,
+                    "Forbidden",
+                    "backups.velero.io is forbidden: User \"u\" cannot create resource \"backups\"",
+                    "backups",
+                ),
+                "error: could not create Backup velero/b1: backups.velero.io is forbidden: User \"u\" cannot create resource \"backups\"\n  hint: the credentials in use lack RBAC",
+            ),
+            (
+                api(
+                    503,
+                    "ServiceUnavailable",
+                    "the server is currently unable to handle the request",
+                    "",
+                ),
+                "error: could not create Backup velero/b1: the API server answered 503: the server is currently unable to handle the request\n  hint: the API server is overloaded",
+            ),
+        ];
+        for (error, start) in cases {
+            let text = error.for_people();
+            assert!(text.starts_with(start), "{text}");
+            assert_eq!(text.lines().count(), 2, "{text}");
+            assert!(
+                !text.contains("Status {") && !text.contains("Some("),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_chain_says_each_message_once() {
+        let source = anyhow::anyhow!("Connection refused (os error 111)")
+            .context("tcp connect error")
+            .context("client error (Connect): tcp connect error");
+        let error = CliError::Watch {
+            object: "Backup velero/b1".to_owned(),
+            source,
+        };
+        assert_eq!(
+            error.for_people(),
+            "error: could not watch Backup velero/b1: client error (Connect): tcp connect error: Connection refused (os error 111)"
+        );
     }
 }

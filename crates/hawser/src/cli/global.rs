@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use hawser_core::duration::GoDuration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::error::CliError;
@@ -35,6 +36,17 @@ pub struct GlobalArgs {
     /// Log format on stderr.
     #[arg(long, global = true, env = "HAWSER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// How long one request of a command to the API server may take to connect and to answer
+    /// (kubectl's flag; a Go duration). Requests are not retried behind your back: an API
+    /// server that refuses, is unreachable, or answers 429 or 5xx ends the command at once with
+    /// its answer.
+    #[arg(
+        long,
+        global = true,
+        env = "HAWSER_REQUEST_TIMEOUT",
+        default_value = "60s"
+    )]
+    pub request_timeout: GoDuration,
 }
 
 /// `--log-format`.
@@ -53,10 +65,16 @@ pub fn init_logging(args: &GlobalArgs) -> Result<(), CliError> {
     // kube's client logs a whole response body it cannot decode at `warn`: an object a client
     // wrote (a Secret's data, an object nested to break the parser) would land in the log. The
     // error itself still reaches the caller, which logs it without the body.
-    let directive = format!(
-        "{},kube_client::client=error",
-        level_directive(&args.log_level)
-    );
+    //
+    // The client's own ERROR line for a failed request ("failed with error client error
+    // (Connect)") repeats what the command reports; it is shown only at debug and trace.
+    let level = level_directive(&args.log_level);
+    let builder_errors = if matches!(level, "debug" | "trace") {
+        ""
+    } else {
+        ",kube_client::client::builder=off"
+    };
+    let directive = format!("{level},kube_client::client=error{builder_errors}");
     let filter = tracing_subscriber::EnvFilter::try_new(directive)
         .map_err(|err| CliError::usage("--log-level", err.to_string()))?;
     // Colours only on a terminal: a container's log (what `kubectl logs` shows, what log
@@ -113,9 +131,17 @@ impl GlobalArgs {
 
     /// A client for the cluster.
     pub async fn client(&self) -> Result<kube::Client, CliError> {
-        let config = self.kube_config().await?;
-        kube::Client::try_from(config).map_err(|err| CliError::Config {
-            source: anyhow::Error::new(err),
+        let timeout = self
+            .request_timeout
+            .to_std()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| CliError::usage("--request-timeout", "it must be greater than 0s"))?;
+        let mut config = self.kube_config().await?;
+        config.connect_timeout = Some(timeout);
+        hawser_server::status::client_without_retries(config, timeout).map_err(|err| {
+            CliError::Config {
+                source: anyhow::Error::new(err),
+            }
         })
     }
 }

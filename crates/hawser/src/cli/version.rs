@@ -76,9 +76,13 @@ pub async fn run(global: &GlobalArgs, args: VersionArgs) -> Result<ExitStatus, C
             Ok(ExitStatus::Success)
         }
         Err(e) => {
-            // Velero's line, on stdout where the server part would be; the reason on stderr.
-            println!("<error getting server version: {e}>");
-            Err(e)
+            // Velero's line, on stdout where the server part would be, saying the failure once;
+            // what to do about it on stderr.
+            println!("<error getting server version: {}>", e.line());
+            if let Some(hint) = e.hint() {
+                eprintln!("hint: {hint}");
+            }
+            Ok(e.exit_status())
         }
     }
 }

@@ -28,6 +28,9 @@ use super::error::{CliError, ExitStatus};
 /// Shortest time between two progress lines.
 pub const PRINT_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Seconds after which the API server ends a `--wait` watch (the watcher opens the next).
+const WATCH_SECONDS: u32 = 50;
+
 /// The progress part of a line for an object: item counts from `status.progress`.
 pub trait Progress {
     /// `Backup` or `Restore`.
@@ -155,7 +158,11 @@ pub async fn wait_for_final<K>(api: Api<K>, name: &str) -> Result<Waited<K>, Cli
 where
     K: PhasedResource + Progress,
 {
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    // The API server ends each watch within 50 s, before the client's read timeout
+    // (`--request-timeout`, 60 s by default) would break an idle one.
+    let config = watcher::Config::default()
+        .fields(&format!("metadata.name={name}"))
+        .timeout(WATCH_SECONDS);
     let events = watcher(api, config).default_backoff();
     let stderr = std::io::stderr();
     let tty = stderr.is_terminal();
