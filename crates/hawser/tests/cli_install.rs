@@ -172,7 +172,15 @@ async fn dry_run_prints_every_object_and_touches_nothing() {
     );
 
     let run = cluster
-        .hawser(&["install", "--dry-run", "-o", "json", "-n", "backups"])
+        .hawser(&[
+            "install",
+            "--no-default-backup-location",
+            "--dry-run",
+            "-o",
+            "json",
+            "-n",
+            "backups",
+        ])
         .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     let list: Value = serde_json::from_str(&run.stdout).unwrap();
@@ -272,7 +280,7 @@ async fn install_creates_everything_and_a_second_install_changes_nothing() {
 async fn bad_install_flags_exit_2_before_touching_the_cluster() {
     let cluster = Cluster::empty().await;
     let before = cluster.sim.last_request_seq();
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--provider", "aws"], "--bucket"),
         (&["--wait", "true"], "true"),
         (&["--pod-labels", "team"], "--pod-labels"),
@@ -284,9 +292,15 @@ async fn bad_install_flags_exit_2_before_touching_the_cluster() {
         (&["--provider", "aws", "--bucket", "b/c"], "--prefix"),
         (&["--default-backup-ttl", "forever"], "--default-backup-ttl"),
         (&["-o", "yaml"], "--dry-run"),
+        (&[], "--no-default-backup-location"),
     ];
     for (extra, said) in cases {
-        let args: Vec<&str> = ["install"].iter().chain(extra).copied().collect();
+        let mut args = vec!["install"];
+        // The cases about other flags name no location, and say so.
+        if !extra.is_empty() && !extra.contains(&"--provider") && !extra.contains(&"--bucket") {
+            args.push("--no-default-backup-location");
+        }
+        args.extend_from_slice(extra);
         let run = cluster.hawser(&args).await;
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
         assert!(run.stderr.contains(said), "{args:?}: {}", run.stderr);
@@ -307,6 +321,10 @@ async fn bad_install_flags_exit_2_before_touching_the_cluster() {
 /// Runs `hawser install ARGS --dry-run -o json`; (the objects, stderr).
 async fn dry_run(cluster: &Cluster, args: &[&str]) -> (Vec<Value>, String) {
     let mut all = vec!["install"];
+    // Every call names its location, or says it wants none (as Velero requires).
+    if !args.contains(&"--provider") {
+        all.push("--no-default-backup-location");
+    }
     all.extend_from_slice(args);
     all.extend(["--dry-run", "-o", "json"]);
     let run = cluster.hawser(&all).await;
@@ -513,7 +531,7 @@ async fn crds_only_and_no_default_backup_location() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_returns_once_the_deployment_has_a_ready_pod() {
     let cluster = Cluster::empty().await;
-    let child = cluster.spawn(&["install", "--wait"]);
+    let child = cluster.spawn(&["install", "--wait", "--no-default-backup-location"]);
     let deployment = cluster
         .until_exists("apps/v1", "Deployment", "velero")
         .await;
@@ -584,7 +602,15 @@ fn rules(object: &Value) -> Vec<Value> {
 async fn rbac_minimal_replaces_cluster_admin_and_keeps_secrets_in_the_namespace() {
     let cluster = Cluster::empty().await;
     let run = cluster
-        .hawser(&["install", "--rbac", "minimal", "--dry-run", "-o", "yaml"])
+        .hawser(&[
+            "install",
+            "--rbac",
+            "minimal",
+            "--no-default-backup-location",
+            "--dry-run",
+            "-o",
+            "yaml",
+        ])
         .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&run.stdout)

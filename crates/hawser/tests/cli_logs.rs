@@ -246,6 +246,25 @@ async fn missing_targets_expired_requests_and_no_server() {
         "{}",
         run.stderr
     );
+    // A backup that failed validation never ran: the CLI says why there is no log.
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": "refused", "namespace": NS},
+            "spec": {"storageLocation": "nowhere"},
+            "status": {"phase": "FailedValidation", "validationErrors": [
+                "BackupStorageLocation nowhere named in spec.storageLocation does not exist"
+            ]}
+        }))
+        .unwrap();
+    let run = cluster.hawser(&["backup", "logs", "refused"]).await;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("failed validation and never ran, so it has no log; why: BackupStorageLocation nowhere named in spec.storageLocation does not exist")
+            && !run.stderr.contains("wait until"),
+        "{}",
+        run.stderr
+    );
     let run = cluster.hawser(&["version", "--timeout", "1s"]).await;
     assert_eq!(run.code, 1);
     assert!(

@@ -170,9 +170,19 @@ async fn create_without_the_optional_flags_leaves_them_unset() {
 async fn create_refuses_bad_input_and_creates_nothing() {
     let cluster = Cluster::start().await;
     // (arguments after `schedule create x`, exit code, what stderr must say)
-    let cases: [(&[&str], i32, &[&str]); 6] = [
+    let cases: [(&[&str], i32, &[&str]); 8] = [
         (&[], 2, &["--schedule"]),
         (&["--schedule", " "], 2, &["--schedule", "cron expression"]),
+        (
+            &["--schedule", "0 */6 * *"],
+            2,
+            &["--schedule", "0 */6 * *"],
+        ),
+        (
+            &["--schedule", "@every soon"],
+            2,
+            &["--schedule", "@every soon"],
+        ),
         (
             &["--schedule", "@daily", "--ttl", "soon"],
             2,

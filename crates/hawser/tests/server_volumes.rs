@@ -626,7 +626,15 @@ async fn minimal_rbac_enforced_by_a_real_api_server_backs_up_restores_and_delete
     let cluster = Cluster::start().await;
     let real = cluster.real("minimal_rbac_enforced_by_a_real_api_server");
     let run = cluster
-        .hawser(&["install", "--rbac", "minimal", "--dry-run", "-o", "json"])
+        .hawser(&[
+            "install",
+            "--rbac",
+            "minimal",
+            "--no-default-backup-location",
+            "--dry-run",
+            "-o",
+            "json",
+        ])
         .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let manifests: Value = serde_json::from_str(&run.stdout).unwrap();

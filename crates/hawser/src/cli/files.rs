@@ -64,7 +64,7 @@ async fn finished<K>(
 ) -> Result<(), CliError>
 where
     K: PhasedResource + kube::Resource<Scope = kube::core::NamespaceResourceScope>,
-    K: Clone + DeserializeOwned + std::fmt::Debug,
+    K: Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
     <K as kube::Resource>::DynamicType: Default,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
@@ -81,6 +81,30 @@ where
     let phase = phase.as_str();
     if logs_available(phase) {
         return Ok(());
+    }
+    if phase == "FailedValidation" {
+        // It never ran, so there is no log: say why instead of asking to wait.
+        let json = serde_json::to_value(&found).unwrap_or_default();
+        let errors: Vec<&str> = json
+            .pointer("/status/validationErrors")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .collect();
+        return Err(CliError::Refused {
+            action: "show the logs of",
+            object,
+            reason: format!(
+                "{command} {name:?} failed validation and never ran, so it has no log; why: {}",
+                if errors.is_empty() {
+                    "no validation error was recorded".to_owned()
+                } else {
+                    errors.join("; ")
+                }
+            ),
+            hint: format!("correct the spec and create a new {command}"),
+        });
     }
     Err(CliError::Refused {
         action: "show the logs of",

@@ -265,6 +265,14 @@ pub fn plan_from_args(namespace: &str, args: &InstallArgs) -> Result<InstallPlan
         server_args.push("--allow-ambient-credentials=false".to_owned());
     }
     server_args.extend(args.server_args.iter().cloned());
+    // As Velero: a server without a storage location is asked for, not fallen into (checked
+    // after every other flag, so that a bad value is named first).
+    if location.is_none() && !args.no_default_backup_location && !args.crds_only {
+        return Err(CliError::usage(
+            "--provider",
+            "a storage location is required: pass --provider and --bucket, or --no-default-backup-location to install without one",
+        ));
+    }
     let service_account = args
         .service_account_name
         .clone()

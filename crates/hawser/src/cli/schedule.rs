@@ -141,6 +141,11 @@ pub fn schedule_from_args(
             "it needs a cron expression such as \"0 */6 * * *\" or \"@every 6h\"",
         ));
     }
+    // The server's own parser: an expression it would refuse is refused here, before anything
+    // is created.
+    if let Err(e) = hawser_core::schedule::Cron::parse(cron) {
+        return Err(CliError::usage("--schedule", e.to_string()));
+    }
     let spec = ScheduleSpec {
         template: args.spec.spec()?,
         schedule: cron.to_owned(),
