@@ -521,3 +521,45 @@ async fn errors_are_one_readable_line_with_a_hint_and_never_wait_on_a_sick_api_s
         "{out:#?}"
     );
 }
+
+/// Input is checked the same way everywhere and refused with the flag's own message: a
+/// negative duration reaches the duration check (not the parser's "unexpected argument"), and
+/// a `--log-level` that is no level is refused instead of silently logging nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_values_get_their_flags_message_and_completion_scripts_print() {
+    let cluster = Cluster::start().await;
+    for (args, said) in [
+        (
+            &["backup", "create", "b", "--ttl", "-5h"][..],
+            "invalid value for --ttl: it must not be negative",
+        ),
+        (
+            &["backup", "create", "b", "--csi-snapshot-timeout", "-1m"][..],
+            "invalid value for --csi-snapshot-timeout: it must not be negative",
+        ),
+        (
+            &["--log-level", "bogus", "backup", "get"][..],
+            "invalid value for --log-level: \"bogus\" is not a level",
+        ),
+    ] {
+        let run = cluster.hawser(args).await;
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(said), "{args:?}: {}", run.stderr);
+    }
+    assert!(cluster.get(BACKUP.0, BACKUP.1, "b").is_none());
+
+    for (shell, start) in [
+        ("bash", "_hawser() {"),
+        ("zsh", "#compdef hawser"),
+        ("fish", "# Print an optspec"),
+    ] {
+        let run = cluster.hawser(&["completion", shell]).await;
+        assert_eq!(run.code, 0, "{shell}: {}", run.stderr);
+        assert!(
+            run.stdout.starts_with(start),
+            "{shell}: {}",
+            &run.stdout[..run.stdout.len().min(200)]
+        );
+        assert!(run.stdout.contains("backup-location"), "{shell}");
+    }
+}

@@ -7,7 +7,7 @@ use clap::Args;
 use hawser_core::duration::GoDuration;
 
 use super::error::{CliError, ExitStatus};
-use super::global::{GlobalArgs, LogFormat};
+use super::global::{self, GlobalArgs, LogFormat};
 use crate::demo::DemoOptions;
 use crate::demo::dev::DevOptions;
 
@@ -62,7 +62,8 @@ pub(crate) async fn run_demo(global: &GlobalArgs, args: DemoArgs) -> Result<Exit
         path: log.display().to_string(),
         source,
     })?;
-    let filter = tracing_subscriber::EnvFilter::try_new(&global.log_level)
+    let level = global::checked_level(global.log_level.as_deref().unwrap_or("warn"))?;
+    let filter = tracing_subscriber::EnvFilter::try_new(&level)
         .map_err(|err| CliError::usage("--log-level", err.to_string()))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

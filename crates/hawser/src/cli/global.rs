@@ -29,10 +29,12 @@ pub struct GlobalArgs {
     /// Context of the kubeconfig to use instead of its current context.
     #[arg(long, global = true)]
     pub kubecontext: Option<String>,
-    /// Log level filter (`error`, `warn`, `info`, `debug`, `trace`, or a tracing directive);
-    /// Velero's `panic`, `fatal` (as `error`) and `warning` are understood too.
-    #[arg(long, global = true, env = "HAWSER_LOG_LEVEL", default_value = "warn")]
-    pub log_level: String,
+    /// Log level filter (`error`, `warn`, `info`, `debug`, `trace`, or tracing directives such
+    /// as `warn,hawser_server=debug`); Velero's `panic`, `fatal` (as `error`) and `warning` are
+    /// understood too. Default: `info` for `server` (as Velero's), `warn` for the other
+    /// commands.
+    #[arg(long, global = true, env = "HAWSER_LOG_LEVEL")]
+    pub log_level: Option<String>,
     /// Log format on stderr.
     #[arg(long, global = true, env = "HAWSER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -61,14 +63,15 @@ pub enum LogFormat {
 /// Installs the tracing subscriber for `--log-level` and `--log-format` (logs go to stderr).
 /// Velero's `--log-level` values and `--log-format text|json` mean the same here, so a Velero
 /// Deployment's logging flags are honoured.
-pub fn init_logging(args: &GlobalArgs) -> Result<(), CliError> {
+pub fn init_logging(args: &GlobalArgs, default_level: &str) -> Result<(), CliError> {
     // kube's client logs a whole response body it cannot decode at `warn`: an object a client
     // wrote (a Secret's data, an object nested to break the parser) would land in the log. The
     // error itself still reaches the caller, which logs it without the body.
     //
     // The client's own ERROR line for a failed request ("failed with error client error
     // (Connect)") repeats what the command reports; it is shown only at debug and trace.
-    let level = level_directive(&args.log_level);
+    let level = checked_level(args.log_level.as_deref().unwrap_or(default_level))?;
+    let level = level.as_str();
     let builder_errors = if matches!(level, "debug" | "trace") {
         ""
     } else {
@@ -101,6 +104,43 @@ fn level_directive(level: &str) -> &str {
         "warning" => "warn",
         other => other,
     }
+}
+
+const LEVELS: [&str; 9] = [
+    "panic", "fatal", "error", "warning", "warn", "info", "debug", "trace", "off",
+];
+
+/// `--log-level` as a tracing directive, refused (exit 2) when a part is neither a level nor
+/// `target=level`: a bare word would otherwise be read as a target name and silently log
+/// nothing but that target.
+pub fn checked_level(value: &str) -> Result<String, CliError> {
+    let refused = || {
+        CliError::usage(
+            "--log-level",
+            format!(
+                "{value:?} is not a level ({}) or tracing directives such as warn,hawser_server=debug",
+                LEVELS.join(", ")
+            ),
+        )
+    };
+    let mut parts = Vec::new();
+    for part in value.split(',').map(str::trim) {
+        let (target, level) = match part.split_once('=') {
+            Some((target, level)) if !target.is_empty() => (Some(target), level),
+            Some(_) => return Err(refused()),
+            None => (None, part),
+        };
+        let level = level.to_ascii_lowercase();
+        if !LEVELS.contains(&level.as_str()) {
+            return Err(refused());
+        }
+        let level = level_directive(&level);
+        parts.push(match target {
+            Some(target) => format!("{target}={level}"),
+            None => level.to_owned(),
+        });
+    }
+    Ok(parts.join(","))
 }
 
 impl GlobalArgs {
@@ -147,8 +187,24 @@ impl GlobalArgs {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_word_that_is_no_level_is_refused() {
+        for bad in ["bogus", "", "warn,", "=debug", "hawser=loud"] {
+            assert!(checked_level(bad).is_err(), "{bad:?}");
+        }
+        for (good, directive) in [
+            ("warning", "warn"),
+            ("info", "info"),
+            ("warning,hawser_server=DEBUG", "warn,hawser_server=debug"),
+            ("kube=fatal", "kube=error"),
+        ] {
+            assert_eq!(checked_level(good).unwrap(), directive);
+        }
+    }
 
     #[test]
     fn velero_level_names_become_tracing_levels() {

@@ -68,6 +68,13 @@ pub enum Command {
     Dev(demo::DevArgs),
     /// Print the client's version and the server's.
     Version(version::VersionArgs),
+    /// Print the shell completion script for bash, zsh, fish or powershell, as Velero's
+    /// `completion` (e.g. `source <(hawser completion bash)`).
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Parses the process arguments, runs the command and turns the outcome into an exit code.
@@ -75,13 +82,15 @@ pub fn main() -> ExitCode {
     quiet_on_closed_pipe();
     let cli = Cli::parse();
     // The demo logs to a file of its own, so that the log does not interleave with its story.
+    // The server logs at info by default, as Velero's; the other commands at warn.
     let logging = match cli.command {
         Command::Demo(_) => Ok(()),
-        _ => global::init_logging(&cli.global),
+        Command::Server(_) | Command::Dev(_) => global::init_logging(&cli.global, "info"),
+        _ => global::init_logging(&cli.global, "warn"),
     };
     if let Err(err) = logging {
-        eprintln!("error: {err}");
-        return ExitStatus::Failure.into();
+        eprintln!("{}", err.for_people());
+        return err.exit_status().into();
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
@@ -131,5 +140,13 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Demo(args) => demo::run_demo(&cli.global, args).await,
         Command::Dev(args) => demo::run_dev(args).await,
         Command::Version(args) => version::run(&cli.global, args).await,
+        Command::Completion { shell } => {
+            use clap::CommandFactory as _;
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "hawser", &mut script);
+            // Printed as every command prints, so that a closed pipe ends it quietly.
+            print!("{}", String::from_utf8_lossy(&script));
+            Ok(ExitStatus::Success)
+        }
     }
 }

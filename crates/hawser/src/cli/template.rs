@@ -67,7 +67,7 @@ pub struct BackupSpecArgs {
     #[command(flatten)]
     pub selectors: SelectorArgs,
     /// How long the backup is kept (Go duration, e.g. 720h); unset uses the server default.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub ttl: Option<String>,
     /// Backup storage location to write to; unset uses the default location.
     #[arg(long)]
@@ -77,11 +77,11 @@ pub struct BackupSpecArgs {
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub snapshot_volumes: Option<bool>,
     /// How long a CSI snapshot may take to be cut (Go duration); unset means 10m.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub csi_snapshot_timeout: Option<String>,
     /// How long the backup waits for its snapshots to be ready to use (Go duration); unset
     /// means 4h.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub item_operation_timeout: Option<String>,
 }
 
