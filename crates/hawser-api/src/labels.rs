@@ -71,3 +71,7 @@ pub const HAWSER_ATTEMPT: &str = "hawser.io/attempt";
 /// hawser's annotation beside [`HAWSER_ATTEMPT`]: why each earlier attempt ended, as a JSON
 /// array of strings, oldest first.
 pub const HAWSER_INTERRUPTED_ATTEMPTS: &str = "hawser.io/interrupted-attempts";
+
+/// The finalizer Velero's server puts on the Restores it processes, so that deleting a Restore
+/// first deletes its files in the storage location.
+pub const RESTORE_FILES_FINALIZER: &str = "restores.velero.io/external-resources-finalizer";

@@ -788,3 +788,68 @@ fn output_into_a_pipe_closed_early_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(141), "{stderr}");
 }
+
+/// `hawser uninstall` removes what install made, releases the Restores the server holds with
+/// its finalizer so that the namespace can go, and waits for the namespace; without `--force`
+/// it asks first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_removes_the_installation_and_releases_restores() {
+    let cluster = Cluster::empty().await;
+    let run = cluster
+        .hawser(&["install", "--no-default-backup-location"])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    cluster.until_crds_served().await;
+    let store = cluster.store();
+    // A Restore the server ran: it carries the server's finalizer.
+    store
+        .insert(serde_json::json!({
+            "apiVersion": "velero.io/v1", "kind": "Restore",
+            "metadata": {"name": "held", "namespace": NS,
+                         "finalizers": ["restores.velero.io/external-resources-finalizer"]},
+            "spec": {"backupName": "b"}
+        }))
+        .unwrap();
+
+    let run = cluster.hawser_with_input(&["uninstall"], "n\n").await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        store
+            .get("v1", "Namespace", "", NS)
+            .is_some_and(|n| n["metadata"].get("deletionTimestamp").is_none())
+    );
+
+    let run = cluster
+        .hawser(&["uninstall", "--force", "--timeout", "30s"])
+        .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("hawser uninstalled"), "{}", run.stdout);
+    assert!(store.get("v1", "Namespace", "", NS).is_none());
+    assert!(
+        store
+            .get(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "",
+                "velero"
+            )
+            .is_none()
+    );
+    for crd in hawser_api::crd::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        assert!(
+            store
+                .get(
+                    "apiextensions.k8s.io/v1",
+                    "CustomResourceDefinition",
+                    "",
+                    &name
+                )
+                .is_none(),
+            "{name}"
+        );
+    }
+    // Again: nothing left, nothing fails.
+    let run = cluster.hawser(&["uninstall", "--force"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}

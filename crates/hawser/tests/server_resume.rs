@@ -329,10 +329,13 @@ async fn a_server_killed_mid_backup_and_mid_restore_is_resumed_by_the_next_one()
     let mut first = Server::start(&cluster, root.path(), &first_flags).await;
     base_backup(&cluster, &first).await;
     let slow = [
+        // The backup's LIST of `shop` (not the restore's look for plugin ConfigMaps in the
+        // server's namespace).
         cluster.sim.faults().latency(
             LatencyFault::new(Duration::from_secs(5))
                 .verbs(&["list"])
-                .resources(&["configmaps"]),
+                .resources(&["configmaps"])
+                .namespace("shop"),
         ),
         // The restore creates the Secrets (restored before ConfigMaps), then waits.
         cluster.sim.faults().latency(

@@ -24,7 +24,7 @@ use crate::context::{Context, backup_location_name};
 use crate::objects::{self, text, velero_api};
 
 /// The finalizer Velero puts on the Restores it processes.
-pub(crate) const FINALIZER: &str = "restores.velero.io/external-resources-finalizer";
+pub(crate) const FINALIZER: &str = hawser_api::labels::RESTORE_FILES_FINALIZER;
 
 /// How often the Restores being deleted are looked for.
 const TICK: Duration = Duration::from_secs(1);

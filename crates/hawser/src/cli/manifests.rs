@@ -300,7 +300,7 @@ pub fn manifests(plan: &InstallPlan) -> Result<Vec<Manifest>, CliError> {
 
 /// Velero names the binding `velero` in the `velero` namespace and `velero-<ns>` elsewhere, so
 /// that installs in several namespaces do not overwrite each other's binding.
-fn binding_name(namespace: &str) -> String {
+pub(super) fn binding_name(namespace: &str) -> String {
     if namespace == "velero" {
         "velero".to_owned()
     } else {

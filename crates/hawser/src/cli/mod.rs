@@ -24,6 +24,7 @@ pub mod select;
 pub mod selector;
 mod server;
 pub mod template;
+pub mod uninstall;
 pub mod version;
 pub mod wait;
 
@@ -68,6 +69,8 @@ pub enum Command {
     Dev(demo::DevArgs),
     /// Print the client's version and the server's.
     Version(version::VersionArgs),
+    /// Remove what `install` put into the cluster (the backups in the bucket stay).
+    Uninstall(uninstall::UninstallArgs),
     /// Print the shell completion script for bash, zsh, fish or powershell, as Velero's
     /// `completion` (e.g. `source <(hawser completion bash)`).
     Completion {
@@ -140,6 +143,7 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Demo(args) => demo::run_demo(&cli.global, args).await,
         Command::Dev(args) => demo::run_dev(args).await,
         Command::Version(args) => version::run(&cli.global, args).await,
+        Command::Uninstall(args) => uninstall::run(&cli.global, args).await,
         Command::Completion { shell } => {
             use clap::CommandFactory as _;
             let mut script = Vec::new();

@@ -182,7 +182,7 @@ impl Cluster {
 
     /// Waits until every installed CRD is served (a real server establishes them a moment after
     /// the create).
-    async fn until_crds_served(&self) {
+    pub async fn until_crds_served(&self) {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
         let store = self.store();
         for crd in hawser_api::crd::crds() {
