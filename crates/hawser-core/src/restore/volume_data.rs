@@ -2,7 +2,8 @@
 //! (`<backup>-podvolumebackups.json.gz`), its native snapshots (`<backup>-volumesnapshots.json.gz`)
 //! and its data mover (`<backup>-volumeinfo.json.gz` entries with `snapshotDataMoved`) left in
 //! the location. A restore of such a backup still restores the objects; [`warnings`] says, per
-//! kind of data, which volumes come back without it.
+//! kind of data, which volumes come back without it, and [`left_by_deletion`] what deleting the
+//! backup leaves behind.
 
 use serde_json::Value;
 
@@ -41,10 +42,9 @@ fn listed(names: &[String]) -> String {
     }
 }
 
-/// One warning per kind of volume data in `files` that hawser does not restore; empty when
-/// there is none.
-#[must_use]
-pub fn warnings(files: &VolumeSideFiles) -> Vec<String> {
+/// Each kind of volume data in `files` that hawser does not manage: what it is (naming the
+/// volumes), what a restore does without it, and what deleting the backup leaves.
+fn held(files: &VolumeSideFiles) -> Vec<(String, &'static str, &'static str)> {
     let mut out = Vec::new();
     let pod_volumes: Vec<String> = files
         .pod_volume_backups
@@ -59,10 +59,14 @@ pub fn warnings(files: &VolumeSideFiles) -> Vec<String> {
         })
         .collect();
     if !pod_volumes.is_empty() {
-        out.push(format!(
-            "the backup holds file-system backups of {} pod volumes ({}): restoring pod volume data is not built in hawser, so those volumes were restored without their data",
-            pod_volumes.len(),
-            listed(&pod_volumes)
+        out.push((
+            format!(
+                "file-system backups of {} pod volumes ({})",
+                pod_volumes.len(),
+                listed(&pod_volumes)
+            ),
+            "restoring pod volume data is not built in hawser, so those volumes were restored without their data",
+            "hawser does not manage the backup repositories (kopia/) that hold them, so that data stays in the storage location",
         ));
     }
     let native: Vec<String> = files
@@ -71,10 +75,14 @@ pub fn warnings(files: &VolumeSideFiles) -> Vec<String> {
         .map(|s| text(s, "/spec/persistentVolumeName").to_owned())
         .collect();
     if !native.is_empty() {
-        out.push(format!(
-            "the backup holds native (VolumeSnapshotLocation) snapshots of {} volumes ({}): hawser does not restore native snapshots, so those volumes were restored without their data",
-            native.len(),
-            listed(&native)
+        out.push((
+            format!(
+                "native (VolumeSnapshotLocation) snapshots of {} volumes ({})",
+                native.len(),
+                listed(&native)
+            ),
+            "hawser does not restore native snapshots, so those volumes were restored without their data",
+            "hawser takes and deletes no native snapshots, so they stay with the volume provider",
         ));
     }
     let moved: Vec<String> = files
@@ -84,13 +92,36 @@ pub fn warnings(files: &VolumeSideFiles) -> Vec<String> {
         .map(|i| format!("{}/{}", text(i, "/pvcNamespace"), text(i, "/pvcName")))
         .collect();
     if !moved.is_empty() {
-        out.push(format!(
-            "the backup's snapshot data of {} claims ({}) was moved into the storage location by a data mover: restoring moved data is not built in hawser, so those claims were restored without their data",
-            moved.len(),
-            listed(&moved)
+        out.push((
+            format!(
+                "snapshot data of {} claims ({}) moved into the storage location by a data mover",
+                moved.len(),
+                listed(&moved)
+            ),
+            "restoring moved data is not built in hawser, so those claims were restored without their data",
+            "hawser does not manage the backup repositories (kopia/) that hold it, so that data stays in the storage location",
         ));
     }
     out
+}
+
+/// One warning per kind of volume data in `files` that a restore does not bring back; empty
+/// when there is none.
+#[must_use]
+pub fn warnings(files: &VolumeSideFiles) -> Vec<String> {
+    held(files)
+        .into_iter()
+        .map(|(what, restore, _)| format!("the backup holds {what}: {restore}"))
+        .collect()
+}
+
+/// One note per kind of volume data in `files` that deleting the backup does not delete.
+#[must_use]
+pub fn left_by_deletion(files: &VolumeSideFiles) -> Vec<String> {
+    held(files)
+        .into_iter()
+        .map(|(what, _, deletion)| format!("the backup's {what} were not deleted: {deletion}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -133,5 +164,11 @@ mod tests {
             "{warnings:?}"
         );
         assert!(warnings[2].contains("1 claims (shop/logs)"), "{warnings:?}");
+        let left = left_by_deletion(&files);
+        assert_eq!(left.len(), 3, "{left:#?}");
+        assert!(
+            left[0].starts_with("the backup's file-system backups of 1 pod volumes (shop/db-0 volume data) were not deleted: "),
+            "{left:?}"
+        );
     }
 }

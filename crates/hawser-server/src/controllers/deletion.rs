@@ -35,6 +35,7 @@ use hawser_api::labels::{BACKUP_NAME, BACKUP_UID};
 use hawser_api::phase::{BackupPhase, RestorePhase};
 use hawser_core::layout::Layout;
 use hawser_core::restore::clean::valid_label_value;
+use hawser_core::restore::volume_data;
 use kube::api::ListParams;
 use serde_json::{Value, json};
 
@@ -271,10 +272,19 @@ async fn delete_backup(
 
     let SnapshotDeletion {
         mut errors,
-        left_alone,
+        mut left_alone,
     } = delete_snapshots(ctx, &location, &backup, backup_name).await;
     if !errors.is_empty() {
         return (Outcome::Failed(errors), schedule);
+    }
+    // Volume data a Velero server made (file-system backups, native snapshots, moved data) is
+    // not hawser's to delete: the request says what stays, read before the files go.
+    match operations::load_volume_side_files(&location, backup_name).await {
+        Ok(files) => left_alone.extend(volume_data::left_by_deletion(&files)),
+        Err(e) => left_alone.push(format!(
+            "the backup's volume side files could not be read, so volume data it may hold that hawser does not manage is not named: {}",
+            e.full_message()
+        )),
     }
     let layout = Layout::new(None);
     let record = layout.backup_metadata(backup_name);
