@@ -84,6 +84,12 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
     };
     ctx.metrics.restore_attempt(&schedule);
 
+    // Deleting the Restore then deletes its files first (Velero's finalizer), added before the
+    // claim so that no status write of the running restore meets it. Without it the restore
+    // still runs; its files would outlive its object.
+    if let Err(why) = restore_files::add_finalizer(&ctx, &name).await {
+        tracing::warn!(restore = %name, error = %why, "the restore's finalizer could not be added: deleting the Restore will leave its files in the storage location");
+    }
     let started = taken.started(ctx.clock.now());
     let claim = taken
         .update(RestorePhase::InProgress)
@@ -94,11 +100,6 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
     if let Err(e) = ctx.engine.write(taken.claim(claim)).await {
         tracing::info!(restore = %name, category = e.category(), error = %e, "the restore could not be started");
         return Handled::after_failed_claim(&e);
-    }
-    // Deleting the Restore then deletes its files first (Velero's finalizer). Without it the
-    // restore still runs; its files would outlive its object.
-    if let Err(why) = restore_files::add_finalizer(&ctx, &name).await {
-        tracing::warn!(restore = %name, error = %why, "the restore's finalizer could not be added: deleting the Restore will leave its files in the storage location");
     }
     tracing::info!(restore = %name, backup = %backup.metadata.name.clone().unwrap_or_default(), "restore started");
     test_panic_after_claim(&name);
