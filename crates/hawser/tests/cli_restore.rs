@@ -314,3 +314,74 @@ async fn wait_follows_the_restore_and_exits_3_when_partially_failed() {
         run.stderr
     );
 }
+
+/// `--from-schedule`, as Velero's: the Restore names the Schedule (`spec.scheduleName`) for the
+/// server to pick its newest completed backup, and is named after it; the Schedule must exist;
+/// one source is needed, not both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_schedule_names_the_schedule_for_the_server() {
+    let cluster = Cluster::start().await;
+    cluster.add_backup("nightly-20261206000000");
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Schedule",
+            "metadata": {"name": "nightly", "namespace": cli_support::NS},
+            "spec": {"schedule": "@daily", "template": {}}
+        }))
+        .unwrap();
+    let run = cluster
+        .hawser(&["restore", "create", "--from-schedule", "nightly"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let restores = cluster
+        .store()
+        .list(RESTORE.0, RESTORE.1, Some(cli_support::NS));
+    assert_eq!(restores.len(), 1);
+    let restore = &restores[0];
+    assert!(
+        restore["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("nightly-"),
+        "{restore:#}"
+    );
+    assert_eq!(
+        spec_keys(&restore["spec"]),
+        ["includedNamespaces", "scheduleName"]
+    );
+    assert_eq!(restore["spec"]["scheduleName"], "nightly");
+
+    for (args, code, said) in [
+        (
+            &["restore", "create", "r2", "--from-schedule", "weekly"][..],
+            1,
+            "Schedule velero/weekly not found",
+        ),
+        (&["restore", "create", "r3"][..], 2, "--from-schedule"),
+        (
+            &[
+                "restore",
+                "create",
+                "r4",
+                "--from-schedule",
+                "nightly",
+                "--from-backup",
+                "x",
+            ][..],
+            2,
+            "cannot be used with",
+        ),
+    ] {
+        let run = cluster.hawser(args).await;
+        assert_eq!(run.code, code, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(said), "{args:?}: {}", run.stderr);
+    }
+    assert_eq!(
+        cluster
+            .store()
+            .list(RESTORE.0, RESTORE.1, Some(cli_support::NS))
+            .len(),
+        1
+    );
+}

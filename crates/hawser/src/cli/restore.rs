@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use clap::{Args, Subcommand};
-use hawser_api::{Backup, Restore, RestoreSpec, RestoreStatusSpec};
+use hawser_api::{Backup, Restore, RestoreSpec, RestoreStatusSpec, Schedule};
 use hawser_core::layout::DownloadTargetKind;
 use k8s_openapi::jiff::Zoned;
 use kube::api::{DeleteParams, PostParams};
@@ -43,11 +43,14 @@ pub enum RestoreCommand {
 /// `restore create`.
 #[derive(Args, Debug)]
 pub struct RestoreCreateArgs {
-    /// Name of the new restore; defaults to `<backup>-<local time YYYYMMDDhhmmss>`.
+    /// Name of the new restore; defaults to `<backup or schedule>-<local time YYYYMMDDhhmmss>`.
     pub name: Option<String>,
     /// Backup to restore from.
+    #[arg(long, conflicts_with = "from_schedule")]
+    pub from_backup: Option<String>,
+    /// Schedule whose newest completed backup the server restores (`spec.scheduleName`).
     #[arg(long)]
-    pub from_backup: String,
+    pub from_schedule: Option<String>,
     /// Namespaces to include (comma-separated, globs allowed); `*` means all.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub include_namespaces: Vec<String>,
@@ -179,14 +182,46 @@ pub fn parse_namespace_mappings(items: &[String]) -> Result<BTreeMap<String, Str
 }
 
 /// Builds the Restore `create` describes (pure; no API calls). `now` gives the default name.
+/// What a restore is made from: a backup, or a schedule's newest completed backup (the
+/// server resolves it).
+enum Source {
+    Backup(String),
+    Schedule(String),
+}
+
+impl Source {
+    fn name(&self) -> &str {
+        match self {
+            Self::Backup(name) | Self::Schedule(name) => name,
+        }
+    }
+}
+
+/// A flag's value, unless empty.
+fn given(value: Option<&str>) -> Option<&str> {
+    value.map(str::trim).filter(|v| !v.is_empty())
+}
+
+fn restore_source(args: &RestoreCreateArgs) -> Result<Source, CliError> {
+    match (
+        given(args.from_backup.as_deref()),
+        given(args.from_schedule.as_deref()),
+    ) {
+        (Some(backup), _) => Ok(Source::Backup(backup.to_owned())),
+        (None, Some(schedule)) => Ok(Source::Schedule(schedule.to_owned())),
+        (None, None) => Err(CliError::usage(
+            "--from-backup",
+            "either a backup (--from-backup) or a schedule (--from-schedule) must be named",
+        )),
+    }
+}
+
 pub fn restore_from_args(
     namespace: &str,
     args: &RestoreCreateArgs,
     now: &Zoned,
 ) -> Result<Restore, CliError> {
-    if args.from_backup.trim().is_empty() {
-        return Err(CliError::usage("--from-backup", "it needs a backup name"));
-    }
+    let source = restore_source(args)?;
     let (label_selector, or_label_selectors) = args.selectors.resolve()?;
     let mappings = parse_namespace_mappings(&args.namespace_mappings)?;
     let status_include = list(&args.status_include_resources);
@@ -202,7 +237,14 @@ pub fn restore_from_args(
         excluded_resources: status_exclude,
     });
     let spec = RestoreSpec {
-        backup_name: Some(args.from_backup.clone()),
+        backup_name: match &source {
+            Source::Backup(name) => Some(name.clone()),
+            Source::Schedule(_) => None,
+        },
+        schedule_name: match &source {
+            Source::Schedule(name) => Some(name.clone()),
+            Source::Backup(_) => None,
+        },
         included_namespaces: list(&args.include_namespaces),
         excluded_namespaces: list(&args.exclude_namespaces),
         included_resources: list(&args.include_resources),
@@ -220,7 +262,7 @@ pub fn restore_from_args(
     let name = args
         .name
         .clone()
-        .unwrap_or_else(|| default_name(&args.from_backup, now));
+        .unwrap_or_else(|| default_name(source.name(), now));
     let mut restore = Restore::new(&name, spec);
     restore.metadata = args.meta.metadata(namespace, &name)?;
     Ok(restore)
@@ -244,14 +286,28 @@ async fn create_restore(
     }
     let client = global.client().await?;
     let namespace = &global.namespace;
-    let backups: Api<Backup> = Api::namespaced(client.clone(), namespace);
-    get_required(
-        &backups,
-        format!("Backup {namespace}/{}", args.from_backup),
-        &args.from_backup,
-        "list the backups with `hawser backup get`".to_owned(),
-    )
-    .await?;
+    match restore_source(&args)? {
+        Source::Backup(backup) => {
+            let backups: Api<Backup> = Api::namespaced(client.clone(), namespace);
+            get_required(
+                &backups,
+                format!("Backup {namespace}/{backup}"),
+                &backup,
+                "list the backups with `hawser backup get`".to_owned(),
+            )
+            .await?;
+        }
+        Source::Schedule(schedule) => {
+            let schedules: Api<Schedule> = Api::namespaced(client.clone(), namespace);
+            get_required(
+                &schedules,
+                format!("Schedule {namespace}/{schedule}"),
+                &schedule,
+                "list the schedules with `hawser schedule get`".to_owned(),
+            )
+            .await?;
+        }
+    }
     let api: Api<Restore> = Api::namespaced(client, namespace);
     let object = format!("Restore {namespace}/{name}");
     api.create(&PostParams::default(), &restore)
