@@ -853,3 +853,60 @@ async fn uninstall_removes_the_installation_and_releases_restores() {
     let run = cluster.hawser(&["uninstall", "--force"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
 }
+
+/// Every command that prints ends quietly (exit 141, the code of a program stopped by
+/// SIGPIPE, and no panic) when its reader has gone before it writes, as `| head -0` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_printing_command_ends_quietly_on_a_closed_pipe() {
+    let cluster = Cluster::start().await;
+    cluster.add_location("default");
+    cluster.add_backup("nightly");
+    let commands: [&[&str]; 12] = [
+        &["version", "--client-only"],
+        &["completion", "bash"],
+        &[
+            "install",
+            "--no-default-backup-location",
+            "--dry-run",
+            "-o",
+            "yaml",
+        ],
+        &["backup", "get"],
+        &["backup", "get", "-o", "yaml"],
+        &["backup", "describe", "nightly"],
+        &["backup", "create", "preview", "-o", "json"],
+        &["restore", "get"],
+        &[
+            "restore",
+            "create",
+            "r",
+            "--from-backup",
+            "nightly",
+            "-o",
+            "yaml",
+        ],
+        &["schedule", "get"],
+        &["backup-location", "get"],
+        &["backup-location", "get", "-o", "json"],
+    ];
+    for args in commands {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
+            .args(args)
+            .env("KUBECONFIG", &cluster.kubeconfig)
+            .env_remove("VELERO_NAMESPACE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes before the command has written anything.
+        drop(child.stdout.take());
+        let out =
+            tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+                .await
+                .expect("ends in time")
+                .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+    }
+}
