@@ -339,6 +339,15 @@ mod tests {
         assert_eq!(store.synced_files(), 2);
     }
 
+    /// A bucket directory (canonical) and a directory beside it, under `dir`.
+    fn bucket_and_outside(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+        let root = dir.join("bucket");
+        std::fs::create_dir(&root).unwrap();
+        let outside = dir.join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        (root.canonicalize().unwrap(), outside)
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
@@ -352,11 +361,7 @@ mod tests {
             inside in proptest::bool::ANY,
         ) {
             let dir = tempfile::tempdir().unwrap();
-            let root = dir.path().join("bucket");
-            std::fs::create_dir(&root).unwrap();
-            let root = root.canonicalize().unwrap();
-            let outside = dir.path().join("outside");
-            std::fs::create_dir(&outside).unwrap();
+            let (root, outside) = bucket_and_outside(dir.path());
             let target = if inside { root.clone() } else { outside.clone() };
             let file = parts.iter().fold(root.clone(), |p, part| p.join(part));
             let link = (at < parts.len()).then(|| {
@@ -382,11 +387,7 @@ mod tests {
     async fn no_symbolic_link_below_the_bucket_is_followed() {
         use futures::TryStreamExt as _;
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("bucket");
-        std::fs::create_dir(&root).unwrap();
-        let root = root.canonicalize().unwrap();
-        let outside = dir.path().join("outside");
-        std::fs::create_dir(&outside).unwrap();
+        let (root, outside) = bucket_and_outside(dir.path());
         std::fs::write(outside.join("secret"), b"not the bucket's").unwrap();
         let store = Synced::new(
             LocalFileSystem::new_with_prefix(&root).unwrap(),

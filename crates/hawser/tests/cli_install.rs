@@ -318,30 +318,14 @@ async fn bad_install_flags_exit_2_before_touching_the_cluster() {
     assert_eq!(cluster.sim.last_request_seq(), before);
 }
 
-/// Runs `hawser install ARGS --dry-run -o json`; (the objects, stderr).
-async fn dry_run(cluster: &Cluster, args: &[&str]) -> (Vec<Value>, String) {
-    let mut all = vec!["install"];
-    // Every call names its location, or says it wants none (as Velero requires).
-    if !args.contains(&"--provider") {
-        all.push("--no-default-backup-location");
-    }
-    all.extend_from_slice(args);
-    all.extend(["--dry-run", "-o", "json"]);
-    let run = cluster.hawser(&all).await;
-    assert_eq!(run.code, 0, "{all:?}: {}", run.stderr);
-    let list: Value = serde_json::from_str(&run.stdout).unwrap();
-    (list["items"].as_array().unwrap().clone(), run.stderr)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn velero_install_flags_are_honoured_or_reported() {
     let cluster = Cluster::empty().await;
     let secret = secret_file(&cluster);
     let ca = cluster.dir().join("ca.pem");
     std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
-    let (docs, stderr) = dry_run(
-        &cluster,
-        &[
+    let (docs, stderr) = cluster
+        .install_dry_run(&[
             "--provider",
             "aws",
             "--plugins",
@@ -375,9 +359,8 @@ async fn velero_install_flags_are_honoured_or_reported() {
             "--concurrent-backups=3",
             "--wait=false",
             "--apply",
-        ],
-    )
-    .await;
+        ])
+        .await;
 
     // Flags hawser has no use for: one warning each, none for the others.
     let warnings: Vec<&str> = stderr
@@ -466,7 +449,7 @@ async fn velero_install_flags_are_honoured_or_reported() {
     );
 
     // Velero's defaults: the scrape annotations on port 8085, its requests and limits.
-    let (docs, stderr) = dry_run(&cluster, &[]).await;
+    let (docs, stderr) = cluster.install_dry_run(&[]).await;
     assert_eq!(stderr, "");
     let template = &find(&docs, "Deployment/velero")["spec"]["template"];
     assert_eq!(
@@ -485,21 +468,19 @@ async fn velero_install_flags_are_honoured_or_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crds_only_and_no_default_backup_location() {
     let cluster = Cluster::empty().await;
-    let (docs, _) = dry_run(&cluster, &["--crds-only"]).await;
+    let (docs, _) = cluster.install_dry_run(&["--crds-only"]).await;
     let labels: Vec<String> = docs.iter().map(label).collect();
     assert_eq!(labels, CRDS);
 
-    let (docs, _) = dry_run(
-        &cluster,
-        &[
+    let (docs, _) = cluster
+        .install_dry_run(&[
             "--provider",
             "aws",
             "--bucket",
             "b",
             "--no-default-backup-location",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert!(
         !docs.iter().any(|d| d["kind"] == "BackupStorageLocation"),
         "{docs:#?}"
@@ -692,7 +673,7 @@ async fn rbac_minimal_grants_what_the_server_calls() {
         until_gone, wait_final,
     };
     let cluster = Cluster::start().await;
-    let (docs, _) = dry_run(&cluster, &["--rbac", "minimal"]).await;
+    let (docs, _) = cluster.install_dry_run(&["--rbac", "minimal"]).await;
     let cluster_rules = rules(find(&docs, "ClusterRole/velero"));
     let namespace_rules: Vec<Value> = ["Role/hawser-server", "Role/hawser-leader-election"]
         .iter()

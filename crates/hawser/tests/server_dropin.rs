@@ -244,6 +244,28 @@ async fn a_value_velero_would_refuse_stops_the_server_with_a_usage_error() {
     assert!(stderr.contains("--fs-backup-timeout"), "{stderr}");
 }
 
+/// A Schedule `every-minute` of namespace `shop`: a running schedule controller validates it
+/// (`Enabled`) and makes a backup from it at once.
+fn every_minute_schedule(cluster: &Cluster) {
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Schedule",
+            "metadata": {"name": "every-minute", "namespace": NS},
+            "spec": {"schedule": "@every 1m", "template": {"includedNamespaces": ["shop"]}}
+        }))
+        .unwrap();
+}
+
+/// No schedule controller touched `every-minute`.
+fn schedule_left_alone(cluster: &Cluster) {
+    let schedule = cluster
+        .store()
+        .get("velero.io/v1", "Schedule", NS, "every-minute")
+        .unwrap();
+    assert!(schedule.pointer("/status/phase").is_none(), "{schedule:#}");
+}
+
 /// `--restore-only`, Velero's deprecated mode: restores are made; backups, deletions and
 /// schedules are left alone (no phase, no backup from the Schedule), and the log says the flag
 /// is deprecated.
@@ -261,14 +283,7 @@ async fn restore_only_restores_and_leaves_backups_and_schedules_alone() {
     args.push("--restore-only");
     let server = Server::start(&cluster, root.path(), &args).await;
     create_backup(&cluster, "not-now", json!({"includedNamespaces": ["shop"]}));
-    cluster
-        .store()
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "Schedule",
-            "metadata": {"name": "every-minute", "namespace": NS},
-            "spec": {"schedule": "@every 1m", "template": {"includedNamespaces": ["shop"]}}
-        }))
-        .unwrap();
+    every_minute_schedule(&cluster);
     create_restore(
         &cluster,
         "back",
@@ -281,10 +296,7 @@ async fn restore_only_restores_and_leaves_backups_and_schedules_alone() {
     let store = cluster.store();
     let backup = store.get("velero.io/v1", "Backup", NS, "not-now").unwrap();
     assert!(backup.pointer("/status/phase").is_none(), "{backup:#}");
-    let schedule = store
-        .get("velero.io/v1", "Schedule", NS, "every-minute")
-        .unwrap();
-    assert!(schedule.pointer("/status/phase").is_none(), "{schedule:#}");
+    schedule_left_alone(&cluster);
     let backups = store.list("velero.io/v1", "Backup", Some(NS));
     assert_eq!(
         backups.len(),
@@ -310,21 +322,10 @@ async fn disabled_controllers_do_not_run_and_unknown_names_are_refused() {
         "gc",
     ]);
     let server = Server::start(&cluster, root.path(), &args).await;
-    cluster
-        .store()
-        .insert(json!({
-            "apiVersion": "velero.io/v1", "kind": "Schedule",
-            "metadata": {"name": "every-minute", "namespace": NS},
-            "spec": {"schedule": "@every 1m", "template": {"includedNamespaces": ["shop"]}}
-        }))
-        .unwrap();
+    every_minute_schedule(&cluster);
     backup_completes(&cluster, &server, root.path()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let schedule = cluster
-        .store()
-        .get("velero.io/v1", "Schedule", NS, "every-minute")
-        .unwrap();
-    assert!(schedule.pointer("/status/phase").is_none(), "{schedule:#}");
+    schedule_left_alone(&cluster);
     assert_eq!(
         cluster
             .store()

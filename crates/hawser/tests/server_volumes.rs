@@ -625,22 +625,8 @@ async fn a_forged_backup_that_names_another_backups_snapshot_neither_restores_no
 async fn minimal_rbac_enforced_by_a_real_api_server_backs_up_restores_and_deletes_a_snapshot() {
     let cluster = Cluster::start().await;
     let real = cluster.real("minimal_rbac_enforced_by_a_real_api_server");
-    let run = cluster
-        .hawser(&[
-            "install",
-            "--rbac",
-            "minimal",
-            "--no-default-backup-location",
-            "--dry-run",
-            "-o",
-            "json",
-        ])
-        .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let manifests: Value = serde_json::from_str(&run.stdout).unwrap();
-    let rbac: Vec<&Value> = manifests["items"]
-        .as_array()
-        .unwrap()
+    let (manifests, _) = cluster.install_dry_run(&["--rbac", "minimal"]).await;
+    let rbac: Vec<&Value> = manifests
         .iter()
         .filter(|o| {
             [

@@ -462,20 +462,23 @@ async fn run_named(
     for warning in restore.spec.unsupported_fields() {
         report.warn(Scope::Velero, warning);
     }
-    // Volume data made by Velero that is not restored here is named, unless no volume data
-    // was asked for.
+    // The backup's volume side files, read once: volume data made by Velero that is not
+    // restored here is named (unless no volume data was asked for), and the volume info is
+    // what an archived snapshot handle is checked against.
+    let side_files = crate::backup::operations::load_volume_side_files(location, &backup_name)
+        .await
+        .map_err(|e| chain_text(&e));
     if restore.spec.restore_pvs != Some(false) {
-        match crate::backup::operations::load_volume_side_files(location, &backup_name).await {
+        match &side_files {
             Ok(files) => {
-                for warning in volume_data::warnings(&files) {
+                for warning in volume_data::warnings(files) {
                     report.warn(Scope::Velero, warning);
                 }
             }
-            Err(e) => report.warn(
+            Err(why) => report.warn(
                 Scope::Velero,
                 format!(
-                    "the backup's volume side files could not be read, so volume data it holds that hawser cannot restore (file-system backups, native snapshots, moved snapshot data) is not named here: {}",
-                    chain_text(&e)
+                    "the backup's volume side files could not be read, so volume data it holds that hawser cannot restore (file-system backups, native snapshots, moved snapshot data) is not named here: {why}"
                 ),
             ),
         }
@@ -543,8 +546,7 @@ async fn run_named(
         restorer.snapshots = std::mem::take(&mut checked.snapshots);
     }
     if checked.counts.contains_key(VOLUME_SNAPSHOTS) {
-        let info = crate::backup::operations::load_volume_info(location, &backup_name).await;
-        restorer.proof.volume_info = Some(info.map_err(|e| chain_text(&e)));
+        restorer.proof.volume_info = Some(side_files.map(|files| files.volume_info));
     }
     let to_restore: u64 = checked
         .counts

@@ -275,6 +275,21 @@ impl Cluster {
         }
     }
 
+    /// Runs `hawser install ARGS --dry-run -o json` (with `--no-default-backup-location` unless
+    /// ARGS name a provider, as install requires one or the other); (the objects, stderr).
+    pub async fn install_dry_run(&self, args: &[&str]) -> (Vec<Value>, String) {
+        let mut all = vec!["install"];
+        if !args.contains(&"--provider") {
+            all.push("--no-default-backup-location");
+        }
+        all.extend_from_slice(args);
+        all.extend(["--dry-run", "-o", "json"]);
+        let run = self.hawser(&all).await;
+        assert_eq!(run.code, 0, "{all:?}: {}", run.stderr);
+        let list: Value = serde_json::from_str(&run.stdout).unwrap();
+        (list["items"].as_array().unwrap().clone(), run.stderr)
+    }
+
     /// Runs `hawser ARGS` against this cluster with `input` on its stdin (for confirmation
     /// prompts; `hawser` alone gives an empty stdin).
     pub async fn hawser_with_input(&self, args: &[&str], input: &str) -> Run {
