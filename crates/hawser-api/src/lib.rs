@@ -54,9 +54,9 @@ pub use hawser_core::duration::GoDuration;
 pub use phase::{
     BackupPhase, BackupStorageLocationPhase, DeleteBackupRequestPhase, DownloadRequestPhase,
     IllegalTransition, Kind, LifecyclePhase, Phase, RestorePhase, SchedulePhase,
-    ServerStatusRequestPhase,
+    ServerStatusRequestPhase, phase_str,
 };
-pub use phased::{PhasedResource, phase_str};
+pub use phased::PhasedResource;
 pub use podvolume::{
     DataTransferPhase, DataTransferProgress, PodVolumeBackup, PodVolumeBackupSpec,
     PodVolumeBackupStatus, PodVolumeRestore, PodVolumeRestoreSpec, PodVolumeRestoreStatus,

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use crate::backup::Backup;
 use crate::labels::HAWSER_OWNER;
-use crate::phase::{BackupPhase, LifecyclePhase, RestorePhase};
+use crate::phase::{BackupPhase, LifecyclePhase, RestorePhase, phase_str};
 use crate::restore::Restore;
 
 /// A namespaced `velero.io/v1` object whose `status.phase` follows a transition table: a Backup
@@ -56,14 +56,6 @@ pub trait PhasedResource:
             .get(HAWSER_OWNER)
             .map(String::as_str)
     }
-}
-
-/// `status.phase` of a raw object as a string; `""` when it is missing or not a string.
-pub fn phase_str(object: &serde_json::Value) -> &str {
-    object
-        .pointer("/status/phase")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("")
 }
 
 impl PhasedResource for Backup {

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod csi;
 pub mod duration;
 pub mod errors;
+pub mod label;
 pub mod layout;
 pub mod pod_annotations;
 pub mod poll;

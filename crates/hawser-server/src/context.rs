@@ -4,11 +4,11 @@ use hawser_core::clock::Clock;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::controllers::backup_queue::BackupQueue;
+use crate::backup_queue::BackupQueue;
+use crate::config::Settings;
 use crate::locations::Locations;
 use crate::metrics::VeleroMetrics;
 use crate::records::StorageRecords;
-use crate::settings::Settings;
 use crate::status::StatusEngine;
 
 /// The label naming the Schedule a Backup was created by.

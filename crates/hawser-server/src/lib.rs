@@ -29,7 +29,8 @@
 pub mod metrics;
 pub mod status;
 
-mod args;
+mod backup_queue;
+mod config;
 mod context;
 mod controllers;
 mod downloads;
@@ -41,13 +42,11 @@ mod queue;
 mod readiness;
 mod records;
 mod serve;
-mod settings;
 mod tolerant;
 pub mod velero_flags;
 mod work;
 
-pub use args::{ArgsError, ServerArgs};
-pub use downloads::DownloadArgs;
+pub use config::{ArgsError, DownloadArgs, ServerArgs};
 pub use locations::{LocationError, Locations};
 pub use records::StorageRecords;
 pub use serve::serve;

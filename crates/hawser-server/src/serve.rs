@@ -33,13 +33,13 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::Settings;
 use crate::context::Context;
-use crate::controllers::table::Inputs;
+use crate::controllers::table::{self, Inputs};
 use crate::leader::{Elector, LeaseLost};
 use crate::metrics::{StatusMetrics, VeleroMetrics};
 use crate::queue::Workers;
 use crate::readiness::Readiness;
-use crate::settings::Settings;
 use crate::status::{self, Kind, ObjectKey, Rerun, Resumed, StatusConfig, StatusEngine};
 use crate::{Locations, ServerArgs, StorageRecords, downloads, http};
 
@@ -337,7 +337,8 @@ impl Server {
         );
         controllers.spawn(async move { recovery.run_recovery(records, stop).await });
         // Every watch is registered before `leading`, so that `/readyz` waits for all of them.
-        self.settings.controllers.start(
+        table::start(
+            &self.settings.controllers,
             &ctx,
             readiness,
             Inputs {

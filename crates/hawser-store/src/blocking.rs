@@ -15,12 +15,22 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::StoreError;
 use crate::location::{ByteStream, Location};
+use crate::spec::LocationOptions;
 use crate::stream::ArtifactWriter;
 
 /// Chunks in flight between the synchronous side and the uploading or downloading task.
 pub const CHANNEL_CAPACITY: usize = 4;
 /// Bytes the blocking writer gathers before handing them over.
 pub const CHUNK_SIZE: usize = 256 * 1024;
+
+impl LocationOptions {
+    /// Upper bound of the bytes one streaming writer holds at a time: the part being filled,
+    /// the parts in flight, and the hand-over channel of the blocking bridge.
+    #[must_use]
+    pub fn writer_memory_bound(&self) -> usize {
+        self.part_size * (1 + self.max_in_flight_parts.max(1)) + CHANNEL_CAPACITY * CHUNK_SIZE
+    }
+}
 
 enum Message {
     Data(Bytes),

@@ -38,8 +38,8 @@ pub use blocking::{
 pub use error::{ConfigError, FailureKind, StoreError};
 pub use location::{ByteStream, Location, ObjectInfo};
 pub use policy::LocationPolicy;
-pub use provider::Provider;
 pub use signed::{FileUrls, SignedFile, UrlRefused};
+pub use spec::Provider;
 pub use spec::{AccessMode, LocationOptions, LocationSpec};
 pub use stream::ArtifactWriter;
 pub use validate::{ValidationError, validate};

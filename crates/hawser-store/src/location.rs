@@ -13,8 +13,9 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 
 use crate::error::{ConfigError, StoreError};
 use crate::policy::LocationPolicy;
-use crate::provider::{self, Provider};
+use crate::provider;
 use crate::signed::FileUrls;
+use crate::spec::Provider;
 use crate::spec::{AccessMode, LocationOptions, LocationSpec};
 use crate::stream::ArtifactWriter;
 

@@ -14,8 +14,8 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::ConfigError;
-use crate::provider::Provider;
 use crate::spec::LocationSpec;
+use crate::spec::Provider;
 
 /// Limits on what locations may use. [`Default`] is unrestricted (any root, ambient credentials
 /// allowed, any endpoint trusted): what a program that opens locations it wrote itself wants. A

@@ -8,6 +8,58 @@ use hawser_api::{BackupStorageLocationAccessMode, BackupStorageLocationSpec};
 
 use crate::error::ConfigError;
 
+/// The providers this crate implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    /// Amazon S3 and S3-compatible servers.
+    Aws,
+    /// Google Cloud Storage.
+    Gcp,
+    /// Azure Blob Storage.
+    Azure,
+    /// A local directory (hawser's own provider).
+    Filesystem,
+}
+
+impl Provider {
+    /// Every provider, in the order of the docs.
+    pub const ALL: [Self; 4] = [Self::Aws, Self::Gcp, Self::Azure, Self::Filesystem];
+
+    /// The object-store plugin name a Velero server would report for this provider
+    /// (`velero.io/aws`); [`parse`](Self::parse) accepts it as `spec.provider` too.
+    #[must_use]
+    pub fn plugin_name(self) -> String {
+        format!("velero.io/{}", self.name())
+    }
+
+    /// Parses `spec.provider`. Velero's `velero.io/<name>` plugin names are accepted too.
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownProvider`].
+    pub fn parse(provider: &str) -> Result<Self, ConfigError> {
+        match provider.strip_prefix("velero.io/").unwrap_or(provider) {
+            "aws" => Ok(Self::Aws),
+            "gcp" => Ok(Self::Gcp),
+            "azure" => Ok(Self::Azure),
+            "filesystem" => Ok(Self::Filesystem),
+            _ => Err(ConfigError::UnknownProvider {
+                provider: provider.to_owned(),
+            }),
+        }
+    }
+
+    /// The provider's name as written in `spec.provider`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Aws => "aws",
+            Self::Gcp => "gcp",
+            Self::Azure => "azure",
+            Self::Filesystem => "filesystem",
+        }
+    }
+}
+
 /// `spec.accessMode` of a BackupStorageLocation. Unset behaves as [`AccessMode::ReadWrite`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AccessMode {
@@ -154,16 +206,6 @@ impl Default for LocationOptions {
             request_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),
         }
-    }
-}
-
-impl LocationOptions {
-    /// Upper bound of the bytes one streaming writer holds at a time: the part being filled,
-    /// the parts in flight, and the hand-over channel of the blocking bridge.
-    #[must_use]
-    pub fn writer_memory_bound(&self) -> usize {
-        self.part_size * (1 + self.max_in_flight_parts.max(1))
-            + crate::blocking::CHANNEL_CAPACITY * crate::blocking::CHUNK_SIZE
     }
 }
 

@@ -10,7 +10,7 @@ mod proptest_config;
 
 use std::collections::BTreeMap;
 
-use hawser::cli::selector::{format_selector, parse_or_selectors, parse_selector};
+use hawser::cli::label_selector::{format_selector, parse_or_selectors, parse_selector};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use proptest::prelude::*;
 use proptest_config::config;

@@ -5,7 +5,6 @@ use std::fmt;
 use kube::api::{ApiResource, GroupVersionKind};
 
 use super::{BackupPhase, LifecyclePhase, RestorePhase};
-use crate::phased::phase_str;
 
 /// The two kinds whose work has a lifecycle: Backup and Restore (`velero.io/v1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -178,4 +177,12 @@ impl fmt::Display for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// `status.phase` of a raw object as a string; `""` when it is missing or not a string.
+pub fn phase_str(object: &serde_json::Value) -> &str {
+    object
+        .pointer("/status/phase")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("")
 }

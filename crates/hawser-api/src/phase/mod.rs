@@ -21,7 +21,7 @@ mod restore;
 use std::fmt::{Debug, Display};
 
 pub use backup::BackupPhase;
-pub use lifecycle::{Kind, Phase};
+pub use lifecycle::{Kind, Phase, phase_str};
 pub use other::{
     BackupStorageLocationPhase, DeleteBackupRequestPhase, DownloadRequestPhase, SchedulePhase,
     ServerStatusRequestPhase,

@@ -44,7 +44,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
+
+use crate::label::valid_label_value;
 
 /// Label naming the backup an object was restored from.
 pub const BACKUP_NAME_LABEL: &str = "velero.io/backup-name";
@@ -84,7 +85,6 @@ const CLAIM_ANNOTATIONS: [&str; 7] = [
     "velero.io/volume-snapshot-name",
     "velero.io/data-upload-name",
 ];
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
 const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
@@ -231,7 +231,7 @@ pub fn clean(
         }
     }
     match group_resource {
-        "services" => clean_service(&mut obj, ctx.preserve_node_ports),
+        "services" => super::service::clean(&mut obj, ctx.preserve_node_ports),
         "pods" => clean_pod(&mut obj),
         "jobs.batch" => clean_job(&mut obj),
         "persistentvolumeclaims" => {
@@ -389,135 +389,6 @@ fn remove_annotations(obj: &mut Value, keys: &[&str]) {
     }
 }
 
-/// Node ports set explicitly: by name for named ports, by value for unnamed ones (from the
-/// last-applied configuration), and by `port/protocol` (from managedFields).
-#[derive(Default)]
-struct ExplicitPorts {
-    names: Vec<String>,
-    unnamed_values: Vec<i64>,
-    port_protocols: Vec<(i64, String)>,
-    health_check: bool,
-}
-
-fn as_port_number(v: &Value) -> Option<i64> {
-    v.as_i64()
-        .or_else(|| v.as_f64().map(|f| f as i64))
-        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-}
-
-fn explicit_ports(obj: &Value) -> ExplicitPorts {
-    let mut out = ExplicitPorts::default();
-    let applied: Option<Value> = obj
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(LAST_APPLIED))
-        .and_then(Value::as_str)
-        .and_then(|s| serde_json::from_str(s).ok());
-    if let Some(applied) = applied {
-        for port in applied
-            .pointer("/spec/ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(node_port) = port.get("nodePort").and_then(as_port_number) else {
-                continue;
-            };
-            if node_port <= 0 {
-                continue;
-            }
-            match port.get("name").and_then(Value::as_str) {
-                Some(name) => out.names.push(name.to_string()),
-                None => out.unnamed_values.push(node_port),
-            }
-        }
-        out.health_check |= applied
-            .pointer("/spec/healthCheckNodePort")
-            .and_then(as_port_number)
-            .is_some_and(|p| p > 0);
-    }
-    for entry in obj
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(spec) = entry.pointer("/fieldsV1/f:spec") else {
-            continue;
-        };
-        out.health_check |= spec.get("f:healthCheckNodePort").is_some();
-        for (key, fields) in spec
-            .get("f:ports")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-        {
-            if fields.get("f:nodePort").is_none() {
-                continue;
-            }
-            // Keys look like `k:{"port":80,"protocol":"TCP"}`.
-            let Some(k) = key
-                .strip_prefix("k:")
-                .and_then(|k| serde_json::from_str::<Value>(k).ok())
-            else {
-                continue;
-            };
-            if let Some(port) = k.get("port").and_then(as_port_number) {
-                let protocol = k.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-                out.port_protocols.push((port, protocol.to_string()));
-            }
-        }
-    }
-    out
-}
-
-fn clean_service(obj: &mut Value, preserve_node_ports: bool) {
-    let explicit = explicit_ports(obj);
-    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
-    };
-    if spec.get("clusterIP").and_then(Value::as_str) != Some("None") {
-        spec.remove("clusterIP");
-        spec.remove("clusterIPs");
-    }
-    if preserve_node_ports || spec.get("type").and_then(Value::as_str) == Some("ExternalName") {
-        return;
-    }
-    if !explicit.health_check {
-        spec.remove("healthCheckNodePort");
-    }
-    for port in spec
-        .get_mut("ports")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-    {
-        let name = port
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty());
-        let node_port = port.get("nodePort").and_then(as_port_number);
-        let number = port.get("port").and_then(as_port_number);
-        let protocol = port
-            .get("protocol")
-            .and_then(Value::as_str)
-            .unwrap_or("TCP");
-        let by_annotation = match name {
-            Some(n) => explicit.names.iter().any(|e| e == n),
-            None => node_port.is_some_and(|p| explicit.unnamed_values.contains(&p)),
-        };
-        let by_fields = number.is_some_and(|n| {
-            explicit
-                .port_protocols
-                .iter()
-                .any(|(p, proto)| *p == n && proto == protocol)
-        });
-        if !by_annotation && !by_fields {
-            port.remove("nodePort");
-        }
-    }
-}
-
 fn is_legacy_token_volume(name: &str, service_account: &str) -> bool {
     name.starts_with(&format!("{service_account}-token-"))
 }
@@ -620,22 +491,6 @@ fn clean_service_account(obj: &mut Value) {
                 .is_some_and(|n| is_legacy_token_volume(n, &name))
         });
     }
-}
-
-/// Velero's `GetValidName`: a label value of at most 63 characters. Longer values keep their
-/// first 57 characters followed by the first 6 hex digits of the SHA-256 of the whole value.
-pub fn valid_label_value(value: &str) -> String {
-    const MAX: usize = 63;
-    if value.len() <= MAX {
-        return value.to_string();
-    }
-    let digest = Sha256::digest(value.as_bytes());
-    let hex: String = digest.iter().take(3).map(|b| format!("{b:02x}")).collect();
-    let mut cut = MAX - 6;
-    while !value.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}{hex}", &value[..cut])
 }
 
 #[cfg(test)]

@@ -96,20 +96,6 @@ fn namespace_is_mapped_and_cluster_items_have_none() {
     assert_eq!(out.object.pointer("/metadata/namespace"), None);
 }
 
-#[test]
-fn long_label_values_follow_get_valid_name() {
-    assert_eq!(valid_label_value("short"), "short");
-    let exactly = "a".repeat(63);
-    assert_eq!(valid_label_value(&exactly), exactly);
-    let long = "b".repeat(70);
-    let got = valid_label_value(&long);
-    assert_eq!(got.len(), 63);
-    assert_eq!(&got[..57], &long[..57]);
-    // sha256("b" * 70) begins with b94440 (computed independently).
-    assert_eq!(&got[57..], "b94440");
-    assert_ne!(valid_label_value(&"b".repeat(71)), got);
-}
-
 fn service(spec: Value, annotations: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "s", "namespace": "shop", "annotations": annotations},

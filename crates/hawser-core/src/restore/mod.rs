@@ -8,13 +8,14 @@ pub mod existing;
 pub mod filters;
 pub mod order;
 pub mod priorities;
+mod service;
 pub mod types;
 pub mod validate;
 pub mod volume_data;
 
 pub use clean::{
     BACKUP_NAME_LABEL, CleanContext, Cleaned, ItemSkip, RESTORE_NAME_LABEL, RESTORE_UID_LABEL,
-    clean, namespace_object, skip_reason, valid_label_value,
+    clean, namespace_object, skip_reason,
 };
 pub use existing::{
     Existing, ExistingPolicy, decide, differs_warning, made_by_restore, merge_patch,

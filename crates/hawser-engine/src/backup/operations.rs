@@ -70,7 +70,7 @@ pub async fn store(
     backup: &str,
     operations: &[BackupOperation],
 ) -> Result<(), BackupError> {
-    super::put_gz(
+    super::store::put_gz(
         location,
         &Layout::new(None).backup_item_operations(backup),
         &operations,
@@ -290,7 +290,7 @@ impl SnapshotOperations {
             }
         }
         if !volume_info.is_empty() {
-            super::put_gz(location, &layout.backup_volume_info(&name), &volume_info).await?;
+            super::store::put_gz(location, &layout.backup_volume_info(&name), &volume_info).await?;
         }
         store(location, &name, operations).await?;
 
@@ -327,7 +327,7 @@ impl SnapshotOperations {
         log.info(&format!(
             "Item operations ended: {completed} completed, {failed} failed"
         ));
-        super::put_gz(location, &layout.backup_results(&name), &results).await?;
+        super::store::put_gz(location, &layout.backup_results(&name), &results).await?;
         append_log(location, &layout.backup_log(&name), log).await?;
 
         outcome.phase = if results.errors.count() > 0 {
@@ -498,7 +498,7 @@ async fn append_log(location: &Location, key: &str, log: BackupLog) -> Result<()
         Err(source) => return Err(BackupError::storage(key.to_owned(), source)),
     };
     text.extend(log.into_bytes());
-    super::put_gzip(location, key, &text).await
+    super::store::put_gzip(location, key, &text).await
 }
 
 #[cfg(test)]

@@ -34,14 +34,15 @@ use hawser_api::labels::{
 use hawser_api::phase::BackupPhase;
 use hawser_core::archive::FORMAT_VERSION;
 use hawser_core::duration::GoDuration;
-use hawser_core::restore::clean::valid_label_value;
+use hawser_core::label::valid_label_value;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::backup_queue;
 use crate::context::{Context, schedule_of};
-use crate::controllers::{backup_queue, operations};
+use crate::controllers::operations;
 use crate::metrics::{BackupFinished, FinalOutcome};
 use crate::queue::{Handled, Offer};
 use crate::status::Kind;
@@ -277,7 +278,7 @@ const RESERVED_NAMES: [&str; 6] = [
 /// the values in force): TTL, file-system backup by default, snapshot data movement, the CSI
 /// snapshot timeout (Velero's 10 minutes, which the snapshot wait also falls back to) and the
 /// item operation timeout.
-fn server_defaults(settings: &crate::settings::BackupSettings, spec: &mut hawser_api::BackupSpec) {
+fn server_defaults(settings: &crate::config::BackupSettings, spec: &mut hawser_api::BackupSpec) {
     let unset = |d: Option<GoDuration>| d.is_none_or(|d| d.is_zero());
     if unset(spec.ttl) {
         spec.ttl = Some(settings.default_ttl);

@@ -31,6 +31,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 
+use super::periodic::{self, Pass};
 use crate::context::Context;
 use crate::locations::ranked_defaults;
 use crate::readiness::Watch;
@@ -45,67 +46,75 @@ fn resource() -> ApiResource {
     )
 }
 
-/// Runs until the server shuts down; reports whether its LIST works through `health`.
+/// Runs until the term ends; reports whether its LIST works through `health`.
 pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource());
-    // The spec each location had when this process last validated it, and whether it nested
-    // with another.
-    let mut seen: HashMap<String, (Value, Option<String>)> = HashMap::new();
-    let tick = ctx
-        .settings
-        .locations
-        .validation_frequency
-        .map_or(TICK, |f| f.min(TICK))
-        .max(Duration::from_millis(200));
-    loop {
-        match api.list(&ListParams::default()).await {
-            Ok(list) => {
-                health.up();
-                for older in ranked_defaults(list.items.iter()).iter().skip(1) {
-                    unset_default(&api, older).await;
-                }
-                let parsed: Vec<(String, BackupStorageLocation)> = list
-                    .items
-                    .iter()
-                    .filter_map(|o| {
-                        let bsl = serde_json::from_value(serde_json::to_value(o).ok()?).ok()?;
-                        Some((o.metadata.name.clone()?, bsl))
-                    })
-                    .collect();
-                let overlapping = overlaps(parsed.iter().map(|(n, b)| (n.as_str(), b)));
-                // The locations are looked at side by side, each within a deadline, and each
-                // status is written as soon as it is known: one that never answers holds up no
-                // other (the next pass comes once it has answered or run out of time).
-                let known = seen.clone();
-                let mut decisions: FuturesUnordered<_> = list
-                    .items
-                    .into_iter()
-                    .map(|object| {
-                        let overlap = object
-                            .metadata
-                            .name
-                            .as_ref()
-                            .and_then(|n| overlapping.get(n))
-                            .cloned();
-                        decide(&ctx, &known, object, overlap)
-                    })
-                    .collect();
-                while let Some(decision) = decisions.next().await {
-                    if let Some(decision) = decision {
-                        record(&ctx, &api, &mut seen, decision).await;
-                    }
-                }
-            }
-            Err(e) => {
-                health.down();
-                tracing::debug!(error = %e, "listing storage locations failed; trying again");
+    let locations = Locations {
+        api,
+        seen: HashMap::new(),
+    };
+    periodic::run(ctx, locations, health).await;
+}
+
+struct Locations {
+    api: Api<DynamicObject>,
+    /// The spec each location had when this process last validated it, and whether it nested
+    /// with another.
+    seen: HashMap<String, (Value, Option<String>)>,
+}
+
+impl Pass for Locations {
+    const LISTS: &'static str = "storage locations";
+
+    type Listed = Vec<DynamicObject>;
+
+    async fn list(&mut self, _: &Context) -> Result<Vec<DynamicObject>, kube::Error> {
+        Ok(self.api.list(&ListParams::default()).await?.items)
+    }
+
+    async fn handle(&mut self, ctx: &Context, locations: Vec<DynamicObject>) -> Duration {
+        for older in ranked_defaults(locations.iter()).iter().skip(1) {
+            unset_default(&self.api, older).await;
+        }
+        let parsed: Vec<(String, BackupStorageLocation)> = locations
+            .iter()
+            .filter_map(|o| {
+                let bsl = serde_json::from_value(serde_json::to_value(o).ok()?).ok()?;
+                Some((o.metadata.name.clone()?, bsl))
+            })
+            .collect();
+        let overlapping = overlaps(parsed.iter().map(|(n, b)| (n.as_str(), b)));
+        // The locations are looked at side by side, each within a deadline, and each status
+        // is written as soon as it is known: one that never answers holds up no other (the
+        // next pass comes once it has answered or run out of time).
+        let known = self.seen.clone();
+        let mut decisions: FuturesUnordered<_> = locations
+            .into_iter()
+            .map(|object| {
+                let overlap = object
+                    .metadata
+                    .name
+                    .as_ref()
+                    .and_then(|n| overlapping.get(n))
+                    .cloned();
+                decide(ctx, &known, object, overlap)
+            })
+            .collect();
+        while let Some(decision) = decisions.next().await {
+            if let Some(decision) = decision {
+                record(ctx, &self.api, &mut self.seen, decision).await;
             }
         }
-        tokio::select! {
-            () = ctx.shutdown.cancelled() => return,
-            () = tokio::time::sleep(tick) => {}
-        }
+        self.retry_after(ctx)
+    }
+
+    fn retry_after(&self, ctx: &Context) -> Duration {
+        ctx.settings
+            .locations
+            .validation_frequency
+            .map_or(TICK, |f| f.min(TICK))
+            .max(Duration::from_millis(200))
     }
 }
 

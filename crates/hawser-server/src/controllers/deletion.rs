@@ -33,8 +33,8 @@ use std::time::Duration;
 
 use hawser_api::labels::{BACKUP_NAME, BACKUP_UID};
 use hawser_api::phase::{BackupPhase, RestorePhase};
+use hawser_core::label::valid_label_value;
 use hawser_core::layout::Layout;
-use hawser_core::restore::clean::valid_label_value;
 use hawser_core::restore::volume_data;
 use kube::api::ListParams;
 use serde_json::{Value, json};
@@ -42,6 +42,7 @@ use serde_json::{Value, json};
 use hawser_engine::backup::operations::{self, SnapshotDeletion, SnapshotOperations};
 use hawser_store::Location;
 
+use super::periodic::{self, Pass};
 use crate::context::{Context, backup_location_name, schedule_of};
 use crate::controllers::restore_files;
 use crate::objects::{self, text, velero_api};
@@ -67,29 +68,35 @@ enum Outcome {
     Later(String),
 }
 
-/// Runs until the server shuts down; reports whether its LIST works through `health`.
+/// Runs until the term ends; reports whether its LIST works through `health`.
 pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
     let api = velero_api(&ctx, "DeleteBackupRequest", "deletebackuprequests");
-    loop {
-        match objects::list(&ctx, &api, &ListParams::default()).await {
-            Ok(requests) => {
-                health.up();
-                for request in requests {
-                    if ctx.shutdown.is_cancelled() {
-                        return;
-                    }
-                    handle(&ctx, &api, &request).await;
-                }
+    periodic::run(ctx, Requests(api), health).await;
+}
+
+struct Requests(kube::Api<kube::api::DynamicObject>);
+
+impl Pass for Requests {
+    const LISTS: &'static str = "deletion requests";
+
+    type Listed = Vec<Value>;
+
+    async fn list(&mut self, ctx: &Context) -> Result<Vec<Value>, kube::Error> {
+        objects::list(ctx, &self.0, &ListParams::default()).await
+    }
+
+    async fn handle(&mut self, ctx: &Context, requests: Vec<Value>) -> Duration {
+        for request in requests {
+            if ctx.shutdown.is_cancelled() {
+                break;
             }
-            Err(e) => {
-                health.down();
-                tracing::debug!(error = %e, "listing deletion requests failed; trying again");
-            }
+            handle(ctx, &self.0, &request).await;
         }
-        tokio::select! {
-            () = ctx.shutdown.cancelled() => return,
-            () = tokio::time::sleep(TICK) => {}
-        }
+        TICK
+    }
+
+    fn retry_after(&self, _: &Context) -> Duration {
+        TICK
     }
 }
 

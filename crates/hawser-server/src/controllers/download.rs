@@ -1,7 +1,7 @@
 //! The DownloadRequest controller: a time-limited URL of one file of a backup or restore
 //! (velero-compat §1.6, §2.4), what `hawser backup logs`/`download` and `velero` use.
 //!
-//! Every second the requests are listed ([`requests::run`]); for each:
+//! Every second the requests are listed ([`requests`]); for each:
 //! 1. **Triage** (pure, [`triage`]): `status.expiration` past → deleted on the next sweep (every
 //!    minute, as Velero's periodic check); expiration set and not past, or a phase other than
 //!    `""`/`New` → nothing to do.
@@ -89,6 +89,8 @@ enum Failure {
 struct Downloads;
 
 impl Handler for Downloads {
+    const LISTS: &'static str = "download requests";
+
     async fn handle(
         &self,
         ctx: &Context,

@@ -11,43 +11,59 @@
 //! does the rest, and never deletes a backup a restore is reading.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hawser_api::labels::{BACKUP_NAME, BACKUP_UID, GC_FAILURE, gc_failure};
-use hawser_core::restore::clean::valid_label_value;
+use hawser_core::label::valid_label_value;
 use kube::api::ListParams;
 use serde_json::{Value, json};
 
+use super::periodic::{self, Pass};
 use crate::context::{Context, backup_location_name};
 use crate::objects::{self, text, velero_api};
+use crate::readiness::Watch;
 
-/// Runs until the server shuts down.
-pub(crate) async fn run(ctx: Arc<Context>) {
-    loop {
-        if let Err(e) = pass(&ctx).await {
-            tracing::warn!(error = %e, "garbage collection could not list backups; the next pass tries again");
-        }
-        tokio::select! {
-            () = ctx.shutdown.cancelled() => return,
-            () = tokio::time::sleep(ctx.settings.backup.gc_frequency) => {}
-        }
-    }
+/// Runs until the term ends.
+pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
+    let collector = Collector {
+        backups: velero_api(&ctx, "Backup", "backups"),
+        requests: velero_api(&ctx, "DeleteBackupRequest", "deletebackuprequests"),
+    };
+    periodic::run(ctx, collector, health).await;
 }
 
-/// One look at every Backup.
-async fn pass(ctx: &Context) -> Result<(), kube::Error> {
-    let backups = velero_api(ctx, "Backup", "backups");
-    let requests = velero_api(ctx, "DeleteBackupRequest", "deletebackuprequests");
-    let now = ctx.clock.now();
-    for backup in objects::list(ctx, &backups, &ListParams::default()).await? {
-        let expired = text(&backup, "/status/expiration")
-            .parse::<jiff::Timestamp>()
-            .is_ok_and(|at| at < now);
-        if !expired || text(&backup, "/status/phase") == "Deleting" {
-            continue;
-        }
-        collect(ctx, &backups, &requests, &backup).await;
+struct Collector {
+    backups: kube::Api<kube::api::DynamicObject>,
+    requests: kube::Api<kube::api::DynamicObject>,
+}
+
+impl Pass for Collector {
+    type Listed = Vec<Value>;
+
+    const LISTS: &'static str = "backups to collect";
+
+    async fn list(&mut self, ctx: &Context) -> Result<Vec<Value>, kube::Error> {
+        objects::list(ctx, &self.backups, &ListParams::default()).await
     }
-    Ok(())
+
+    /// Every expired Backup that is not being deleted yet.
+    async fn handle(&mut self, ctx: &Context, backups: Vec<Value>) -> Duration {
+        let now = ctx.clock.now();
+        for backup in backups {
+            let expired = text(&backup, "/status/expiration")
+                .parse::<jiff::Timestamp>()
+                .is_ok_and(|at| at < now);
+            if !expired || text(&backup, "/status/phase") == "Deleting" {
+                continue;
+            }
+            collect(ctx, &self.backups, &self.requests, &backup).await;
+        }
+        ctx.settings.backup.gc_frequency
+    }
+
+    fn retry_after(&self, ctx: &Context) -> Duration {
+        ctx.settings.backup.gc_frequency
+    }
 }
 
 async fn collect(

@@ -2,12 +2,12 @@
 //! table ([`table::CONTROLLERS`]).
 
 pub(crate) mod backup;
-pub(crate) mod backup_queue;
 pub(crate) mod bsl;
 pub(crate) mod deletion;
 pub(crate) mod download;
 pub(crate) mod gc;
 pub(crate) mod operations;
+mod periodic;
 mod requests;
 pub(crate) mod restore;
 pub(crate) mod restore_files;

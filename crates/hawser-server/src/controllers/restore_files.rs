@@ -20,8 +20,10 @@ use hawser_api::phase::RestorePhase;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 
+use super::periodic::{self, Pass};
 use crate::context::{Context, backup_location_name};
 use crate::objects::{self, text, velero_api};
+use crate::readiness::Watch;
 
 /// The finalizer Velero puts on the Restores it processes.
 pub(crate) const FINALIZER: &str = hawser_api::labels::RESTORE_FILES_FINALIZER;
@@ -131,24 +133,32 @@ pub(crate) async fn delete_files(
 /// Handles the Restores being deleted until the term ends (see the module docs).
 pub(crate) async fn run(ctx: Arc<Context>) {
     let restores = velero_api(&ctx, "Restore", "restores");
-    loop {
-        match objects::list(&ctx, &restores, &ListParams::default()).await {
-            Ok(all) => {
-                for restore in all.iter().filter(|r| ready_to_finalize(r)) {
-                    if ctx.shutdown.is_cancelled() {
-                        return;
-                    }
-                    finalize(&ctx, restore).await;
-                }
+    periodic::run(ctx, Finalizer(restores), Watch::unwatched("restore-files")).await;
+}
+
+struct Finalizer(kube::Api<DynamicObject>);
+
+impl Pass for Finalizer {
+    const LISTS: &'static str = "restores being deleted";
+
+    type Listed = Vec<Value>;
+
+    async fn list(&mut self, ctx: &Context) -> Result<Vec<Value>, kube::Error> {
+        objects::list(ctx, &self.0, &ListParams::default()).await
+    }
+
+    async fn handle(&mut self, ctx: &Context, restores: Vec<Value>) -> Duration {
+        for restore in restores.iter().filter(|r| ready_to_finalize(r)) {
+            if ctx.shutdown.is_cancelled() {
+                break;
             }
-            Err(e) => {
-                tracing::debug!(error = %e, "Restores being deleted could not be listed; trying again");
-            }
+            finalize(ctx, restore).await;
         }
-        tokio::select! {
-            () = ctx.shutdown.cancelled() => return,
-            () = tokio::time::sleep(TICK) => {}
-        }
+        TICK
+    }
+
+    fn retry_after(&self, _: &Context) -> Duration {
+        TICK
     }
 }
 

@@ -39,6 +39,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 use serde_json::{Map, Value, json};
 
+use super::periodic::{self, Pass};
 use crate::context::Context;
 use crate::objects::{self, text, velero_api};
 use crate::readiness::Watch;
@@ -46,37 +47,50 @@ use crate::readiness::Watch;
 /// Time between two looks at the schedules.
 const TICK: Duration = Duration::from_secs(1);
 
-/// Runs until the server shuts down; reports whether its LIST works through `health`.
+/// Runs until the term ends; reports whether its LIST works through `health`.
 pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
     let api = velero_api(&ctx, "Schedule", "schedules");
-    let mut known: HashSet<String> = HashSet::new();
-    loop {
-        match objects::list(&ctx, &api, &ListParams::default()).await {
-            Ok(schedules) => {
-                health.up();
-                let mut seen = HashSet::new();
-                for schedule in schedules {
-                    let name = text(&schedule, "/metadata/name").to_owned();
-                    if known.insert(name.clone()) {
-                        ctx.metrics.init_schedule(&name);
-                    }
-                    reconcile(&ctx, &api, &schedule).await;
-                    seen.insert(name);
-                }
-                for gone in known.difference(&seen) {
-                    ctx.metrics.forget_schedule(gone);
-                }
-                known = seen;
+    let schedules = Schedules {
+        api,
+        known: HashSet::new(),
+    };
+    periodic::run(ctx, schedules, health).await;
+}
+
+struct Schedules {
+    api: kube::Api<kube::api::DynamicObject>,
+    /// The schedules whose metrics are set.
+    known: HashSet<String>,
+}
+
+impl Pass for Schedules {
+    const LISTS: &'static str = "schedules";
+
+    type Listed = Vec<Value>;
+
+    async fn list(&mut self, ctx: &Context) -> Result<Vec<Value>, kube::Error> {
+        objects::list(ctx, &self.api, &ListParams::default()).await
+    }
+
+    async fn handle(&mut self, ctx: &Context, schedules: Vec<Value>) -> Duration {
+        let mut seen = HashSet::new();
+        for schedule in schedules {
+            let name = text(&schedule, "/metadata/name").to_owned();
+            if self.known.insert(name.clone()) {
+                ctx.metrics.init_schedule(&name);
             }
-            Err(e) => {
-                health.down();
-                tracing::debug!(error = %e, "listing schedules failed; trying again");
-            }
+            reconcile(ctx, &self.api, &schedule).await;
+            seen.insert(name);
         }
-        tokio::select! {
-            () = ctx.shutdown.cancelled() => return,
-            () = tokio::time::sleep(TICK) => {}
+        for gone in self.known.difference(&seen) {
+            ctx.metrics.forget_schedule(gone);
         }
+        self.known = seen;
+        TICK
+    }
+
+    fn retry_after(&self, _: &Context) -> Duration {
+        TICK
     }
 }
 

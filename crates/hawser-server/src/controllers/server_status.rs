@@ -1,7 +1,7 @@
 //! The ServerStatusRequest controller: what `hawser version` and `velero version` ask the
 //! server (velero-compat §1.7, §2.4).
 //!
-//! Every second the requests are listed ([`requests::run`]): one `""`/`New` is answered at
+//! Every second the requests are listed ([`requests`]): one `""`/`New` is answered at
 //! once — `phase: Processed`, `serverVersion` (hawser's version), `processedTimestamp` and
 //! `plugins` (the built-in object-store providers, named as Velero's plugins are:
 //! `velero.io/aws`, kind `ObjectStore`). A processed one is deleted once its
@@ -78,6 +78,8 @@ fn triage(request: &Value, now: Timestamp) -> Triage {
 struct Statuses;
 
 impl Handler for Statuses {
+    const LISTS: &'static str = "server status requests";
+
     async fn handle(
         &self,
         ctx: &Context,

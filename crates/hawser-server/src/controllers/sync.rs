@@ -65,7 +65,7 @@ use hawser_api::labels::{HAWSER_OWNER, HAWSER_PREFIX, HAWSER_RECORD_UID, STORAGE
 use hawser_api::phase::BackupPhase;
 use hawser_api::{Backup, BackupStorageLocation, BackupStorageLocationPhase};
 use hawser_core::duration::GoDuration;
-use hawser_core::restore::clean::valid_label_value;
+use hawser_core::label::valid_label_value;
 use hawser_store::Location;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -74,8 +74,10 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, Preconditions};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use super::periodic::{self, Pass};
 use crate::context::Context;
 use crate::objects::{self, text, velero_api};
+use crate::readiness::Watch;
 
 /// Longest time between two passes (Velero's tick).
 const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -95,28 +97,24 @@ const SOURCE_IDENTITY: &[&str] = &[
     "deletionGracePeriodSeconds",
 ];
 
-/// Runs until the server shuts down.
-pub(crate) async fn run(ctx: Arc<Context>) {
-    loop {
-        let wait = match pass(&ctx).await {
-            Ok(wait) => wait,
-            Err(e) => {
-                tracing::debug!(error = %e, "backup sync could not list storage locations; trying again");
-                ctx.settings.backup.sync_period.min(MAX_WAIT)
-            }
-        };
-        tokio::select! {
-            () = ctx.shutdown.cancelled() => return,
-            () = tokio::time::sleep(wait.max(MIN_WAIT)) => {}
-        }
-    }
+/// Runs until the term ends.
+pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
+    let locations = velero_api(&ctx, "BackupStorageLocation", "backupstoragelocations");
+    periodic::run(ctx, BackupSync(locations), health).await;
 }
 
-/// One look at every location; how long until the next one is due.
-async fn pass(ctx: &Context) -> Result<Duration, kube::Error> {
-    let api = velero_api(ctx, "BackupStorageLocation", "backupstoragelocations");
-    let mut locations: Vec<(String, BackupStorageLocation)> =
-        objects::list(ctx, &api, &ListParams::default())
+struct BackupSync(Api<DynamicObject>);
+
+impl Pass for BackupSync {
+    type Listed = Vec<(String, BackupStorageLocation)>;
+
+    const LISTS: &'static str = "storage locations to sync";
+
+    async fn list(
+        &mut self,
+        ctx: &Context,
+    ) -> Result<Vec<(String, BackupStorageLocation)>, kube::Error> {
+        Ok(objects::list(ctx, &self.0, &ListParams::default())
             .await?
             .into_iter()
             .filter_map(|o| {
@@ -124,7 +122,28 @@ async fn pass(ctx: &Context) -> Result<Duration, kube::Error> {
                 // A malformed location is the storage-location controller's to report.
                 serde_json::from_value(o).ok().map(|bsl| (name, bsl))
             })
-            .collect();
+            .collect())
+    }
+
+    async fn handle(
+        &mut self,
+        ctx: &Context,
+        locations: Vec<(String, BackupStorageLocation)>,
+    ) -> Duration {
+        pass(ctx, &self.0, locations).await.max(MIN_WAIT)
+    }
+
+    fn retry_after(&self, ctx: &Context) -> Duration {
+        ctx.settings.backup.sync_period.clamp(MIN_WAIT, MAX_WAIT)
+    }
+}
+
+/// One look at every location; how long until the next one is due.
+async fn pass(
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    mut locations: Vec<(String, BackupStorageLocation)>,
+) -> Duration {
     locations.sort_by(|a, b| b.1.spec.default.cmp(&a.1.spec.default).then(a.0.cmp(&b.0)));
     let mut wait = MAX_WAIT;
     for (name, bsl) in &locations {
@@ -147,10 +166,10 @@ async fn pass(ctx: &Context) -> Result<Duration, kube::Error> {
             status.and_then(|s| s.phase.clone()) == Some(BackupStorageLocationPhase::Available);
         if available && due.is_zero() {
             let span = tracing::info_span!("backup_sync", location = %name);
-            sync_location(ctx, &api, name, bsl).instrument(span).await;
+            sync_location(ctx, api, name, bsl).instrument(span).await;
         }
     }
-    Ok(wait)
+    wait
 }
 
 /// The sync period of a location: `spec.backupSyncPeriod` (`0s`: never, negative: the flag),

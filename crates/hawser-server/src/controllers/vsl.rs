@@ -21,7 +21,9 @@ use kube::core::GroupVersionKind;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::Value;
 
+use super::periodic::{self, Pass};
 use crate::context::Context;
+use crate::readiness::Watch;
 
 /// Longest time between two looks at the locations (`--status-resync-period` when shorter).
 const TICK: Duration = Duration::from_secs(30);
@@ -54,8 +56,8 @@ pub(crate) fn assess(spec: &Value) -> String {
     )
 }
 
-/// Runs until the server shuts down.
-pub(crate) async fn run(ctx: Arc<Context>) {
+/// Runs until the term ends.
+pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource());
     let recorder = Recorder::new(
@@ -65,30 +67,45 @@ pub(crate) async fn run(ctx: Arc<Context>) {
             instance: Some(ctx.engine.instance_id().to_owned()),
         },
     );
-    // The spec each location had when it was last reported.
-    let mut reported: HashMap<String, Value> = HashMap::new();
-    let tick = ctx.settings.status.resync_period.min(TICK);
-    loop {
-        match api.list(&ListParams::default()).await {
-            Ok(list) => {
-                // A location deleted and created again is reported again.
-                reported.retain(|name, _| {
-                    list.items
-                        .iter()
-                        .any(|o| o.metadata.name.as_deref() == Some(name))
-                });
-                for object in list.items {
-                    report(&ctx, &recorder, &mut reported, object).await;
-                }
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "listing volume snapshot locations failed; trying again");
-            }
+    let locations = Locations {
+        api,
+        recorder,
+        reported: HashMap::new(),
+    };
+    periodic::run(ctx, locations, health).await;
+}
+
+struct Locations {
+    api: Api<DynamicObject>,
+    recorder: Recorder,
+    /// The spec each location had when it was last reported.
+    reported: HashMap<String, Value>,
+}
+
+impl Pass for Locations {
+    const LISTS: &'static str = "volume snapshot locations";
+
+    type Listed = Vec<DynamicObject>;
+
+    async fn list(&mut self, _: &Context) -> Result<Vec<DynamicObject>, kube::Error> {
+        Ok(self.api.list(&ListParams::default()).await?.items)
+    }
+
+    async fn handle(&mut self, ctx: &Context, locations: Vec<DynamicObject>) -> Duration {
+        // A location deleted and created again is reported again.
+        self.reported.retain(|name, _| {
+            locations
+                .iter()
+                .any(|o| o.metadata.name.as_deref() == Some(name))
+        });
+        for object in locations {
+            report(ctx, &self.recorder, &mut self.reported, object).await;
         }
-        tokio::select! {
-            () = ctx.shutdown.cancelled() => return,
-            () = tokio::time::sleep(tick) => {}
-        }
+        self.retry_after(ctx)
+    }
+
+    fn retry_after(&self, ctx: &Context) -> Duration {
+        ctx.settings.status.resync_period.min(TICK)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Leader election: one active server per namespace, on a `coordination.k8s.io/v1` Lease.
 //!
 //! Every server of a namespace competes for the Lease `--leader-elect-resource-name` (default
-//! [`DEFAULT_LEASE_NAME`]) in that namespace. Its holder identity is the status engine's
+//! [`DEFAULT_LEASE_NAME`](crate::config::DEFAULT_LEASE_NAME)) in that namespace. Its holder identity is the status engine's
 //! instance id, the same id the owner annotation `hawser.io/owner` carries, so the Lease and
 //! the objects name the same instance. Only the holder runs the controllers and recovery.
 //!
@@ -49,10 +49,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use self::record::{Observed, Plan};
-use crate::settings::LeaderElectionSettings;
-
-/// The Lease's name when `--leader-elect-resource-name` is not given.
-pub(crate) const DEFAULT_LEASE_NAME: &str = "hawser-server";
+use crate::config::LeaderElectionSettings;
 
 /// The field manager of the Lease writes.
 const FIELD_MANAGER: &str = "hawser-leader-election";

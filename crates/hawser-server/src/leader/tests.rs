@@ -11,6 +11,7 @@ use kube_sim::{KubeSim, SimConfig, StatusFault};
 use serde_json::json;
 
 use super::*;
+use crate::config::DEFAULT_LEASE_NAME;
 
 const NS: &str = "velero";
 

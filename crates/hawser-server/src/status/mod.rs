@@ -36,6 +36,7 @@ mod error;
 pub mod events;
 mod kind;
 mod liveness;
+mod outcome;
 mod progress;
 mod recovery;
 mod redriver;
@@ -47,9 +48,9 @@ pub use client::{client_without_retries, throttled_client_without_retries};
 pub use engine::{Landing, StatusConfig, StatusEngine, WorkerGuard};
 pub use error::{AttemptError, Class, RecoveryError, WriteError};
 pub use kind::{Kind, ObjectKey};
+pub use outcome::{MemoryRecords, RecordError, RecordSource, RecordedOutcome};
 pub use progress::ProgressWrite;
 pub use recovery::{
-    MemoryRecords, RecordError, RecordSource, RecordedOutcome, RecoveryReport, Rerun, Resumed,
-    abandoned_failure_reason, restart_failure_reason,
+    RecoveryReport, Rerun, Resumed, abandoned_failure_reason, restart_failure_reason,
 };
 pub use update::{Observed, StatusUpdate};

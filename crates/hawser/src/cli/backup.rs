@@ -5,19 +5,19 @@ use hawser_api::{
     Backup, BackupPhase, DeleteBackupRequest, DeleteBackupRequestSpec, Schedule, labels,
 };
 use hawser_core::backoff::Backoff;
+use hawser_core::label::valid_label_value;
 use hawser_core::layout::DownloadTargetKind;
-use hawser_core::restore::valid_label_value;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
 
+use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::describe;
 use super::error::{CliError, ExitStatus};
 use super::flags::{MetaArgs, fetch, get_required, print_objects, require_location};
 use super::global::GlobalArgs;
+use super::label_selector::selector_column;
 use super::output::{OutputFormat, count, encode, or_none, table, until, when};
-use super::select::{ConfirmArgs, SelectArgs, select};
-use super::selector::selector_column;
 use super::template::{BackupSpecArgs, SPEC_FLAG_IDS, backup_from_schedule};
 use super::wait::wait_for_final;
 

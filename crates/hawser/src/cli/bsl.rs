@@ -12,11 +12,11 @@ use k8s_openapi::api::core::v1::SecretKeySelector;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
+use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::error::{CliError, ExitStatus};
 use super::flags::{get_required, parse_duration, parse_key_values};
 use super::global::GlobalArgs;
 use super::output::{OutputFormat, encode, or_none, table};
-use super::select::{ConfirmArgs, SelectArgs, select};
 
 /// `backup-location` subcommands.
 #[derive(Args, Debug)]

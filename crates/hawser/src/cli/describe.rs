@@ -11,8 +11,8 @@ use hawser_core::csi::BackupOperation;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ObjectMeta;
 
+use super::label_selector::format_selector;
 use super::output::{count, joined, or_none, when};
-use super::selector::format_selector;
 
 /// Prints described objects, one blank line apart. What they hold may come from a bucket
 /// (result messages) or from whoever wrote the object: it is made

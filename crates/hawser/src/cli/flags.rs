@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::error::CliError;
+use super::label_selector::{parse_or_selectors, parse_selector};
 use super::output::{OutputFormat, encode};
-use super::selector::{parse_or_selectors, parse_selector};
 
 /// Parses `key=value,key=value` lists (already split on commas by clap).
 pub fn parse_key_values(

@@ -6,7 +6,8 @@
 
 pub mod backup;
 pub mod bsl;
-pub mod demo;
+pub mod bulk;
+pub mod demo_command;
 pub mod describe;
 pub mod download;
 pub mod error;
@@ -15,13 +16,12 @@ pub mod flags;
 pub mod global;
 pub mod install;
 pub mod install_flags;
+pub mod label_selector;
 pub mod manifests;
 pub mod output;
 pub mod rbac;
 pub mod restore;
 pub mod schedule;
-pub mod select;
-pub mod selector;
 mod server;
 pub mod template;
 pub mod uninstall;
@@ -64,9 +64,9 @@ pub enum Command {
     #[command(args_override_self = true)]
     Server(Box<hawser_server::ServerArgs>),
     /// Back up and restore a sample application on an embedded cluster, through an API outage.
-    Demo(demo::DemoArgs),
+    Demo(demo_command::DemoArgs),
     /// Run an embedded cluster and a hawser server for trying kubectl and hawser by hand.
-    Dev(demo::DevArgs),
+    Dev(demo_command::DevArgs),
     /// Print the client's version and the server's.
     Version(version::VersionArgs),
     /// Remove what `install` put into the cluster (the backups in the bucket stay).
@@ -140,8 +140,8 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Schedule(args) => schedule::run(&cli.global, args).await,
         Command::Install(args) => install::run(&cli.global, *args).await,
         Command::Server(args) => server::run(&cli.global, *args).await,
-        Command::Demo(args) => demo::run_demo(&cli.global, args).await,
-        Command::Dev(args) => demo::run_dev(args).await,
+        Command::Demo(args) => demo_command::run_demo(&cli.global, args).await,
+        Command::Dev(args) => demo_command::run_dev(args).await,
         Command::Version(args) => version::run(&cli.global, args).await,
         Command::Uninstall(args) => uninstall::run(&cli.global, args).await,
         Command::Completion { shell } => {

@@ -9,13 +9,13 @@ use k8s_openapi::jiff::Zoned;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 
+use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::describe;
 use super::error::{CliError, ExitStatus};
 use super::flags::{MetaArgs, SelectorArgs, fetch, get_required, list, print_objects};
 use super::global::GlobalArgs;
+use super::label_selector::selector_column;
 use super::output::{OutputFormat, count, encode, or_none, table, when};
-use super::select::{ConfirmArgs, SelectArgs, select};
-use super::selector::selector_column;
 use super::wait::wait_for_final;
 
 /// `restore` subcommands.

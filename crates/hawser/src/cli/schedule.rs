@@ -6,13 +6,13 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
+use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::describe;
 use super::error::{CliError, ExitStatus};
 use super::flags::{MetaArgs, fetch, print_objects, require_location};
 use super::global::GlobalArgs;
+use super::label_selector::selector_column;
 use super::output::{OutputFormat, ago, encode, or_none, table, when};
-use super::select::{ConfirmArgs, SelectArgs, select};
-use super::selector::selector_column;
 use super::template::BackupSpecArgs;
 
 /// `schedule` subcommands.

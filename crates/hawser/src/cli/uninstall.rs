@@ -18,10 +18,10 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use super::bulk::ask;
 use super::error::{CliError, ExitStatus};
 use super::global::GlobalArgs;
 use super::manifests::{self, NAME};
-use super::select::ask;
 
 /// `hawser uninstall` flags.
 #[derive(Args, Debug)]

@@ -1,6 +1,5 @@
 //! The flags of `hawser server`, with Velero's names and defaults, and their checked form.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,12 +7,19 @@ use hawser_core::duration::GoDuration;
 use hawser_core::restore::Priorities;
 use hawser_store::LocationPolicy;
 
-use crate::controllers::table::Enabled;
-use crate::settings::{
+use super::controllers::Enabled;
+use super::downloads::DownloadArgs;
+use super::error::{
+    ArgsError, is_object_name, non_negative, ordered, parse_listen_address, positive,
+};
+use super::settings::{
     BackupSettings, ClientSettings, LeaderElectionSettings, LocationSettings, RestoreSettings,
     Settings, ShutdownSettings, StatusSettings,
 };
 use crate::velero_flags::{Accepted, ServerFlags};
+
+/// The Lease's name when `--leader-elect-resource-name` is not given.
+pub(crate) const DEFAULT_LEASE_NAME: &str = "hawser-server";
 
 /// Velero's garbage-collection frequency, also what `--garbage-collection-frequency 0s` means.
 const DEFAULT_GC_FREQUENCY: Duration = Duration::from_secs(3600);
@@ -108,7 +114,7 @@ pub struct ServerArgs {
     #[arg(
         long,
         env = "HAWSER_LEADER_ELECT_RESOURCE_NAME",
-        default_value = crate::leader::DEFAULT_LEASE_NAME
+        default_value = DEFAULT_LEASE_NAME
     )]
     pub leader_elect_resource_name: String,
 
@@ -283,162 +289,11 @@ pub struct ServerArgs {
     pub restore_only: bool,
 
     #[command(flatten)]
-    pub downloads: crate::downloads::DownloadArgs,
+    pub downloads: DownloadArgs,
     /// The other flags of `velero server`: accepted so that a Velero Deployment's arguments
     /// parse, without effect.
     #[command(flatten)]
     pub velero: Accepted<ServerFlags>,
-}
-
-/// A flag value `hawser server` cannot run with.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ArgsError {
-    /// A duration that must be positive (or, where allowed, zero) is not.
-    #[error("--{flag} must be {requirement}, got {value}")]
-    Duration {
-        /// The flag's long name.
-        flag: &'static str,
-        /// What the flag needs, e.g. "greater than 0s".
-        requirement: &'static str,
-        /// The value given.
-        value: GoDuration,
-    },
-    /// A number out of its range.
-    #[error("--{flag} {requirement}, got {value}")]
-    Number {
-        /// The flag's long name.
-        flag: &'static str,
-        /// What the flag needs.
-        requirement: &'static str,
-        /// The value given.
-        value: String,
-    },
-    /// `--metrics-address` is not `host:port` or `:port`.
-    #[error("--metrics-address {value:?} is not HOST:PORT or :PORT ({reason})")]
-    Address {
-        /// The value given.
-        value: String,
-        /// Why it does not parse.
-        reason: String,
-    },
-    /// `--restore-resource-priorities` does not parse.
-    #[error("--restore-resource-priorities")]
-    Priorities(#[source] hawser_core::restore::PrioritiesError),
-    /// `--default-backup-storage-location` is empty.
-    #[error("--default-backup-storage-location must not be empty")]
-    EmptyLocation,
-    /// Two durations that must be ordered are not.
-    #[error("--{shorter} ({shorter_value}) must be shorter than --{longer} ({longer_value})")]
-    Order {
-        /// The flag that must be shorter.
-        shorter: &'static str,
-        /// Its value.
-        shorter_value: GoDuration,
-        /// The flag that must be longer.
-        longer: &'static str,
-        /// Its value.
-        longer_value: GoDuration,
-    },
-    /// `--download-address` or `--download-url` cannot be used.
-    #[error("--{flag} {value:?} cannot be used: {reason}")]
-    Download {
-        /// The flag's long name.
-        flag: &'static str,
-        /// The value given.
-        value: String,
-        /// Why.
-        reason: String,
-    },
-    /// A `--filesystem-root` is not an absolute path.
-    #[error("--filesystem-root {value:?} must be an absolute path")]
-    FilesystemRoot {
-        /// The value given.
-        value: PathBuf,
-    },
-    /// `--disable-controllers` names no controller that can be disabled (Velero's message).
-    #[error(
-        "Invalid value for --disable-controllers flag provided: {name}. Valid values are: {valid}"
-    )]
-    DisableControllers {
-        /// The name given.
-        name: String,
-        /// Every name that can be disabled, comma-separated.
-        valid: String,
-    },
-    /// `--leader-elect-resource-name` is not a valid object name.
-    #[error(
-        "--leader-elect-resource-name {value:?} is not a valid Lease name (lowercase letters, \
-         digits, '-' and '.', starting and ending with a letter or digit)"
-    )]
-    LeaseName {
-        /// The value given.
-        value: String,
-    },
-}
-
-fn positive(flag: &'static str, value: GoDuration) -> Result<Duration, ArgsError> {
-    match value.to_std() {
-        Some(d) if !d.is_zero() => Ok(d),
-        _ => Err(ArgsError::Duration {
-            flag,
-            requirement: "greater than 0s",
-            value,
-        }),
-    }
-}
-
-fn non_negative(flag: &'static str, value: GoDuration) -> Result<Duration, ArgsError> {
-    value.to_std().ok_or(ArgsError::Duration {
-        flag,
-        requirement: "0s or more",
-        value,
-    })
-}
-
-/// Parses Go-style listen addresses: `:8085` (all interfaces), `host:8085`, `[::1]:8085`.
-pub(crate) fn parse_listen_address(value: &str) -> Result<SocketAddr, ArgsError> {
-    let err = |reason: String| ArgsError::Address {
-        value: value.to_owned(),
-        reason,
-    };
-    let full = if value.starts_with(':') {
-        format!("0.0.0.0{value}")
-    } else if let Some(port) = value.strip_prefix("localhost:") {
-        format!("127.0.0.1:{port}")
-    } else {
-        value.to_owned()
-    };
-    full.parse::<SocketAddr>().map_err(|e| err(e.to_string()))
-}
-
-/// `shorter` must be less than `longer` (both already checked positive).
-fn ordered(
-    shorter: (&'static str, GoDuration, Duration),
-    longer: (&'static str, GoDuration, Duration),
-) -> Result<(), ArgsError> {
-    if shorter.2 < longer.2 {
-        Ok(())
-    } else {
-        Err(ArgsError::Order {
-            shorter: shorter.0,
-            shorter_value: shorter.1,
-            longer: longer.0,
-            longer_value: longer.1,
-        })
-    }
-}
-
-/// An RFC 1123 subdomain, as the API server checks `metadata.name`.
-fn is_object_name(name: &str) -> bool {
-    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.starts_with(alnum)
-                && label.ends_with(alnum)
-                && label.chars().all(|c| alnum(c) || c == '-')
-        })
 }
 
 /// The leader-election flags, checked; `None` with `--leader-elect=false`.
@@ -627,204 +482,5 @@ impl ServerArgs {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a panic is how a test reports failure
-mod tests {
-    use clap::Parser;
-
-    use super::*;
-
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        server: ServerArgs,
-    }
-
-    fn parse(args: &[&str]) -> Result<ServerArgs, clap::Error> {
-        let mut all = vec!["hawser"];
-        all.extend_from_slice(args);
-        Cli::try_parse_from(all).map(|c| c.server)
-    }
-
-    #[test]
-    fn defaults_are_veleros() {
-        let s = parse(&[]).unwrap().settings().unwrap();
-        assert_eq!(s.status.resource_timeout, Duration::from_secs(600));
-        assert_eq!(s.restore.crd_ready_timeout, Duration::from_secs(600));
-        assert_eq!(
-            s.locations.validation_frequency,
-            Some(Duration::from_secs(60))
-        );
-        assert_eq!(s.backup.default_ttl.to_string(), "720h0m0s");
-        assert_eq!(s.backup.default_location, "default");
-        assert_eq!(s.client.qps, Some(500.0));
-        assert_eq!(s.client.burst, 1000);
-        assert_eq!(s.client.page_size, Some(500));
-        assert_eq!(s.metrics_address, "0.0.0.0:8085".parse().unwrap());
-        assert_eq!(s.backup.concurrency, 1);
-        assert_eq!(s.restore.resource_priorities, Priorities::default());
-        assert_eq!(s.status.max_backoff, Duration::from_secs(5));
-        assert_eq!(s.status.resync_period, Duration::from_secs(60));
-        assert_eq!(
-            s.leader_election,
-            Some(LeaderElectionSettings {
-                lease_name: "hawser-server".to_owned(),
-                lease_duration: Duration::from_secs(15),
-                renew_deadline: Duration::from_secs(10),
-                retry_period: Duration::from_secs(2),
-            })
-        );
-        assert_eq!(s.shutdown.grace_period, Duration::from_secs(60));
-        assert_eq!(s.backup.sync_period, Duration::from_secs(60));
-    }
-
-    #[test]
-    fn filesystem_roots_and_ambient_credentials() {
-        let s = parse(&[]).unwrap().settings().unwrap();
-        assert_eq!(s.locations.policy.filesystem_roots(), Some(&[][..]));
-        assert!(s.locations.policy.allows_ambient_credentials());
-        let s = parse(&[
-            "--filesystem-root",
-            "/srv/a",
-            "--filesystem-root=/srv/b",
-            "--allow-ambient-credentials=false",
-        ])
-        .unwrap()
-        .settings()
-        .unwrap();
-        assert_eq!(
-            s.locations.policy.filesystem_roots(),
-            Some(&[PathBuf::from("/srv/a"), PathBuf::from("/srv/b")][..])
-        );
-        assert!(!s.locations.policy.allows_ambient_credentials());
-        let err = parse(&["--filesystem-root", "backups"])
-            .unwrap()
-            .settings()
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "--filesystem-root \"backups\" must be an absolute path"
-        );
-    }
-
-    #[test]
-    fn a_backup_sync_period_of_zero_or_less_is_veleros_minute() {
-        for value in ["0s", "-5s"] {
-            let s = parse(&["--backup-sync-period", value])
-                .unwrap()
-                .settings()
-                .unwrap();
-            assert_eq!(s.backup.sync_period, Duration::from_secs(60), "{value}");
-        }
-        let s = parse(&["--backup-sync-period=1s"])
-            .unwrap()
-            .settings()
-            .unwrap();
-        assert_eq!(s.backup.sync_period, Duration::from_secs(1));
-    }
-
-    #[test]
-    fn leader_election_is_on_unless_turned_off() {
-        for on in [&["--leader-elect"][..], &["--leader-elect=true"][..]] {
-            let s = parse(on).unwrap().settings().unwrap();
-            assert!(s.leader_election.is_some(), "{on:?}");
-        }
-        let s = parse(&["--leader-elect=false", "--leader-elect-lease-duration=1s"])
-            .unwrap()
-            .settings()
-            .unwrap();
-        assert_eq!(s.leader_election, None, "durations unchecked when off");
-        let s = parse(&[
-            "--leader-elect-lease-duration=4s",
-            "--leader-elect-renew-deadline=3s",
-            "--leader-elect-retry-period=500ms",
-            "--leader-elect-resource-name=hawser.team-a",
-            "--shutdown-grace-period=0s",
-        ])
-        .unwrap()
-        .settings()
-        .unwrap();
-        let election = s.leader_election.unwrap();
-        assert_eq!(election.lease_name, "hawser.team-a");
-        assert_eq!(election.retry_period, Duration::from_millis(500));
-        assert_eq!(s.shutdown.grace_period, Duration::ZERO);
-    }
-
-    #[test]
-    fn zero_disables_validation_paging_and_rate_limit() {
-        let s = parse(&[
-            "--store-validation-frequency=0s",
-            "--client-page-size=0",
-            "--client-qps=0",
-        ])
-        .unwrap()
-        .settings()
-        .unwrap();
-        assert_eq!(s.locations.validation_frequency, None);
-        assert_eq!(s.client.page_size, None);
-        assert_eq!(s.client.qps, None);
-    }
-
-    #[test]
-    fn bad_values_are_rejected_with_the_flag_name() {
-        let bad_duration = parse(&["--resource-timeout=10 minutes"]).unwrap_err();
-        assert!(bad_duration.to_string().contains("--resource-timeout"));
-
-        for (args, flag) in [
-            (&["--client-burst=0"][..], "--client-burst"),
-            (&["--client-qps=-1"][..], "--client-qps"),
-            (&["--concurrent-backups=0"][..], "--concurrent-backups"),
-            (&["--resource-timeout=0s"][..], "--resource-timeout"),
-            (
-                &["--status-resync-period=-1m"][..],
-                "--status-resync-period",
-            ),
-            (
-                &["--store-validation-frequency=-1s"][..],
-                "--store-validation-frequency",
-            ),
-            (&["--metrics-address=8085"][..], "--metrics-address"),
-            (
-                &["--restore-resource-priorities=pods,,secrets"][..],
-                "--restore-resource-priorities",
-            ),
-            (
-                &["--leader-elect-lease-duration=0s"][..],
-                "--leader-elect-lease-duration",
-            ),
-            (
-                &["--leader-elect-renew-deadline=15s"][..],
-                "--leader-elect-renew-deadline (15s) must be shorter than --leader-elect-lease-duration (15s)",
-            ),
-            (
-                &["--leader-elect-retry-period=10s"][..],
-                "--leader-elect-retry-period (10s) must be shorter than --leader-elect-renew-deadline",
-            ),
-            (
-                &["--leader-elect-resource-name=Hawser_Lease"][..],
-                "--leader-elect-resource-name",
-            ),
-            (
-                &["--shutdown-grace-period=-1s"][..],
-                "--shutdown-grace-period",
-            ),
-        ] {
-            let err = parse(args).unwrap().settings().unwrap_err();
-            assert!(err.to_string().contains(flag), "{args:?}: {err}");
-        }
-    }
-
-    #[test]
-    fn listen_addresses_in_go_form() {
-        assert_eq!(
-            parse_listen_address("127.0.0.1:9000").unwrap(),
-            "127.0.0.1:9000".parse().unwrap()
-        );
-        assert_eq!(
-            parse_listen_address("localhost:0").unwrap(),
-            "127.0.0.1:0".parse().unwrap()
-        );
-        assert_eq!(
-            parse_listen_address("[::1]:80").unwrap(),
-            "[::1]:80".parse().unwrap()
-        );
-    }
-}
+#[path = "args_tests.rs"]
+mod tests;

@@ -21,9 +21,9 @@ pub(crate) struct Settings {
     /// `--metrics-address`: where `/metrics`, `/livez` and `/readyz` are served.
     pub(crate) metrics_address: SocketAddr,
     /// `--download-address`, `--download-url`: the listener of `filesystem` downloads.
-    pub(crate) downloads: crate::downloads::DownloadSettings,
+    pub(crate) downloads: super::DownloadSettings,
     /// `--disable-controllers`, `--restore-only`: which controllers a term starts.
-    pub(crate) controllers: crate::controllers::table::Enabled,
+    pub(crate) controllers: super::Enabled,
 }
 
 /// The Kubernetes client.
