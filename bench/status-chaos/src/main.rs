@@ -35,10 +35,9 @@ use futures::future::join_all;
 use hawser_api::phase::{BackupPhase, Phase};
 use hawser_core::backoff::{VeleroBackoff, VeleroNext, velero_schedule};
 use hawser_core::duration::GoDuration;
-use hawser_server::metrics::{AttemptOutcome, StatusMetrics};
-use hawser_server::status::{
-    Kind, StatusConfig, StatusEngine, StatusUpdate, client_without_retries,
-};
+use hawser_engine::cluster::client::client_without_retries;
+use hawser_status::metrics::{AttemptOutcome, StatusMetrics};
+use hawser_status::{Kind, StatusConfig, StatusEngine, StatusUpdate};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_sim::{KubeSim, SimConfig};

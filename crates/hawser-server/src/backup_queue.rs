@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use hawser_api::phase::BackupPhase;
 use hawser_core::selection::{Glob, IncludesExcludes, MAX_PATTERNS_PER_LIST, has_wildcard};
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -78,7 +79,7 @@ impl BackupQueue {
         object: &Value,
     ) -> Option<Reservation> {
         let name = text(object, "/metadata/name").to_owned();
-        if matches!(text(object, "/status/phase"), "" | "New") {
+        if BackupPhase::of(object) == BackupPhase::New {
             self.enqueue(ctx, object).await;
         }
         let covered = covered_namespaces(ctx, object).await;
@@ -138,13 +139,13 @@ impl BackupQueue {
         };
         let last = backups
             .iter()
-            .filter(|b| text(b, "/status/phase") == "Queued")
+            .filter(|b| BackupPhase::of(b) == BackupPhase::Queued)
             .filter_map(|b| b.pointer("/status/queuePosition")?.as_i64())
             .max()
             .unwrap_or(0);
         let patch = json!({
             "metadata": {"resourceVersion": text(object, "/metadata/resourceVersion")},
-            "status": {"phase": "Queued", "queuePosition": last + 1},
+            "status": {"phase": BackupPhase::Queued, "queuePosition": last + 1},
         });
         match api
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -169,7 +170,7 @@ pub(crate) async fn renumber(ctx: &Context) {
     };
     let mut queued: Vec<&Value> = list
         .iter()
-        .filter(|b| text(b, "/status/phase") == "Queued")
+        .filter(|b| BackupPhase::of(b) == BackupPhase::Queued)
         .collect();
     queued.sort_by_key(|b| {
         (

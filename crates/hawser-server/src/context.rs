@@ -9,7 +9,7 @@ use crate::config::Settings;
 use crate::locations::Locations;
 use crate::metrics::VeleroMetrics;
 use crate::records::StorageRecords;
-use crate::status::StatusEngine;
+use hawser_status::StatusEngine;
 
 /// The label naming the Schedule a Backup was created by.
 pub(crate) const SCHEDULE_LABEL: &str = "velero.io/schedule-name";

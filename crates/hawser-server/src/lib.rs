@@ -2,8 +2,8 @@
 //!
 //! The public surface is [`ServerArgs`] (the flags, Velero's names and defaults, each also read
 //! from `HAWSER_<NAME>`) and [`serve`], which runs the server until a cancellation token fires.
-//! The [`status`] truth engine and the [`metrics`] are public too: the benchmarks and tests
-//! drive them directly.
+//! The status truth engine is a crate of its own (`hawser-status`); the server builds it, hands
+//! it to every controller and serves its [`metrics`] with Velero's.
 //!
 //! What runs, in the server that holds the Lease ([`leader`]; every server when
 //! `--leader-elect=false`):
@@ -27,7 +27,6 @@
 //! every controller, the engines and the status engine share it.
 
 pub mod metrics;
-pub mod status;
 
 mod backup_queue;
 mod config;
@@ -42,7 +41,6 @@ mod queue;
 mod readiness;
 mod records;
 mod serve;
-mod tolerant;
 pub mod velero_flags;
 mod work;
 

@@ -61,8 +61,10 @@ pub(crate) async fn list(
     params: &ListParams,
 ) -> Result<Vec<Value>, kube::Error> {
     let url = api.resource_url();
-    let (read, unreadable) =
-        retried(ctx, || crate::tolerant::list(&ctx.client, url, params)).await?;
+    let (read, unreadable) = retried(ctx, || {
+        hawser_status::tolerant::list(&ctx.client, url, params)
+    })
+    .await?;
     for u in unreadable {
         tracing::warn!(object = %u.id(), error = %u.error, "an object cannot be read; left out");
     }

@@ -58,8 +58,8 @@ const WATCH_TIMEOUT_SECONDS: u32 = 25;
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 
 use crate::readiness::Watch;
-use crate::status::{Kind, ObjectKey, Rerun, WriteError};
-use crate::tolerant::{Tolerant, Unreadable};
+use hawser_status::tolerant::{Tolerant, Unreadable};
+use hawser_status::{Kind, ObjectKey, Rerun, WriteError};
 
 /// What became of an object its worker took up.
 #[must_use]
@@ -235,7 +235,7 @@ where
             );
             let patch = json!({
                 "metadata": {"resourceVersion": version},
-                "status": {"phase": "FailedValidation", "validationErrors": [why]},
+                "status": {"phase": Phase::failed_validation(kind).as_str(), "validationErrors": [why]},
             });
             let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
             match crate::objects::retried(&ctx, || api.patch(&name, &params, &patch)).await {
@@ -416,7 +416,7 @@ mod tests {
 
     #[test]
     fn only_a_claim_that_ran_out_of_time_is_offered_again_soon() {
-        let unanswered = || crate::status::AttemptError::TimedOut(Duration::from_secs(1));
+        let unanswered = || hawser_status::AttemptError::TimedOut(Duration::from_secs(1));
         let (kind, namespace, name) = ("backup", "velero".to_owned(), "b".to_owned());
         let expired = WriteError::Expired {
             kind,

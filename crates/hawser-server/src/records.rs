@@ -35,7 +35,7 @@ use serde_json::Value;
 
 use crate::context::backup_location_name;
 use crate::locations::Locations;
-use crate::status::{Kind, ObjectKey, RecordError, RecordSource, RecordedOutcome};
+use hawser_status::{Kind, ObjectKey, RecordError, RecordSource, RecordedOutcome};
 
 /// Records in the storage locations of the server namespace.
 #[derive(Clone)]

@@ -40,8 +40,9 @@ use crate::leader::{Elector, LeaseLost};
 use crate::metrics::{StatusMetrics, VeleroMetrics};
 use crate::queue::Workers;
 use crate::readiness::Readiness;
-use crate::status::{self, Kind, ObjectKey, Rerun, Resumed, StatusConfig, StatusEngine};
 use crate::{Locations, ServerArgs, StorageRecords, downloads, http};
+use hawser_engine::cluster::client::{client_without_retries, throttled_client_without_retries};
+use hawser_status::{Kind, ObjectKey, Rerun, Resumed, StatusConfig, StatusEngine};
 
 /// Longest a single Kubernetes API response may stall before the request fails.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -80,17 +81,14 @@ pub async fn serve(
     let lease_client = settings
         .leader_election
         .as_ref()
-        .map(|_| status::client_without_retries(config.clone(), READ_TIMEOUT))
+        .map(|_| client_without_retries(config.clone(), READ_TIMEOUT))
         .transpose()
         .context("building the Kubernetes client of leader election")?;
     let client = match settings.client.qps {
-        Some(qps) => status::throttled_client_without_retries(
-            config,
-            READ_TIMEOUT,
-            qps,
-            settings.client.burst,
-        ),
-        None => status::client_without_retries(config, READ_TIMEOUT),
+        Some(qps) => {
+            throttled_client_without_retries(config, READ_TIMEOUT, qps, settings.client.burst)
+        }
+        None => client_without_retries(config, READ_TIMEOUT),
     }
     .context("building the Kubernetes client")?;
     let listener = http::bind(settings.metrics_address)

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use crate::context::Context;
 use crate::queue::{Handled, Offer};
-use crate::status::{
+use hawser_status::{
     Kind, Landing, ObjectKey, ProgressWrite, StatusUpdate, WorkerGuard, WriteError,
 };
 
@@ -306,7 +306,7 @@ pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
 /// Writes `status.progress` (as `to_json` renders it, with the phase `InProgress`) when it
 /// changed, at most every [`PROGRESS_INTERVAL`], until aborted or the sender is dropped. Each
 /// write is one attempt, paused after a transient failure
-/// ([`StatusEngine::write_progress`](crate::status::StatusEngine::write_progress)); a report
+/// ([`StatusEngine::write_progress`](hawser_status::StatusEngine::write_progress)); a report
 /// that is not stored is replaced by the next one.
 async fn report_progress<P>(
     ctx: Arc<Context>,

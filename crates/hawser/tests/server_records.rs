@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cli_support::{Cluster, NS};
-use hawser_server::status::{Kind, restart_failure_reason};
+use hawser_status::{Kind, restart_failure_reason};
 use serde_json::{Value, json};
 use server_checks::assert_metrics;
 use server_support::{

@@ -450,18 +450,14 @@ async fn with_resume_attempts_zero_interrupted_work_ends_failed_as_before() {
     first.kill().await;
     let second = Server::start(&cluster, root.path(), &flags).await;
     for (kind, name, server_kind) in [
-        ("Backup", "interrupted", hawser_server::status::Kind::Backup),
-        (
-            "Restore",
-            "interrupted-r",
-            hawser_server::status::Kind::Restore,
-        ),
+        ("Backup", "interrupted", hawser_status::Kind::Backup),
+        ("Restore", "interrupted-r", hawser_status::Kind::Restore),
     ] {
         let done = wait_final(&cluster, &second, kind, name).await;
         assert_eq!(phase(&done), "Failed", "{done:#}");
         assert_eq!(
             done["status"]["failureReason"],
-            json!(hawser_server::status::restart_failure_reason(server_kind))
+            json!(hawser_status::restart_failure_reason(server_kind))
         );
         assert!(attempt(&done).is_none());
     }
@@ -500,8 +496,7 @@ async fn a_resumed_backup_killed_again_past_the_bound_is_failed_with_each_attemp
     let done = wait_final(&cluster, &third, "Backup", "doomed").await;
     assert_eq!(phase(&done), "Failed", "{done:#}");
     let reason = done["status"]["failureReason"].as_str().unwrap();
-    let restarted =
-        hawser_server::status::restart_failure_reason(hawser_server::status::Kind::Backup);
+    let restarted = hawser_status::restart_failure_reason(hawser_status::Kind::Backup);
     assert!(reason.starts_with(&restarted), "{reason}");
     assert!(
         reason

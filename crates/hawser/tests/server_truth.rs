@@ -308,8 +308,8 @@ async fn a_worker_that_panics_leaves_the_server_running_and_its_backup_final() {
     assert_eq!(phase(&doomed), "Failed", "{}", server.log_text());
     assert_eq!(
         doomed["status"]["failureReason"],
-        json!(hawser_server::status::abandoned_failure_reason(
-            hawser_server::status::Kind::Backup,
+        json!(hawser_status::abandoned_failure_reason(
+            hawser_status::Kind::Backup,
             "test fault HAWSER_TEST_PANIC_AFTER_CLAIM for doomed"
         ))
     );

@@ -88,6 +88,12 @@ impl BackupPhase {
         )
     }
 
+    /// `Completed` and `PartiallyFailed`: the backups a restore may read (Velero's rule) and
+    /// sync brings into a cluster.
+    pub fn is_restorable(&self) -> bool {
+        matches!(self, Self::Completed | Self::PartiallyFailed)
+    }
+
     /// The Backup transition table (see the type's docs).
     pub fn can_transition(from: &Self, to: &Self) -> bool {
         use BackupPhase::*;
@@ -169,5 +175,20 @@ impl LifecyclePhase for BackupPhase {
 
     fn failed() -> Self {
         Self::Failed
+    }
+
+    fn failed_validation() -> Self {
+        Self::FailedValidation
+    }
+
+    fn has_log(&self) -> bool {
+        matches!(
+            self,
+            Self::Completed
+                | Self::PartiallyFailed
+                | Self::Failed
+                | Self::WaitingForPluginOperations
+                | Self::WaitingForPluginOperationsPartiallyFailed
+        )
     }
 }

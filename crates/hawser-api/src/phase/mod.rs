@@ -28,6 +28,35 @@ pub use other::{
 };
 pub use restore::RestorePhase;
 
+/// `of`: a phase type's value at `status.phase` of a raw object.
+macro_rules! read_from_status {
+    ($($phase:ty),+ $(,)?) => {
+        $(
+            impl $phase {
+                /// The value at `status.phase` of a raw object (a missing phase reads as `""`
+                /// does).
+                #[must_use]
+                pub fn of(object: &serde_json::Value) -> Self {
+                    Self::parse(phase_str(object))
+                }
+            }
+        )+
+    };
+}
+
+read_from_status!(
+    BackupPhase,
+    RestorePhase,
+    BackupStorageLocationPhase,
+    SchedulePhase,
+    DeleteBackupRequestPhase,
+    DownloadRequestPhase,
+    ServerStatusRequestPhase,
+    crate::BackupRepositoryPhase,
+    crate::VolumeSnapshotLocationPhase,
+    crate::DataTransferPhase,
+);
+
 /// A phase with a transition table: implemented by [`BackupPhase`] and [`RestorePhase`].
 pub trait LifecyclePhase: Clone + Eq + Debug + Display + Send + Sync + 'static {
     /// The object kind in lower case (`"backup"`, `"restore"`), for messages and metric labels.
@@ -60,6 +89,13 @@ pub trait LifecyclePhase: Clone + Eq + Debug + Display + Send + Sync + 'static {
 
     /// `Failed`, the phase given to work that cannot be finished.
     fn failed() -> Self;
+
+    /// `FailedValidation`: the spec was refused and the work never ran.
+    fn failed_validation() -> Self;
+
+    /// Whether the work has stored its log (Velero's gate for `logs`): it has finished
+    /// (`Completed`, `PartiallyFailed`, `Failed`) or waits only for plugin operations.
+    fn has_log(&self) -> bool;
 
     /// `Ok(to)` when the move is allowed, otherwise an [`IllegalTransition`] naming both phases.
     fn transition_to(&self, to: Self) -> Result<Self, IllegalTransition> {

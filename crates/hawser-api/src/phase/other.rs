@@ -39,6 +39,13 @@ string_enum! {
     empty = New;
 }
 
+impl DeleteBackupRequestPhase {
+    /// `New` (or no phase) and `InProgress`: a deletion not processed yet.
+    pub fn is_pending(&self) -> bool {
+        matches!(self, Self::New | Self::InProgress)
+    }
+}
+
 string_enum! {
     /// `status.phase` of a DownloadRequest.
     pub enum DownloadRequestPhase {

@@ -153,4 +153,19 @@ impl LifecyclePhase for RestorePhase {
     fn failed() -> Self {
         Self::Failed
     }
+
+    fn failed_validation() -> Self {
+        Self::FailedValidation
+    }
+
+    fn has_log(&self) -> bool {
+        matches!(
+            self,
+            Self::Completed
+                | Self::PartiallyFailed
+                | Self::Failed
+                | Self::WaitingForPluginOperations
+                | Self::WaitingForPluginOperationsPartiallyFailed
+        )
+    }
 }

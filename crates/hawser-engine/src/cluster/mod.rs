@@ -11,6 +11,7 @@
 //! Requests are untyped (`serde_json::Value`): the engines handle every type, including custom
 //! resources, and an object that does not parse must become an item error, not a failed run.
 
+pub mod client;
 pub mod discovery;
 pub(crate) mod path;
 pub mod request;

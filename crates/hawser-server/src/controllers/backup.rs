@@ -45,11 +45,11 @@ use crate::context::{Context, schedule_of};
 use crate::controllers::operations;
 use crate::metrics::{BackupFinished, FinalOutcome};
 use crate::queue::{Handled, Offer};
-use crate::status::Kind;
 use crate::work::{
     Committed, Taken, record_status, report_final, store_record, test_panic_after_claim,
 };
 use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
+use hawser_status::Kind;
 
 /// The outcome of validation.
 enum Checked {

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hawser_api::labels::{BACKUP_NAME, BACKUP_UID};
-use hawser_api::phase::{BackupPhase, RestorePhase};
+use hawser_api::phase::{BackupPhase, DeleteBackupRequestPhase, RestorePhase};
 use hawser_core::label::valid_label_value;
 use hawser_core::layout::Layout;
 use hawser_core::restore::volume_data;
@@ -102,8 +102,9 @@ impl Pass for Requests {
 
 async fn handle(ctx: &Context, api: &kube::Api<kube::api::DynamicObject>, request: &Value) {
     let name = text(request, "/metadata/name");
-    match text(request, "/status/phase") {
-        "Processed" => {
+    let phase = DeleteBackupRequestPhase::of(request);
+    match &phase {
+        DeleteBackupRequestPhase::Processed => {
             let created = text(request, "/metadata/creationTimestamp")
                 .parse::<jiff::Timestamp>()
                 .ok();
@@ -115,18 +116,18 @@ async fn handle(ctx: &Context, api: &kube::Api<kube::api::DynamicObject>, reques
             }
             return;
         }
-        "" | "New" | "InProgress" => {}
-        other => {
+        DeleteBackupRequestPhase::New | DeleteBackupRequestPhase::InProgress => {}
+        DeleteBackupRequestPhase::Unknown(other) => {
             tracing::debug!(
                 request = name,
-                phase = other,
+                phase = %other,
                 "deletion request in an unknown phase; left alone"
             );
             return;
         }
     }
     let backup_name = text(request, "/spec/backupName").to_owned();
-    let resumed = text(request, "/status/phase") == "InProgress";
+    let resumed = phase == DeleteBackupRequestPhase::InProgress;
     let (outcome, schedule) = if backup_name.is_empty() {
         (
             Outcome::Refused("spec.backupName is required".to_owned()),
@@ -144,7 +145,8 @@ async fn handle(ctx: &Context, api: &kube::Api<kube::api::DynamicObject>, reques
         Outcome::Refused(why) => (false, vec![why]),
         Outcome::Failed(errors) => (false, errors),
     };
-    let processed = json!({"status": {"phase": "Processed", "errors": errors}});
+    let processed =
+        json!({"status": {"phase": DeleteBackupRequestPhase::Processed, "errors": errors}});
     if let Err(e) = objects::merge_patch(ctx, api, name, &processed).await {
         tracing::warn!(request = name, error = %e, "the deletion request's outcome could not be stored; the next pass runs it again");
         return;
@@ -198,7 +200,7 @@ async fn delete_backup(
         Err(e) => return (Outcome::Later(e.to_string()), String::new()),
     };
     let schedule = schedule_of(&backup);
-    let phase = BackupPhase::parse(text(&backup, "/status/phase"));
+    let phase = BackupPhase::of(&backup);
     if phase.is_in_flight() {
         return (
             Outcome::Refused(format!(
@@ -216,7 +218,7 @@ async fn delete_backup(
         Err(e) => return (Outcome::Later(e.to_string()), schedule),
     };
     if let Some(running) = of_backup.iter().find(|r| {
-        let phase = RestorePhase::parse(text(r, "/status/phase"));
+        let phase = RestorePhase::of(r);
         phase.is_waiting() || phase.is_in_flight()
     }) {
         return (
@@ -261,7 +263,7 @@ async fn delete_backup(
     let uid = text(&backup, "/metadata/uid");
     let in_progress = json!({
         "metadata": {"labels": {BACKUP_NAME: valid_label_value(backup_name), BACKUP_UID: uid}},
-        "status": {"phase": "InProgress"}
+        "status": {"phase": DeleteBackupRequestPhase::InProgress}
     });
     if let Err(e) = objects::merge_patch(ctx, requests, request, &in_progress).await {
         return (Outcome::Later(e.to_string()), schedule);

@@ -19,6 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hawser_api::phase::DownloadRequestPhase;
 use hawser_core::layout::{DownloadTargetKind, Layout};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -58,10 +59,10 @@ fn triage(request: &Value, now: Timestamp) -> Triage {
     let expiration = text(request, "/status/expiration")
         .parse::<Timestamp>()
         .ok();
-    match (expiration, text(request, "/status/phase")) {
+    match (expiration, DownloadRequestPhase::of(request)) {
         (Some(at), _) if at < now => Triage::Expired,
         (Some(_), _) => Triage::Done,
-        (None, "" | "New") => Triage::New,
+        (None, DownloadRequestPhase::New) => Triage::New,
         (None, _) => Triage::Done,
     }
 }
@@ -118,7 +119,7 @@ impl Handler for Downloads {
         let status = match url_for(ctx, request).await {
             Ok(url) => {
                 tracing::info!(request = name, "download URL signed");
-                json!({"phase": "Processed", "downloadURL": url, "expiration": expiration})
+                json!({"phase": DownloadRequestPhase::Processed, "downloadURL": url, "expiration": expiration})
             }
             Err(Failure::Later(why)) => {
                 tracing::debug!(request = name, reason = %why, "download request waits for the API");

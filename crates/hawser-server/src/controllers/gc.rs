@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hawser_api::labels::{BACKUP_NAME, BACKUP_UID, GC_FAILURE, gc_failure};
+use hawser_api::phase::{BackupPhase, DeleteBackupRequestPhase};
 use hawser_core::label::valid_label_value;
 use kube::api::ListParams;
 use serde_json::{Value, json};
@@ -53,7 +54,7 @@ impl Pass for Collector {
             let expired = text(&backup, "/status/expiration")
                 .parse::<jiff::Timestamp>()
                 .is_ok_and(|at| at < now);
-            if !expired || text(&backup, "/status/phase") == "Deleting" {
+            if !expired || BackupPhase::of(&backup) == BackupPhase::Deleting {
                 continue;
             }
             collect(ctx, &self.backups, &self.requests, &backup).await;
@@ -129,7 +130,7 @@ async fn collect(
     {
         Ok(found) => found
             .iter()
-            .any(|r| matches!(text(r, "/status/phase"), "" | "New" | "InProgress")),
+            .any(|r| DeleteBackupRequestPhase::of(r).is_pending()),
         Err(e) => {
             tracing::debug!(backup = name, error = %e, "reading deletion requests failed");
             return;

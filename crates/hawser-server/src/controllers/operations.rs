@@ -37,8 +37,8 @@ use tracing::Instrument;
 
 use crate::context::{Context, backup_location_name, schedule_of};
 use crate::controllers::backup::{commit, finished};
-use crate::status::{Kind, ObjectKey, StatusUpdate};
 use crate::work::{Committed, record_status, report_final};
+use hawser_status::{Kind, ObjectKey, StatusUpdate};
 
 /// The Backup being ended: its key, uid, and how the first write of this worker is made.
 pub(crate) struct Target {

@@ -38,11 +38,11 @@ use crate::controllers::restore_files;
 use crate::metrics::FinalOutcome;
 use crate::queue::{Handled, Offer};
 use crate::records;
-use crate::status::Kind;
 use crate::work::{
     Committed, Taken, record_status, report_final, store_record, test_panic_after_claim,
 };
 use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
+use hawser_status::Kind;
 
 enum Checked {
     Valid(Box<Restore>, Box<Backup>, Box<Location>),
@@ -269,7 +269,7 @@ async fn check(ctx: &Context, json: Value) -> Checked {
         .as_ref()
         .map(|s| s.phase.clone())
         .unwrap_or_default();
-    if !matches!(phase, BackupPhase::Completed | BackupPhase::PartiallyFailed) {
+    if !phase.is_restorable() {
         messages.push(format!(
             "Backup {backup_name} is in phase {:?}; only a Completed or PartiallyFailed backup can be restored",
             phase.to_string()

@@ -166,7 +166,7 @@ impl Pass for Finalizer {
 fn ready_to_finalize(restore: &Value) -> bool {
     restore.pointer("/metadata/deletionTimestamp").is_some()
         && has_finalizer(restore)
-        && !RestorePhase::parse(text(restore, "/status/phase")).is_in_flight()
+        && !RestorePhase::of(restore).is_in_flight()
 }
 
 async fn finalize(ctx: &Context, restore: &Value) {

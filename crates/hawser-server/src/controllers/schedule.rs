@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hawser_api::labels::SCHEDULE_NAME;
+use hawser_api::phase::{BackupPhase, SchedulePhase};
 use hawser_api::{Backup, Schedule};
 use hawser_core::duration::GoDuration;
 use hawser_core::schedule::{Cron, backup_name};
@@ -156,10 +157,10 @@ async fn reconcile(ctx: &Context, api: &kube::Api<kube::api::DynamicObject>, sch
     }
     let checked = check(schedule, ctx.settings.backup.schedule_min_interval, now);
     let (phase, errors) = match &checked {
-        Ok(_) => ("Enabled", Value::Null),
-        Err(errors) => ("FailedValidation", json!(errors)),
+        Ok(_) => (SchedulePhase::Enabled, Value::Null),
+        Err(errors) => (SchedulePhase::FailedValidation, json!(errors)),
     };
-    if text(schedule, "/status/phase") != phase
+    if SchedulePhase::of(schedule) != phase
         || schedule
             .pointer("/status/validationErrors")
             .unwrap_or(&Value::Null)
@@ -238,10 +239,8 @@ async fn run_once(
         }
     };
     if let Some(running) = ours.iter().find(|b| {
-        matches!(
-            text(b, "/status/phase"),
-            "" | "New" | "Queued" | "ReadyToStart" | "InProgress"
-        )
+        let phase = BackupPhase::of(b);
+        phase.is_waiting() || phase == BackupPhase::InProgress
     }) {
         tracing::info!(
             schedule = name,

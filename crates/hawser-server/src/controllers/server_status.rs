@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hawser_api::PluginInfo;
+use hawser_api::phase::ServerStatusRequestPhase;
 use hawser_store::Provider;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -59,9 +60,9 @@ enum Triage {
 }
 
 fn triage(request: &Value, now: Timestamp) -> Triage {
-    match text(request, "/status/phase") {
-        "" | "New" => Triage::Answer,
-        "Processed" => {
+    match ServerStatusRequestPhase::of(request) {
+        ServerStatusRequestPhase::New => Triage::Answer,
+        ServerStatusRequestPhase::Processed => {
             let processed = text(request, "/status/processedTimestamp")
                 .parse::<Timestamp>()
                 .ok();
@@ -92,7 +93,7 @@ impl Handler for Statuses {
         match triage(request, now) {
             Triage::Answer => {
                 let status = json!({"status": {
-                    "phase": "Processed",
+                    "phase": ServerStatusRequestPhase::Processed,
                     "serverVersion": server_version(),
                     "processedTimestamp": Time(now),
                     "plugins": plugins(),

@@ -62,7 +62,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hawser_api::labels::{HAWSER_OWNER, HAWSER_PREFIX, HAWSER_RECORD_UID, STORAGE_LOCATION};
-use hawser_api::phase::BackupPhase;
+use hawser_api::phase::{BackupPhase, DeleteBackupRequestPhase};
 use hawser_api::{Backup, BackupStorageLocation, BackupStorageLocationPhase};
 use hawser_core::duration::GoDuration;
 use hawser_core::label::valid_label_value;
@@ -323,7 +323,7 @@ async fn create(
     match objects::create(ctx, backups, &object).await {
         Ok(_) => tracing::info!(
             backup = name,
-            phase = text(&object, "/status/phase"),
+            phase = %BackupPhase::of(&object),
             "backup synced from its storage location"
         ),
         Err(kube::Error::Api(s)) if s.code == 409 => {
@@ -381,7 +381,7 @@ async fn remove_orphan(
 fn being_deleted(requests: &[Value]) -> HashSet<String> {
     requests
         .iter()
-        .filter(|r| matches!(text(r, "/status/phase"), "" | "New" | "InProgress"))
+        .filter(|r| DeleteBackupRequestPhase::of(r).is_pending())
         .map(|r| text(r, "/spec/backupName").to_owned())
         .filter(|name| !name.is_empty())
         .collect()
@@ -408,7 +408,7 @@ fn orphans<'a>(backups: &'a [Value], location: &str, listed: &BTreeSet<String>) 
                 None => made_here && text(b, "/spec/storageLocation") == location,
             }
         })
-        .filter(|b| matches!(text(b, "/status/phase"), "Completed" | "PartiallyFailed"))
+        .filter(|b| BackupPhase::of(b).is_restorable())
         .filter(|b| !listed.contains(text(b, "/metadata/name")))
         .collect()
 }
@@ -489,7 +489,7 @@ fn plan(name: &str, bytes: &[u8], target: &Target<'_>) -> Plan {
             text(&record, "/metadata/name")
         ));
     }
-    let stored = BackupPhase::parse(text(&record, "/status/phase"));
+    let stored = BackupPhase::of(&record);
     let expiration = text(&record, "/status/expiration").parse().ok();
     let Some(phase) = synced_phase(stored.clone(), expiration, target.now) else {
         return Plan::Wait(stored.to_string());

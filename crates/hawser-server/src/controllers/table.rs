@@ -19,7 +19,7 @@ use crate::controllers::{
 };
 use crate::queue;
 use crate::readiness::{Readiness, Watch};
-use crate::status::{Kind, ObjectKey, Rerun};
+use hawser_status::{Kind, ObjectKey, Rerun};
 
 /// What recovery hands to the controllers of one term; each row takes what it consumes.
 #[derive(Default)]

@@ -30,7 +30,9 @@ async fn candidate(sim: &KubeSim, identity: &str, lease_duration: Duration) -> E
     let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .unwrap();
-    let client = crate::status::client_without_retries(config, Duration::from_secs(2)).unwrap();
+    let client =
+        hawser_engine::cluster::client::client_without_retries(config, Duration::from_secs(2))
+            .unwrap();
     Elector::new(
         client,
         NS,

@@ -5,8 +5,7 @@
 //! The status-truth metrics (`hawser_status_*`) have no Velero counterpart; Velero's own metric
 //! names are used where Velero has one.
 
-mod status;
 mod velero;
 
-pub use status::*;
+pub use hawser_status::metrics::*;
 pub use velero::{BackupFinished, FinalOutcome, VeleroMetrics};

@@ -239,19 +239,6 @@ impl Write for Counting<'_> {
     }
 }
 
-/// The phases in which a backup's or restore's log can be read (Velero's gate): it has
-/// finished, or waits only for plugin operations.
-pub fn logs_available(phase: &str) -> bool {
-    matches!(
-        phase,
-        "Completed"
-            | "PartiallyFailed"
-            | "Failed"
-            | "WaitingForPluginOperations"
-            | "WaitingForPluginOperationsPartiallyFailed"
-    )
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a panic is how a test reports failure
 mod tests {
@@ -266,23 +253,24 @@ mod tests {
 
     #[test]
     fn the_log_gate_is_velero_s() {
+        use hawser_api::phase::{BackupPhase, LifecyclePhase, RestorePhase};
+        let gate = |phase: &str| {
+            let (backup, restore) = (BackupPhase::parse(phase), RestorePhase::parse(phase));
+            assert_eq!(backup.has_log(), restore.has_log(), "{phase}");
+            backup.has_log()
+        };
         for phase in [
             "Completed",
             "PartiallyFailed",
             "Failed",
             "WaitingForPluginOperations",
+            "WaitingForPluginOperationsPartiallyFailed",
         ] {
-            assert!(logs_available(phase), "{phase}");
+            assert!(gate(phase), "{phase}");
         }
-        for phase in [
-            "",
-            "New",
-            "InProgress",
-            "Finalizing",
-            "FailedValidation",
-            "Deleting",
-        ] {
-            assert!(!logs_available(phase), "{phase}");
+        for phase in ["", "New", "InProgress", "Finalizing", "FailedValidation"] {
+            assert!(!gate(phase), "{phase}");
         }
+        assert!(!BackupPhase::Deleting.has_log());
     }
 }

@@ -12,7 +12,7 @@ use hawser_core::layout::DownloadTargetKind;
 use kube::Api;
 use serde::de::DeserializeOwned;
 
-use super::download::{DownloadFlags, download, logs_available};
+use super::download::{DownloadFlags, download};
 use super::error::{CliError, ExitStatus};
 use super::flags::get_required;
 use super::global::GlobalArgs;
@@ -78,11 +78,10 @@ where
     )
     .await?;
     let phase = found.phase();
-    let phase = phase.as_str();
-    if logs_available(phase) {
+    if phase.has_log() {
         return Ok(());
     }
-    if phase == "FailedValidation" {
+    if phase == K::Phase::failed_validation() {
         // It never ran, so there is no log: say why instead of asking to wait.
         let json = serde_json::to_value(&found).unwrap_or_default();
         let errors: Vec<&str> = json
@@ -111,8 +110,7 @@ where
         object,
         reason: format!(
             "logs for {command} {name:?} are not available until it's finished processing \
-             (phase {})",
-            if phase.is_empty() { "New" } else { phase }
+             (phase {phase})"
         ),
         hint: format!("wait until the {command} has a phase of Completed or Failed and try again"),
     })

@@ -178,7 +178,7 @@ impl GlobalArgs {
             .ok_or_else(|| CliError::usage("--request-timeout", "it must be greater than 0s"))?;
         let mut config = self.kube_config().await?;
         config.connect_timeout = Some(timeout);
-        hawser_server::status::client_without_retries(config, timeout).map_err(|err| {
+        hawser_engine::cluster::client::client_without_retries(config, timeout).map_err(|err| {
             CliError::Config {
                 source: anyhow::Error::new(err),
             }

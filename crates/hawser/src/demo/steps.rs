@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use hawser_api::phase::{BackupStorageLocationPhase, Kind, Phase};
-use hawser_api::phase_str;
 use hawser_core::poll::poll_until;
 use kube_sim::{LatencyFault, SimStore};
 use serde_json::{Value, json};
@@ -81,9 +80,7 @@ pub(super) async fn run(
         "BackupStorageLocation",
         LOCATION,
         Duration::from_secs(15),
-        |o| {
-            BackupStorageLocationPhase::parse(phase_str(o)) == BackupStorageLocationPhase::Available
-        },
+        |o| BackupStorageLocationPhase::of(o) == BackupStorageLocationPhase::Available,
     )
     .await;
     story.check(

@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use hawser_core::clock::Clock;
-use hawser_server::metrics::StatusMetrics;
-use hawser_server::status::{Kind, StatusConfig, StatusEngine, client_without_retries};
+use hawser_engine::cluster::client::client_without_retries;
+use hawser_status::metrics::StatusMetrics;
+use hawser_status::{Kind, StatusConfig, StatusEngine};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_sim::{KubeSim, RequestRecord, SimConfig};
 use serde_json::{Value, json};

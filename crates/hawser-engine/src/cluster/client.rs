@@ -1,4 +1,5 @@
-//! Building the `kube::Client` the status engine (and the rest of the server) talks through.
+//! Building the `kube::Client` hawser talks through (the server, its status engine, the CLI):
+//! no hidden retries, a read timeout, and the `--client-qps` limit.
 
 use std::time::Duration;
 

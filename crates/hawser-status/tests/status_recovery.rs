@@ -9,7 +9,7 @@ use std::time::Duration;
 use hawser_api::labels::{HAWSER_ATTEMPT, HAWSER_INTERRUPTED_ATTEMPTS};
 use hawser_api::phase::BackupPhase;
 use hawser_core::clock::Clock;
-use hawser_server::status::{
+use hawser_status::{
     Kind, MemoryRecords, ObjectKey, RecordedOutcome, Rerun, Resumed, StatusConfig, StatusUpdate,
     restart_failure_reason,
 };

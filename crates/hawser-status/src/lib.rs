@@ -14,7 +14,7 @@
 //! 3. **Deadline**: attempts are retried with capped exponential backoff and jitter
 //!    (`hawser_core::backoff`), honouring `Retry-After`, until `--resource-timeout` has passed;
 //!    every attempt has a timeout no longer than the time left. kube-rs's hidden retry layer is off
-//!    ([`client_without_retries`]).
+//!    ([`hawser_engine::cluster::client`]).
 //! 4. **Classified errors**: transport errors, timeouts, 5xx and 429 are retried; 404 stops quietly;
 //!    400/403/422 stop with an error log and a Warning Event; 409 re-reads.
 //! 5. **Re-driver**: a final status not stored by the deadline is handed to a background task that
@@ -30,21 +30,21 @@
 //!    gauge ([`crate::metrics::StatusMetrics`]), Events, structured logs with attempt counts.
 
 mod api;
-mod client;
 mod engine;
 mod error;
 pub mod events;
 mod kind;
 mod liveness;
+pub mod metrics;
 mod outcome;
 mod progress;
 mod recovery;
 mod redriver;
 mod retry;
+pub mod tolerant;
 mod update;
 mod writer;
 
-pub use client::{client_without_retries, throttled_client_without_retries};
 pub use engine::{Landing, StatusConfig, StatusEngine, WorkerGuard};
 pub use error::{AttemptError, Class, RecoveryError, WriteError};
 pub use kind::{Kind, ObjectKey};

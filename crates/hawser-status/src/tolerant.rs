@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 /// One object of a LIST or a watch: parsed, or not.
 #[derive(Clone, Debug)]
-pub(crate) enum Tolerant {
+pub enum Tolerant {
     /// The object, parsed.
     Read(DynamicObject),
     /// An object that does not parse as JSON the server can hold.
@@ -30,7 +30,7 @@ pub(crate) enum Tolerant {
 
 /// What is known of an object that does not parse.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Unreadable {
+pub struct Unreadable {
     /// Its name, namespace, uid, resourceVersion and deletionTimestamp, when they parse on
     /// their own (else empty).
     pub metadata: ObjectMeta,
@@ -100,7 +100,7 @@ impl Tolerant {
 
 impl Unreadable {
     /// `namespace/name`, or a placeholder when the name could not be read either.
-    pub(crate) fn id(&self) -> String {
+    pub fn id(&self) -> String {
         match (&self.metadata.namespace, &self.metadata.name) {
             (Some(ns), Some(name)) => format!("{ns}/{name}"),
             (None, Some(name)) => name.clone(),
@@ -150,7 +150,10 @@ impl Resource for Tolerant {
 
 /// Every object at the collection URL `url` (an `Api`'s `resource_url()`), each read on its
 /// own: the ones that parse as JSON, and the ones that do not.
-pub(crate) async fn list(
+///
+/// # Errors
+/// The LIST's: the request could not be built or sent, or the API server refused it.
+pub async fn list(
     client: &kube::Client,
     url: &str,
     params: &ListParams,

@@ -8,8 +8,8 @@ mod status_support;
 use std::time::Duration;
 
 use hawser_api::phase::BackupPhase;
-use hawser_server::metrics::AttemptOutcome;
-use hawser_server::status::{Kind, StatusUpdate};
+use hawser_status::metrics::AttemptOutcome;
+use hawser_status::{Kind, StatusUpdate};
 use kube_sim::{DropResponseFault, HangFault};
 use status_support::*;
 use tokio::time::Instant;

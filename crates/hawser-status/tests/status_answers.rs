@@ -8,8 +8,8 @@ mod status_support;
 use std::time::Duration;
 
 use hawser_api::phase::{BackupPhase, Phase};
-use hawser_server::metrics::AttemptOutcome;
-use hawser_server::status::{Kind, StatusUpdate, WriteError};
+use hawser_status::metrics::AttemptOutcome;
+use hawser_status::{Kind, StatusUpdate, WriteError};
 use kube_sim::StatusFault;
 use serde_json::json;
 use status_support::*;

@@ -230,7 +230,7 @@ fn merged_equals(stored: &Value, patch: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::Kind;
+    use crate::Kind;
     use serde_json::json;
 
     fn delta(v: Value) -> Map<String, Value> {

@@ -134,7 +134,7 @@ impl AttemptError {
     }
 }
 
-/// Why a status write did not land (the success case is [`crate::status::Landing`]).
+/// Why a status write did not land (the success case is [`crate::Landing`]).
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     /// The Backup/Restore no longer exists: nothing to do.

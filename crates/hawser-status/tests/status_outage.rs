@@ -7,7 +7,7 @@ mod status_support;
 use std::time::Duration;
 
 use hawser_api::phase::BackupPhase;
-use hawser_server::status::{Kind, ProgressWrite, StatusConfig, StatusUpdate, WriteError};
+use hawser_status::{Kind, ProgressWrite, StatusConfig, StatusUpdate, WriteError};
 use status_support::*;
 use tokio::time::Instant;
 
@@ -77,11 +77,10 @@ async fn an_outage_three_times_the_timeout_returns_at_the_deadline_and_the_redri
         returned <= timeout + request_timeout,
         "returned late: {returned:?}"
     );
-    assert!(h.engine.is_pending(&hawser_server::status::ObjectKey::new(
-        Kind::Backup,
-        NS,
-        "b1"
-    )));
+    assert!(
+        h.engine
+            .is_pending(&hawser_status::ObjectKey::new(Kind::Backup, NS, "b1"))
+    );
     assert_eq!(h.metrics.pending(Kind::Backup), 1);
     assert_eq!(phase(&h.sim, Kind::Backup, "b1"), "InProgress");
 
@@ -152,7 +151,7 @@ async fn a_minute_long_outage_costs_each_pending_status_about_one_attempt_per_ca
     );
     let failed_attempts = h.metrics.attempts(
         Kind::Backup,
-        hawser_server::metrics::AttemptOutcome::Transient,
+        hawser_status::metrics::AttemptOutcome::Transient,
     );
     let per_cr = failed_attempts as f64 / names.len() as f64;
     // Growth phase 10 ms → 5 s: 10 attempts; then at most one per 4 s.
