@@ -1,6 +1,7 @@
 //! What every controller of the server shares.
 
 use hawser_core::clock::Clock;
+use hawser_status::StatusEngine;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -9,7 +10,6 @@ use crate::config::Settings;
 use crate::locations::Locations;
 use crate::metrics::VeleroMetrics;
 use crate::records::StorageRecords;
-use hawser_status::StatusEngine;
 
 /// The label naming the Schedule a Backup was created by.
 pub(crate) const SCHEDULE_LABEL: &str = "velero.io/schedule-name";

@@ -6,10 +6,11 @@
 //! engine's re-driver: a write that does not land by `--resource-timeout` is left to the next
 //! pass of its controller, which derives what to do from the objects again (a schedule's next
 //! run, a deletion request still `New` or `InProgress`). Until then each call is retried while
-//! the API server is unreachable or answers 429/5xx, with the status engine's backoff.
+//! the API server is unreachable or answers 429/5xx, with the status engine's backoff stretched
+//! to the wait the answer asks for (`details.retryAfterSeconds`), never past the deadline.
 
 use hawser_core::backoff::Backoff;
-use hawser_engine::cluster::request::is_transient;
+use hawser_engine::cluster::request::{is_transient, retry_after_of};
 use kube::Api;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -27,48 +28,96 @@ pub(crate) fn velero_api(ctx: &Context, kind: &str, plural: &str) -> Api<Dynamic
     Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource)
 }
 
-/// Runs `call` until it succeeds, fails for good, or `--resource-timeout` has passed.
-pub(crate) async fn retried<T, F, Fut>(ctx: &Context, mut call: F) -> Result<T, kube::Error>
+/// Runs `call` until it succeeds, fails for good, or the next try would come after
+/// `--resource-timeout` has passed.
+pub(crate) async fn retried<T, F, Fut>(ctx: &Context, call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
     let backoff = Backoff::with_max(ctx.settings.status.max_backoff);
-    let deadline = Instant::now() + ctx.settings.status.resource_timeout;
+    retry_until(
+        &backoff,
+        ctx.settings.status.resource_timeout,
+        &ctx.shutdown,
+        call,
+    )
+    .await
+}
+
+/// [`retried`] with its settings given.
+async fn retry_until<T, F, Fut>(
+    backoff: &Backoff,
+    budget: std::time::Duration,
+    shutdown: &tokio_util::sync::CancellationToken,
+    mut call: F,
+) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = Instant::now() + budget;
     let mut failures = 0;
     loop {
-        match call().await {
+        let e = match call().await {
             Ok(value) => return Ok(value),
-            Err(e) if is_transient(&e) && Instant::now() < deadline => {
-                failures += 1;
-                let wait = backoff.delay(failures, &mut rand::rng());
-                tracing::debug!(error = %e, wait_ms = wait.as_millis(), "API call failed; trying again");
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = ctx.shutdown.cancelled() => return Err(e),
-                }
-            }
+            Err(e) if is_transient(&e) => e,
             Err(e) => return Err(e),
+        };
+        failures += 1;
+        let wait = backoff
+            .delay(failures, &mut rand::rng())
+            .max(retry_after_of(&e).unwrap_or_default());
+        if Instant::now() + wait > deadline {
+            return Err(e);
+        }
+        tracing::debug!(error = %e, wait_ms = wait.as_millis(), "API call failed; trying again");
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shutdown.cancelled() => return Err(e),
         }
     }
 }
 
-/// Every object of `api`, as JSON, each read on its own ([`crate::tolerant`]): one that cannot
-/// be parsed is left out with a warning naming it (not its text), and fails nothing else.
+/// Every object of `api`, as JSON, each read on its own ([`hawser_status::tolerant`]): one that
+/// cannot be parsed is left out with a warning naming it (not its text), and fails nothing else.
 pub(crate) async fn list(
     ctx: &Context,
     api: &Api<DynamicObject>,
     params: &ListParams,
 ) -> Result<Vec<Value>, kube::Error> {
     let url = api.resource_url();
-    let (read, unreadable) = retried(ctx, || {
+    let found = retried(ctx, || {
         hawser_status::tolerant::list(&ctx.client, url, params)
     })
     .await?;
+    Ok(readable(found))
+}
+
+/// The objects that were read; each one that was not is named in a warning (not its text).
+fn readable(
+    (read, unreadable): (Vec<Value>, Vec<hawser_status::tolerant::Unreadable>),
+) -> Vec<Value> {
     for u in unreadable {
         tracing::warn!(object = %u.id(), error = %u.error, "an object cannot be read; left out");
     }
-    Ok(read)
+    read
+}
+
+/// Every object of `api` as a `DynamicObject`, each read on its own as [`list`] reads them, in
+/// one request: the controllers that call this look again on their next pass, and a LIST that
+/// fails shows in `/readyz` at once.
+pub(crate) async fn list_once(
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+) -> Result<Vec<DynamicObject>, kube::Error> {
+    let found =
+        hawser_status::tolerant::list(&ctx.client, api.resource_url(), &ListParams::default())
+            .await?;
+    Ok(readable(found)
+        .into_iter()
+        .filter_map(|object| serde_json::from_value(object).ok())
+        .collect())
 }
 
 /// The object `name`, as JSON, or `None`.
@@ -127,4 +176,89 @@ pub(crate) fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
         .pointer(pointer)
         .and_then(Value::as_str)
         .unwrap_or("")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
+mod tests {
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    use kube::core::Status;
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    fn answer(code: u16, retry_after_seconds: u32) -> kube::Error {
+        let status: Status = serde_json::from_value(json!({
+            "code": code,
+            "reason": "TooManyRequests",
+            "details": {"retryAfterSeconds": retry_after_seconds}
+        }))
+        .unwrap();
+        kube::Error::Api(status.boxed())
+    }
+
+    /// Runs `retry_until` over `answers` (then success) with a 10 ms backoff cap; the number
+    /// of calls, the time taken and the result.
+    async fn run(
+        answers: Vec<kube::Error>,
+        budget: Duration,
+        shutdown: &CancellationToken,
+    ) -> (usize, Duration, Result<(), kube::Error>) {
+        let answers = std::cell::RefCell::new(answers.into_iter());
+        let calls = Cell::new(0);
+        let start = Instant::now();
+        let backoff = Backoff::with_max(Duration::from_millis(10));
+        let result = retry_until(&backoff, budget, shutdown, || {
+            calls.set(calls.get() + 1);
+            let next = answers.borrow_mut().next();
+            async move { next.map_or(Ok(()), Err) }
+        })
+        .await;
+        (calls.get(), start.elapsed(), result)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wait_an_answer_asks_for_is_kept_and_the_deadline_is_not_passed() {
+        let never = CancellationToken::new();
+        let (calls, took, result) = run(
+            vec![answer(429, 3), answer(429, 3)],
+            Duration::from_secs(60),
+            &never,
+        )
+        .await;
+        assert!(result.is_ok());
+        assert_eq!(calls, 3);
+        assert!(took >= Duration::from_secs(6), "{took:?}");
+        // A wait that would end after the deadline is not waited: the error comes back.
+        let (calls, took, result) =
+            run(vec![answer(503, 30)], Duration::from_secs(10), &never).await;
+        assert_eq!((calls, took), (1, Duration::ZERO));
+        assert!(matches!(result, Err(kube::Error::Api(s)) if s.code == 503));
+        // A permanent answer is not retried.
+        let (calls, _, result) = run(vec![answer(404, 0)], Duration::from_secs(10), &never).await;
+        assert_eq!(calls, 1);
+        assert!(result.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_end_of_the_term_stops_the_wait() {
+        let shutdown = CancellationToken::new();
+        let ending = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            ending.cancel();
+        });
+        let (calls, took, result) = run(
+            vec![answer(429, 20), answer(429, 20)],
+            Duration::from_secs(60),
+            &shutdown,
+        )
+        .await;
+        assert_eq!(calls, 1);
+        assert_eq!(took, Duration::from_secs(1));
+        assert!(result.is_err());
+    }
 }

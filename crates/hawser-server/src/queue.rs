@@ -39,6 +39,8 @@ use std::panic::AssertUnwindSafe;
 
 use futures::{FutureExt as _, StreamExt};
 use hawser_api::phase::Phase;
+use hawser_status::tolerant::{Tolerant, Unreadable};
+use hawser_status::{Kind, ObjectKey, Rerun, WriteError};
 use kube::Api;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
@@ -58,8 +60,6 @@ const WATCH_TIMEOUT_SECONDS: u32 = 25;
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 
 use crate::readiness::Watch;
-use hawser_status::tolerant::{Tolerant, Unreadable};
-use hawser_status::{Kind, ObjectKey, Rerun, WriteError};
 
 /// What became of an object its worker took up.
 #[must_use]

@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use hawser_api::labels::HAWSER_RECORD_UID;
+use hawser_status::{Kind, ObjectKey, RecordError, RecordSource, RecordedOutcome};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Api;
@@ -35,7 +36,6 @@ use serde_json::Value;
 
 use crate::context::backup_location_name;
 use crate::locations::Locations;
-use hawser_status::{Kind, ObjectKey, RecordError, RecordSource, RecordedOutcome};
 
 /// Records in the storage locations of the server namespace.
 #[derive(Clone)]

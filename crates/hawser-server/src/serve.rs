@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use hawser_core::clock::Clock;
+use hawser_status::{Kind, ObjectKey, Rerun, Resumed, StatusConfig, StatusEngine};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -42,7 +43,6 @@ use crate::queue::Workers;
 use crate::readiness::Readiness;
 use crate::{Locations, ServerArgs, StorageRecords, downloads, http};
 use hawser_engine::cluster::client::{client_without_retries, throttled_client_without_retries};
-use hawser_status::{Kind, ObjectKey, Rerun, Resumed, StatusConfig, StatusEngine};
 
 /// Longest a single Kubernetes API response may stall before the request fails.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -144,16 +144,27 @@ pub async fn serve(
         locations.clone(),
         settings.backup.default_location.clone(),
     );
+    // `filesystem` locations: anywhere, nowhere (an empty list), or under these directories.
+    let filesystem_roots = match settings.locations.policy.filesystem_roots() {
+        None => "any directory".to_owned(),
+        Some([]) => "none".to_owned(),
+        Some(roots) => roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    };
+    let disabled: Vec<&str> = settings.controllers.disabled().collect();
     tracing::info!(
         namespace = %namespace,
         instance = engine.instance_id(),
         metrics = %http::local_url(listener.local_addr().unwrap_or(settings.metrics_address)),
         leader_election = settings.leader_election.is_some(),
         resume_attempts = settings.status.resume_attempts,
-        filesystem_roots = ?settings.locations.policy.filesystem_roots(),
+        filesystem_roots = %filesystem_roots,
         ambient_credentials = settings.locations.policy.allows_ambient_credentials(),
         downloads = file_urls.base_url(),
-        disabled_controllers = ?settings.controllers.disabled().collect::<Vec<_>>(),
+        disabled_controllers = %if disabled.is_empty() { "none".to_owned() } else { disabled.join(",") },
         "hawser server starting"
     );
     let server = Server {

@@ -8,6 +8,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use hawser_api::labels::{HAWSER_ATTEMPT, HAWSER_INTERRUPTED_ATTEMPTS, HAWSER_OWNER};
 use hawser_api::phase::Phase;
+use hawser_status::{
+    Kind, Landing, ObjectKey, ProgressWrite, StatusUpdate, WorkerGuard, WriteError,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::DynamicObject;
@@ -16,9 +19,6 @@ use tokio::sync::watch;
 
 use crate::context::Context;
 use crate::queue::{Handled, Offer};
-use hawser_status::{
-    Kind, Landing, ObjectKey, ProgressWrite, StatusUpdate, WorkerGuard, WriteError,
-};
 
 /// A waiting object taken up by a worker of this instance.
 pub(crate) struct Taken {

@@ -107,16 +107,27 @@ pub async fn send(
     let status = serde_json::from_slice::<Status>(&body).unwrap_or_else(|_| {
         Status::failure(String::from_utf8_lossy(&body).trim(), "").with_code(code.as_u16())
     });
-    let body_wait = status
+    let error = kube::Error::Api(status.boxed());
+    Err(Failure {
+        retry_after: header_wait.or_else(|| retry_after_of(&error)),
+        error,
+    })
+}
+
+/// The wait an API error's Status asks for (`details.retryAfterSeconds`), when it asks for one.
+/// A `kube::Error` keeps no headers: where the `Retry-After` header can be read, [`send`] reads
+/// it first.
+#[must_use]
+pub fn retry_after_of(error: &kube::Error) -> Option<Duration> {
+    let kube::Error::Api(status) = error else {
+        return None;
+    };
+    status
         .details
         .as_ref()
         .map(|d| d.retry_after_seconds)
         .filter(|s| *s > 0)
-        .map(|s| Duration::from_secs(u64::from(s)));
-    Err(Failure {
-        error: kube::Error::Api(status.boxed()),
-        retry_after: header_wait.or(body_wait),
-    })
+        .map(|s| Duration::from_secs(u64::from(s)))
 }
 
 /// `request` sent until it succeeds, fails in a way `retry` does not accept, or `budget` is

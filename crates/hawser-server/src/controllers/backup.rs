@@ -35,6 +35,7 @@ use hawser_api::phase::BackupPhase;
 use hawser_core::archive::FORMAT_VERSION;
 use hawser_core::duration::GoDuration;
 use hawser_core::label::valid_label_value;
+use hawser_status::Kind;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
@@ -49,7 +50,6 @@ use crate::work::{
     Committed, Taken, record_status, report_final, store_record, test_panic_after_claim,
 };
 use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
-use hawser_status::Kind;
 
 /// The outcome of validation.
 enum Checked {

@@ -27,29 +27,21 @@ use futures::stream::FuturesUnordered;
 use hawser_api::{BackupStorageLocation, BackupStorageLocationPhase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::GroupVersionKind;
+use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::periodic::{self, Pass};
 use crate::context::Context;
 use crate::locations::ranked_defaults;
+use crate::objects::{self, velero_api};
 use crate::readiness::Watch;
 
 /// Longest time between two looks at the locations.
 const TICK: Duration = Duration::from_secs(10);
 
-fn resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("velero.io", "v1", "BackupStorageLocation"),
-        "backupstoragelocations",
-    )
-}
-
 /// Runs until the term ends; reports whether its LIST works through `health`.
 pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource());
+    let api = velero_api(&ctx, "BackupStorageLocation", "backupstoragelocations");
     let locations = Locations {
         api,
         seen: HashMap::new(),
@@ -69,8 +61,8 @@ impl Pass for Locations {
 
     type Listed = Vec<DynamicObject>;
 
-    async fn list(&mut self, _: &Context) -> Result<Vec<DynamicObject>, kube::Error> {
-        Ok(self.api.list(&ListParams::default()).await?.items)
+    async fn list(&mut self, ctx: &Context) -> Result<Vec<DynamicObject>, kube::Error> {
+        objects::list_once(ctx, &self.api).await
     }
 
     async fn handle(&mut self, ctx: &Context, locations: Vec<DynamicObject>) -> Duration {

@@ -28,6 +28,7 @@ use hawser_api::phase::{BackupPhase, Phase};
 use hawser_core::csi::BackupOperation;
 use hawser_engine::backup::operations::{self, SnapshotOperations};
 use hawser_engine::backup::{self, BackupOutcome};
+use hawser_status::{Kind, ObjectKey, StatusUpdate};
 use hawser_store::Location;
 use kube::Api;
 use kube::api::DynamicObject;
@@ -38,7 +39,6 @@ use tracing::Instrument;
 use crate::context::{Context, backup_location_name, schedule_of};
 use crate::controllers::backup::{commit, finished};
 use crate::work::{Committed, record_status, report_final};
-use hawser_status::{Kind, ObjectKey, StatusUpdate};
 
 /// The Backup being ended: its key, uid, and how the first write of this worker is made.
 pub(crate) struct Target {

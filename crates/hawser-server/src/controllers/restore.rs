@@ -26,6 +26,7 @@ use std::sync::Arc;
 use hawser_api::labels::HAWSER_RECORD_UID;
 use hawser_api::phase::{BackupPhase, RestorePhase};
 use hawser_api::{Backup, Restore};
+use hawser_status::Kind;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
@@ -42,7 +43,6 @@ use crate::work::{
     Committed, Taken, record_status, report_final, store_record, test_panic_after_claim,
 };
 use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
-use hawser_status::Kind;
 
 enum Checked {
     Valid(Box<Restore>, Box<Backup>, Box<Location>),

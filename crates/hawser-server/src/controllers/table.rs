@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use hawser_status::{Kind, ObjectKey, Rerun};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinSet;
 
@@ -19,7 +20,6 @@ use crate::controllers::{
 };
 use crate::queue;
 use crate::readiness::{Readiness, Watch};
-use hawser_status::{Kind, ObjectKey, Rerun};
 
 /// What recovery hands to the controllers of one term; each row takes what it consumes.
 #[derive(Default)]

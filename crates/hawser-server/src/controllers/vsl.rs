@@ -16,13 +16,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, ListParams};
-use kube::core::GroupVersionKind;
+use kube::api::DynamicObject;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::Value;
 
 use super::periodic::{self, Pass};
 use crate::context::Context;
+use crate::objects::{self, velero_api};
 use crate::readiness::Watch;
 
 /// Longest time between two looks at the locations (`--status-resync-period` when shorter).
@@ -31,13 +31,6 @@ const TICK: Duration = Duration::from_secs(30);
 const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Reason of the Warning Event on each location.
 pub(crate) const REASON: &str = "VolumeSnapshotsUnsupported";
-
-fn resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("velero.io", "v1", "VolumeSnapshotLocation"),
-        "volumesnapshotlocations",
-    )
-}
 
 /// What a location means in hawser, in words for people.
 pub(crate) fn assess(spec: &Value) -> String {
@@ -58,8 +51,7 @@ pub(crate) fn assess(spec: &Value) -> String {
 
 /// Runs until the term ends.
 pub(crate) async fn run(ctx: Arc<Context>, health: Watch) {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource());
+    let api = velero_api(&ctx, "VolumeSnapshotLocation", "volumesnapshotlocations");
     let recorder = Recorder::new(
         ctx.client.clone(),
         Reporter {
@@ -87,8 +79,8 @@ impl Pass for Locations {
 
     type Listed = Vec<DynamicObject>;
 
-    async fn list(&mut self, _: &Context) -> Result<Vec<DynamicObject>, kube::Error> {
-        Ok(self.api.list(&ListParams::default()).await?.items)
+    async fn list(&mut self, ctx: &Context) -> Result<Vec<DynamicObject>, kube::Error> {
+        objects::list_once(ctx, &self.api).await
     }
 
     async fn handle(&mut self, ctx: &Context, locations: Vec<DynamicObject>) -> Duration {
