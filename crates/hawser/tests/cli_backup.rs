@@ -342,6 +342,53 @@ async fn get_and_describe_show_phase_counts_and_filters() {
         "{}",
         run.stderr
     );
+
+    // Velero's --show-labels: a last LABELS column, `key=value` sorted by key.
+    let run = cluster
+        .hawser(&["backup", "create", "three", "--labels", "team=shop,app=web"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let run = cluster
+        .hawser(&["backup", "get", "three", "--show-labels"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(lines[0].ends_with("   LABELS"), "{}", run.stdout);
+    let labels = lines[1].split_whitespace().last().unwrap();
+    let pairs: Vec<&str> = labels.split(',').collect();
+    assert!(
+        pairs.windows(2).all(|w| w[0] < w[1])
+            && pairs.contains(&"app=web")
+            && pairs.contains(&"team=shop"),
+        "{}",
+        run.stdout
+    );
+    let run = cluster.hawser(&["backup", "get", "three"]).await;
+    assert!(!run.stdout.contains("LABELS"), "{}", run.stdout);
+    // describe, like get: every backup without names, those -l selects with it. (A backup
+    // with errors or warnings would have its results read through a DownloadRequest, which
+    // no server answers here.)
+    cluster.set_status(BACKUP.0, BACKUP.1, "two", json!({"phase": "Completed"}));
+    let described = |stdout: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("Name:"))
+            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+            .collect()
+    };
+    let run = cluster.hawser(&["backup", "describe"]).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert_eq!(
+        described(&run.stdout),
+        ["one", "three", "two"],
+        "{}",
+        run.stdout
+    );
+    let run = cluster
+        .hawser(&["backup", "describe", "-l", "team=shop"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert_eq!(described(&run.stdout), ["three"], "{}", run.stdout);
 }
 
 /// Starts `backup create NAME --wait`, plays the server (InProgress with progress, then

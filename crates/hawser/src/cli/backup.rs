@@ -14,10 +14,10 @@ use kube::{Api, ResourceExt};
 use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::describe;
 use super::error::{CliError, ExitStatus};
-use super::flags::{MetaArgs, fetch, get_required, print_objects, require_location};
+use super::flags::{Listing, MetaArgs, fetch, get_required, print_objects, require_location};
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, count, encode, or_none, table, until, when};
+use super::output::{OutputFormat, Table, count, encode, or_none, until, when};
 use super::template::{BackupSpecArgs, SPEC_FLAG_IDS, backup_from_schedule};
 use super::wait::wait_for_final;
 
@@ -77,17 +77,18 @@ pub struct BackupGetArgs {
     /// Only backups whose labels match this selector.
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t)]
-    pub output: OutputFormat,
+    #[command(flatten)]
+    pub listing: Listing,
 }
 
 /// `backup describe`.
 #[derive(Args, Debug)]
 pub struct BackupDescribeArgs {
-    /// Names of the backups.
-    #[arg(required = true)]
+    /// Names of the backups; all when omitted.
     pub names: Vec<String>,
+    /// Only backups whose labels match this selector.
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
     #[command(flatten)]
     pub files: super::files::DescribeFlags,
 }
@@ -235,7 +236,7 @@ async fn fetch_backups(
 async fn get_backups(global: &GlobalArgs, args: BackupGetArgs) -> Result<ExitStatus, CliError> {
     let backups = fetch_backups(global, &args.names, args.selector.as_deref()).await?;
     let now = Timestamp::now();
-    print_objects(&backups, args.names.len() == 1, args.output, |b| {
+    print_objects(&backups, args.names.len() == 1, &args.listing, |b| {
         backups_table(b, now)
     })?;
     Ok(ExitStatus::Success)
@@ -245,7 +246,7 @@ async fn describe_backups(
     global: &GlobalArgs,
     args: BackupDescribeArgs,
 ) -> Result<ExitStatus, CliError> {
-    let backups = fetch_backups(global, &args.names, None).await?;
+    let backups = fetch_backups(global, &args.names, args.selector.as_deref()).await?;
     let client = global.client().await?;
     let mut texts = Vec::new();
     for backup in &backups {
@@ -363,7 +364,7 @@ async fn delete_backups(
 
 /// The `backup get` table (velero-compat §9 columns). `now` is the time EXPIRES counts from;
 /// QUEUE POSITION is shown for `Queued` backups only.
-pub fn backups_table(backups: &[Backup], now: Timestamp) -> String {
+pub fn backups_table(backups: &[Backup], now: Timestamp) -> Table {
     let rows: Vec<Vec<String>> = backups
         .iter()
         .map(|b| {
@@ -388,7 +389,7 @@ pub fn backups_table(backups: &[Backup], now: Timestamp) -> String {
             ]
         })
         .collect();
-    table(
+    Table::new(
         &[
             "NAME",
             "STATUS",
@@ -400,6 +401,6 @@ pub fn backups_table(backups: &[Backup], now: Timestamp) -> String {
             "QUEUE POSITION",
             "SELECTOR",
         ],
-        &rows,
+        rows,
     )
 }

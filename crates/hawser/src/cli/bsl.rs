@@ -14,9 +14,9 @@ use kube::{Api, ResourceExt};
 
 use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::error::{CliError, ExitStatus};
-use super::flags::{get_required, parse_duration, parse_key_values};
+use super::flags::{Listing, get_required, parse_duration, parse_key_values, print_objects};
 use super::global::GlobalArgs;
-use super::output::{OutputFormat, encode, or_none, table};
+use super::output::{OutputFormat, Table, encode, or_none};
 
 /// `backup-location` subcommands.
 #[derive(Args, Debug)]
@@ -83,9 +83,8 @@ pub struct BslCreateArgs {
 pub struct BslGetArgs {
     /// Name of one location; all when omitted.
     pub name: Option<String>,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t)]
-    pub output: OutputFormat,
+    #[command(flatten)]
+    pub listing: Listing,
 }
 
 /// `backup-location set`.
@@ -242,17 +241,12 @@ async fn get_locations(global: &GlobalArgs, args: BslGetArgs) -> Result<ExitStat
                 .items
         }
     };
-    match args.output {
-        OutputFormat::Table => print!("{}", locations_table(&locations)),
-        format if args.name.is_some() => print!("{}", encode(&locations[0], format)?),
-        format => print!(
-            "{}",
-            encode(
-                &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": locations}),
-                format
-            )?
-        ),
-    }
+    print_objects(
+        &locations,
+        args.name.is_some(),
+        &args.listing,
+        locations_table,
+    )?;
     Ok(ExitStatus::Success)
 }
 
@@ -414,7 +408,7 @@ async fn delete_locations(
 }
 
 /// The `backup-location get` table (velero-compat §9 columns).
-pub fn locations_table(locations: &[BackupStorageLocation]) -> String {
+pub fn locations_table(locations: &[BackupStorageLocation]) -> Table {
     let rows: Vec<Vec<String>> = locations
         .iter()
         .map(|l| {
@@ -448,7 +442,7 @@ pub fn locations_table(locations: &[BackupStorageLocation]) -> String {
             ]
         })
         .collect();
-    table(
+    Table::new(
         &[
             "NAME",
             "PROVIDER",
@@ -458,6 +452,6 @@ pub fn locations_table(locations: &[BackupStorageLocation]) -> String {
             "ACCESS MODE",
             "DEFAULT",
         ],
-        &rows,
+        rows,
     )
 }

@@ -2,7 +2,6 @@
 //! and the files read for it in, text out), in the order of Velero's describe: what a Velero
 //! user looks for is where they expect it.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use hawser_api::{Backup, BackupSpec, Restore, Schedule};
@@ -12,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ObjectMeta;
 
 use super::label_selector::format_selector;
-use super::output::{count, joined, or_none, when};
+use super::output::{count, joined, key_values, or_none, when};
 
 /// Prints described objects, one blank line apart. What they hold may come from a bucket
 /// (result messages) or from whoever wrote the object: it is made
@@ -199,23 +198,12 @@ fn messages(text: &mut Text, title: &str, messages: &ResultMessages) {
     text.0.push('\n');
 }
 
-fn map_text(map: Option<&BTreeMap<String, String>>) -> String {
-    match map {
-        Some(map) if !map.is_empty() => map
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(","),
-        _ => "<none>".to_owned(),
-    }
-}
-
 fn metadata_rows(metadata: &ObjectMeta) -> Vec<(&'static str, String)> {
     vec![
         ("Name", metadata.name.clone().unwrap_or_default()),
         ("Namespace", metadata.namespace.clone().unwrap_or_default()),
-        ("Labels", map_text(metadata.labels.as_ref())),
-        ("Annotations", map_text(metadata.annotations.as_ref())),
+        ("Labels", key_values(metadata.labels.as_ref())),
+        ("Annotations", key_values(metadata.annotations.as_ref())),
     ]
 }
 
@@ -449,7 +437,7 @@ pub fn restore(restore: &Restore, files: &Files) -> String {
         ),
         (
             "Namespace mappings",
-            map_text(spec.namespace_mapping.as_ref())
+            key_values(spec.namespace_mapping.as_ref())
                 .replace(',', ", ")
                 .replace('=', ":"),
         ),
@@ -530,7 +518,7 @@ pub fn schedule(schedule: &Schedule) -> String {
     let mut template = Text(String::new());
     template.section(&[(
         "Labels",
-        map_text(
+        key_values(
             spec.template
                 .metadata
                 .as_ref()

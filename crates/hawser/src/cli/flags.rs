@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 
 use super::error::CliError;
 use super::label_selector::{parse_or_selectors, parse_selector};
-use super::output::{OutputFormat, encode};
+use super::output::{OutputFormat, Table, encode};
 
 /// Parses `key=value,key=value` lists (already split on commas by clap).
 pub fn parse_key_values(
@@ -211,15 +211,30 @@ where
     Ok(found)
 }
 
+/// How a `get` prints: `-o` and `--show-labels`.
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct Listing {
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: OutputFormat,
+    /// Show each object's labels in a last column of the table.
+    #[arg(long)]
+    pub show_labels: bool,
+}
+
 /// Prints the objects of a `get`: one object as itself when one name was asked for, otherwise a
 /// `v1` List. `table` renders the table format.
 pub fn print_objects<K: Serialize + Resource>(
     objects: &[K],
     single: bool,
-    format: OutputFormat,
-    table: impl FnOnce(&[K]) -> String,
+    listing: &Listing,
+    table: impl FnOnce(&[K]) -> Table,
 ) -> Result<(), CliError> {
-    match (format, objects) {
+    match (listing.output, objects) {
+        (OutputFormat::Table, _) if listing.show_labels => print!(
+            "{}",
+            table(objects).with_labels(objects.iter().map(|o| o.meta().labels.as_ref()))
+        ),
         (OutputFormat::Table, _) => print!("{}", table(objects)),
         (format, [one]) if single => print!("{}", encode(one, format)?),
         (format, _) => print!(

@@ -1,5 +1,6 @@
 //! `-o table|json|yaml` and the table printer shared by the `get` commands.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use clap::ValueEnum;
@@ -37,6 +38,46 @@ pub fn encode<T: Serialize>(value: &T, format: OutputFormat) -> Result<String, C
     }
 }
 
+/// A `get` table before it is printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    /// The column titles.
+    pub header: Vec<&'static str>,
+    /// One row per object, a cell per column.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table of `rows` under `header`.
+    #[must_use]
+    pub fn new(header: &[&'static str], rows: Vec<Vec<String>>) -> Self {
+        Self {
+            header: header.to_vec(),
+            rows,
+        }
+    }
+
+    /// Velero's `--show-labels`: a LABELS column after the others, the labels of each row's
+    /// object as `key=value` pairs sorted by key and joined by commas, `<none>` without labels.
+    #[must_use]
+    pub fn with_labels<'a>(
+        mut self,
+        labels: impl IntoIterator<Item = Option<&'a BTreeMap<String, String>>>,
+    ) -> Self {
+        self.header.push("LABELS");
+        for (row, labels) in self.rows.iter_mut().zip(labels) {
+            row.push(key_values(labels));
+        }
+        self
+    }
+}
+
+impl std::fmt::Display for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&table(&self.header, &self.rows))
+    }
+}
+
 /// Renders rows under a header with columns padded to the widest cell, three spaces apart.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -63,6 +104,17 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A label or annotation map as `key=value` pairs sorted by key and joined by commas, as
+/// Velero prints them; `<none>` when there are none.
+pub fn key_values(map: Option<&BTreeMap<String, String>>) -> String {
+    let pairs: Vec<String> = map
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    or_none(Some(pairs.join(",")))
 }
 
 /// `Some(time)` as RFC 3339, or `<none>`/the given placeholder.
@@ -132,6 +184,21 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn show_labels_adds_a_last_column_sorted_by_key_or_none() {
+        let labels: BTreeMap<String, String> = [("team", "shop"), ("app", "web")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let shown = Table::new(&["NAME"], vec![vec!["a".into()], vec!["b".into()]])
+            .with_labels([Some(&labels), None])
+            .to_string();
+        assert_eq!(
+            shown,
+            "NAME   LABELS\na      app=web,team=shop\nb      <none>\n"
+        );
+    }
 
     #[test]
     fn table_pads_columns_to_widest_cell() {

@@ -12,10 +12,10 @@ use kube::{Api, ResourceExt};
 use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::describe;
 use super::error::{CliError, ExitStatus};
-use super::flags::{MetaArgs, SelectorArgs, fetch, get_required, list, print_objects};
+use super::flags::{Listing, MetaArgs, SelectorArgs, fetch, get_required, list, print_objects};
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, count, encode, or_none, table, when};
+use super::output::{OutputFormat, Table, count, encode, or_none, when};
 use super::wait::wait_for_final;
 
 /// `restore` subcommands.
@@ -106,17 +106,18 @@ pub struct RestoreGetArgs {
     /// Only restores whose labels match this selector.
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t)]
-    pub output: OutputFormat,
+    #[command(flatten)]
+    pub listing: Listing,
 }
 
 /// `restore describe`.
 #[derive(Args, Debug)]
 pub struct RestoreDescribeArgs {
-    /// Names of the restores.
-    #[arg(required = true)]
+    /// Names of the restores; all when omitted.
     pub names: Vec<String>,
+    /// Only restores whose labels match this selector.
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
     #[command(flatten)]
     pub files: super::files::DescribeFlags,
 }
@@ -347,7 +348,7 @@ async fn get_restores(global: &GlobalArgs, args: RestoreGetArgs) -> Result<ExitS
     print_objects(
         &restores,
         args.names.len() == 1,
-        args.output,
+        &args.listing,
         restores_table,
     )?;
     Ok(ExitStatus::Success)
@@ -357,7 +358,7 @@ async fn describe_restores(
     global: &GlobalArgs,
     args: RestoreDescribeArgs,
 ) -> Result<ExitStatus, CliError> {
-    let restores = fetch_restores(global, &args.names, None).await?;
+    let restores = fetch_restores(global, &args.names, args.selector.as_deref()).await?;
     let client = global.client().await?;
     let mut texts = Vec::new();
     for restore in &restores {
@@ -410,7 +411,7 @@ async fn delete_restores(
 }
 
 /// The `restore get` table (Velero's columns).
-pub fn restores_table(restores: &[Restore]) -> String {
+pub fn restores_table(restores: &[Restore]) -> Table {
     let rows: Vec<Vec<String>> = restores
         .iter()
         .map(|r| {
@@ -431,7 +432,7 @@ pub fn restores_table(restores: &[Restore]) -> String {
             ]
         })
         .collect();
-    table(
+    Table::new(
         &[
             "NAME",
             "BACKUP",
@@ -443,7 +444,7 @@ pub fn restores_table(restores: &[Restore]) -> String {
             "CREATED",
             "SELECTOR",
         ],
-        &rows,
+        rows,
     )
 }
 

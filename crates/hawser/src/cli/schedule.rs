@@ -9,10 +9,10 @@ use kube::{Api, ResourceExt};
 use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::describe;
 use super::error::{CliError, ExitStatus};
-use super::flags::{MetaArgs, fetch, print_objects, require_location};
+use super::flags::{Listing, MetaArgs, fetch, print_objects, require_location};
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, ago, encode, or_none, table, when};
+use super::output::{OutputFormat, Table, ago, encode, or_none, when};
 use super::template::BackupSpecArgs;
 
 /// `schedule` subcommands.
@@ -83,9 +83,8 @@ pub struct ScheduleGetArgs {
     /// Only schedules whose labels match this selector.
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t)]
-    pub output: OutputFormat,
+    #[command(flatten)]
+    pub listing: Listing,
 }
 
 /// `schedule describe`.
@@ -200,7 +199,7 @@ async fn fetch_schedules(
 async fn get_schedules(global: &GlobalArgs, args: ScheduleGetArgs) -> Result<ExitStatus, CliError> {
     let schedules = fetch_schedules(global, &args.names, args.selector.as_deref()).await?;
     let now = Timestamp::now();
-    print_objects(&schedules, args.names.len() == 1, args.output, |s| {
+    print_objects(&schedules, args.names.len() == 1, &args.listing, |s| {
         schedules_table(s, now)
     })?;
     Ok(ExitStatus::Success)
@@ -279,7 +278,7 @@ async fn set_paused(
 }
 
 /// The `schedule get` table (Velero's columns). `now` is the time LAST BACKUP counts from.
-pub fn schedules_table(schedules: &[Schedule], now: Timestamp) -> String {
+pub fn schedules_table(schedules: &[Schedule], now: Timestamp) -> Table {
     let rows: Vec<Vec<String>> = schedules
         .iter()
         .map(|s| {
@@ -304,7 +303,7 @@ pub fn schedules_table(schedules: &[Schedule], now: Timestamp) -> String {
             ]
         })
         .collect();
-    table(
+    Table::new(
         &[
             "NAME",
             "STATUS",
@@ -315,7 +314,7 @@ pub fn schedules_table(schedules: &[Schedule], now: Timestamp) -> String {
             "SELECTOR",
             "PAUSED",
         ],
-        &rows,
+        rows,
     )
 }
 
