@@ -97,9 +97,12 @@ impl RestoreSpec {
         )
         .into_iter()
         .collect();
-        if let Some(modifier) = &self.resource_modifier {
+        if let Some(modifier) = self.resource_modifier.as_ref().filter(|m| {
+            !m.kind
+                .eq_ignore_ascii_case(hawser_core::restore::modifiers::CONFIGMAP_KIND)
+        }) {
             warnings.push(format!(
-                "spec.resourceModifier: resource modifiers are not applied by hawser; the {} {} was not read and items were restored unmodified",
+                "spec.resourceModifier: resource modifiers are read only from a ConfigMap (kind configmap); the {} {} was not read and items were restored unmodified",
                 modifier.kind, modifier.name
             ));
         }
@@ -206,9 +209,10 @@ mod tests {
             "itemOperationTimeout",
             NothingToDo("a restore here starts no asynchronous item operations"),
         ),
+        // A ConfigMap's rules are applied to the items; another kind is warned.
         (
             "resourceModifier",
-            Warned(r#"{"kind": "configmap", "name": "modifiers"}"#),
+            Warned(r#"{"kind": "Secret", "name": "modifiers"}"#),
         ),
         ("uploaderConfig", Warned(r#"{"writeSparseFiles": true}"#)),
     ];

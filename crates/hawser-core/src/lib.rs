@@ -15,3 +15,4 @@ pub mod restore;
 pub mod retry_after;
 pub mod schedule;
 pub mod selection;
+pub mod strategic;

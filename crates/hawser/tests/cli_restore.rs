@@ -54,6 +54,8 @@ async fn create_sends_exactly_the_fields_of_the_flags() {
             "pods",
             "--preserve-nodeports",
             "--restore-volumes=false",
+            "--resource-modifier-configmap",
+            "move-to-new-registry",
             "--labels",
             "why=drill",
             "--annotations",
@@ -77,6 +79,7 @@ async fn create_sends_exactly_the_fields_of_the_flags() {
             "namespaceMapping",
             "orLabelSelectors",
             "preserveNodePorts",
+            "resourceModifier",
             "restorePVs",
             "restoreStatus",
         ]
@@ -105,6 +108,10 @@ async fn create_sends_exactly_the_fields_of_the_flags() {
     );
     assert_eq!(spec["preserveNodePorts"], true);
     assert_eq!(spec["restorePVs"], false);
+    assert_eq!(
+        spec["resourceModifier"],
+        json!({"apiGroup": "", "kind": "configmap", "name": "move-to-new-registry"})
+    );
     assert_eq!(restore["metadata"]["labels"]["why"], "drill");
     assert_eq!(restore["metadata"]["annotations"]["ticket"], "42");
 }

@@ -1148,3 +1148,129 @@ fn restore_warnings(root: &Path, restore: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Velero's resource modifiers: a ConfigMap's rules patch the items they select (JSON Patch,
+/// JSON Merge Patch, strategic merge patch) before they are created; a rule that fails is an
+/// error on the item's namespace and the item is created as the other rules left it; a
+/// missing or malformed ConfigMap makes the restore `FailedValidation` naming it, before
+/// anything is created.
+#[tokio::test]
+async fn resource_modifiers_patch_the_items_they_select_and_a_bad_config_map_fails_validation() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    let store = cluster.store();
+    store
+        .insert(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [
+                         {"name": "app", "image": "registry.old/app:1"},
+                         {"name": "proxy", "image": "registry.old/proxy:1"}]}}}
+        }))
+        .unwrap();
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "app", json!({"includedNamespaces": ["shop"]}));
+    let done = wait_final(&cluster, &server, "Backup", "app").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+
+    let modifiers = |name: &str, rules: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": NS},
+               "data": {"rules.yaml": rules}})
+    };
+    store
+        .insert(modifiers(
+            "move",
+            r#"
+version: v1
+resourceModifierRules:
+- conditions: {groupResource: deployments.apps, namespaces: [shop]}
+  patches:
+  - {operation: replace, path: /spec/replicas, value: "2"}
+- conditions: {groupResource: "*.apps", resourceNameRegex: "^web$"}
+  strategicPatches:
+  - patchData: |
+      spec:
+        template:
+          spec:
+            containers:
+            - name: app
+              image: registry.new/app:1
+- conditions:
+    groupResource: configmaps
+    resourceNameRegex: "^cm-1$"
+    matches: [{path: /data/index, value: '"1"'}]
+  mergePatches:
+  - patchData: '{"metadata": {"labels": {"moved": "true"}}, "data": {"index": null}}'
+- conditions: {groupResource: secrets, resourceNameRegex: "^api-token$"}
+  patches:
+  - {operation: remove, path: /data/missing}
+"#,
+        ))
+        .unwrap();
+    create_restore(
+        &cluster,
+        "moved",
+        json!({"backupName": "app", "namespaceMapping": {"shop": "shop-new"},
+               "resourceModifier": {"kind": "ConfigMap", "name": "move"}}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "moved").await;
+    assert_eq!(phase(&restored), "PartiallyFailed", "{restored:#}");
+    assert_eq!(restored["status"]["errors"], 1, "{restored:#}");
+    let errors = errors_of(root.path(), "moved");
+    assert!(
+        errors[0].contains("api-token") && errors[0].contains("error in applying JSON Patch"),
+        "{errors:?}"
+    );
+    let web = store
+        .get("apps/v1", "Deployment", "shop-new", "web")
+        .unwrap();
+    assert_eq!(web["spec"]["replicas"], 2, "{web:#}");
+    let containers = &web["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers[0]["image"], "registry.new/app:1", "{web:#}");
+    assert_eq!(containers[1]["image"], "registry.old/proxy:1", "{web:#}");
+    assert_eq!(web["metadata"]["labels"]["velero.io/restore-name"], "moved");
+    let cm1 = store.get("v1", "ConfigMap", "shop-new", "cm-1").unwrap();
+    assert_eq!(cm1["metadata"]["labels"]["moved"], "true", "{cm1:#}");
+    assert!(cm1["data"].get("index").is_none(), "{cm1:#}");
+    let cm0 = store.get("v1", "ConfigMap", "shop-new", "cm-0").unwrap();
+    assert_eq!(cm0["data"]["index"], "0", "{cm0:#}");
+    // The rule that failed left its item as the other rules made it, and it was created.
+    assert!(store.get("v1", "Secret", "shop-new", "api-token").is_some());
+
+    // A missing ConfigMap, and one that is not the format: FailedValidation, nothing created.
+    store
+        .insert(modifiers("typo", "version: v1\nresourceModifierRule: []\n"))
+        .unwrap();
+    for (name, config, expected) in [
+        (
+            "no-rules",
+            "absent",
+            format!("failed to get resource modifiers configmap {NS}/absent"),
+        ),
+        (
+            "bad-rules",
+            "typo",
+            format!("Error in parsing resource modifiers provided in configmap {NS}/typo"),
+        ),
+    ] {
+        let target = format!("shop-{name}");
+        create_restore(
+            &cluster,
+            name,
+            json!({"backupName": "app", "namespaceMapping": {"shop": target},
+                   "resourceModifier": {"kind": "configmap", "name": config}}),
+        );
+        let failed = wait_final(&cluster, &server, "Restore", name).await;
+        assert_eq!(phase(&failed), "FailedValidation", "{failed:#}");
+        let messages = failed["status"]["validationErrors"].to_string();
+        assert!(messages.contains(&expected), "{failed:#}");
+        assert!(
+            store.get("v1", "Namespace", "", &target).is_none(),
+            "{name}: the restore created its namespace"
+        );
+    }
+}

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cli_support::{Cluster, NS, Run};
+use serde_json::json;
 use server_support::*;
 
 /// The `velero` binary a test runs, or `None` (after one line saying why) when it cannot run.
@@ -260,6 +261,14 @@ async fn restore_create_into_a_mapped_namespace_describe_and_logs() {
         )
         .await;
 
+    // Velero's CLI names a resource-modifier ConfigMap its own way (kind `configmap`, the core
+    // group); its rules are applied.
+    cluster
+        .store()
+        .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "relabel", "namespace": NS},
+            "data": {"rules": "version: v1\nresourceModifierRules:\n- conditions: {groupResource: configmaps}\n  mergePatches: [{patchData: '{\"metadata\": {\"labels\": {\"moved\": \"yes\"}}}'}]\n"}}))
+        .unwrap();
     let out = velero
         .ok(
             &server,
@@ -271,6 +280,8 @@ async fn restore_create_into_a_mapped_namespace_describe_and_logs() {
                 "nightly",
                 "--namespace-mappings",
                 "shop:shop-copy",
+                "--resource-modifier-configmap",
+                "relabel",
                 "--wait",
             ],
         )
@@ -290,6 +301,10 @@ async fn restore_create_into_a_mapped_namespace_describe_and_logs() {
             .get("v1", "ConfigMap", "shop-copy", &name)
             .unwrap_or_else(|| panic!("{name} is not in shop-copy"));
         assert_eq!(restored["data"]["index"], i.to_string(), "{restored:#}");
+        assert_eq!(
+            restored["metadata"]["labels"]["moved"], "yes",
+            "{restored:#}"
+        );
     }
     assert!(
         store

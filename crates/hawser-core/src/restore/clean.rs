@@ -38,13 +38,16 @@
 //! * RoleBinding and ClusterRoleBinding: the namespaces of `subjects` mapped.
 //! * Secret of type `kubernetes.io/service-account-token`: the `kubernetes.io/service-account.uid`
 //!   annotation and the `token` data key removed.
-//! * Namespaced objects: `metadata.namespace` set to the target namespace of the namespace the
-//!   item was archived under.
+//! * Then the restore's resource modifiers ([`super::modifiers`]), which see the item with its
+//!   archived namespace and labels, as in Velero.
+//! * Last, on namespaced objects, `metadata.namespace` set to the target namespace of the
+//!   namespace the item was archived under, and the restore labels above added.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
+use super::modifiers::ResourceModifiers;
 use crate::label::valid_label_value;
 
 /// Label naming the backup an object was restored from.
@@ -145,6 +148,9 @@ pub struct CleanContext<'a> {
     /// new class exists: claims, volumes and StatefulSet claim templates of an old class get
     /// the new one.
     pub storage_classes: &'a BTreeMap<String, String>,
+    /// The restore's resource modifiers, applied after the cleaning of the item's type and
+    /// before the restore labels and the target namespace are set.
+    pub modifiers: Option<&'a ResourceModifiers>,
 }
 
 impl CleanContext<'_> {
@@ -162,6 +168,8 @@ pub struct Cleaned {
     pub object: Value,
     /// The archived `status`, present only when the caller asked for it and there was one.
     pub status: Option<Value>,
+    /// The errors of resource-modifier rules that failed (the object is as they found it).
+    pub modifier_errors: Vec<String>,
 }
 
 fn str_at<'v>(obj: &'v Value, pointer: &str) -> Option<&'v str> {
@@ -219,6 +227,12 @@ pub fn clean(
     let status = obj.as_object_mut().and_then(|o| o.remove("status"));
     let status = status.filter(|s| with_status && !s.is_null());
     strip_metadata(&mut obj);
+    clean_type(group_resource, &mut obj, source_namespace, ctx);
+    // As in Velero: the modifiers see the item with its archived namespace and labels.
+    let modifier_errors = ctx
+        .modifiers
+        .map(|m| m.apply(&mut obj, group_resource))
+        .unwrap_or_default();
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         add_restore_labels(meta, ctx);
         match source_namespace.filter(|ns| !ns.is_empty()) {
@@ -230,18 +244,32 @@ pub fn clean(
             }
         }
     }
+    Cleaned {
+        object: obj,
+        status,
+        modifier_errors,
+    }
+}
+
+/// Velero's restore item actions for the item's type.
+fn clean_type(
+    group_resource: &str,
+    obj: &mut Value,
+    source_namespace: Option<&str>,
+    ctx: &CleanContext<'_>,
+) {
     match group_resource {
-        "services" => super::service::clean(&mut obj, ctx.preserve_node_ports),
-        "pods" => clean_pod(&mut obj),
-        "jobs.batch" => clean_job(&mut obj),
+        "services" => super::service::clean(obj, ctx.preserve_node_ports),
+        "pods" => clean_pod(obj),
+        "jobs.batch" => clean_job(obj),
         "persistentvolumeclaims" => {
-            remove_annotations(&mut obj, &CLAIM_ANNOTATIONS);
-            map_storage_class(&mut obj, "/spec/storageClassName", ctx);
+            remove_annotations(obj, &CLAIM_ANNOTATIONS);
+            map_storage_class(obj, "/spec/storageClassName", ctx);
             let snapshot = source_namespace.and_then(|ns| {
-                let name = str_at(&obj, "/metadata/name").unwrap_or_default();
+                let name = str_at(obj, "/metadata/name").unwrap_or_default();
                 ctx.snapshots.get(&(ns.to_owned(), name.to_owned()))
             });
-            let reprovisioned = str_at(&obj, "/spec/volumeName")
+            let reprovisioned = str_at(obj, "/spec/volumeName")
                 .is_some_and(|pv| ctx.reprovisioned_pvs.contains(pv));
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
                 if reprovisioned || snapshot.is_some() {
@@ -262,7 +290,7 @@ pub fn clean(
             let target = source_namespace
                 .map(|ns| ctx.target(ns))
                 .unwrap_or_default();
-            let name = str_at(&obj, "/metadata/name").unwrap_or_default();
+            let name = str_at(obj, "/metadata/name").unwrap_or_default();
             let content = crate::csi::restored_content_name(ctx.restore_name, target, name);
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
                 spec.insert(
@@ -272,8 +300,8 @@ pub fn clean(
             }
         }
         "persistentvolumes" => {
-            clean_pv(&mut obj, ctx);
-            map_storage_class(&mut obj, "/spec/storageClassName", ctx);
+            clean_pv(obj, ctx);
+            map_storage_class(obj, "/spec/storageClassName", ctx);
         }
         "statefulsets.apps" => {
             let templates = obj
@@ -282,26 +310,22 @@ pub fn clean(
                 .map_or(0, Vec::len);
             for i in 0..templates {
                 map_storage_class(
-                    &mut obj,
+                    obj,
                     &format!("/spec/volumeClaimTemplates/{i}/spec/storageClassName"),
                     ctx,
                 );
             }
         }
-        "serviceaccounts" => clean_service_account(&mut obj),
+        "serviceaccounts" => clean_service_account(obj),
         "rolebindings.rbac.authorization.k8s.io"
-        | "clusterrolebindings.rbac.authorization.k8s.io" => map_subjects(&mut obj, ctx),
-        "secrets" if str_at(&obj, "/type") == Some(SA_TOKEN_TYPE) => {
-            remove_annotations(&mut obj, &[SA_UID_ANNOTATION]);
+        | "clusterrolebindings.rbac.authorization.k8s.io" => map_subjects(obj, ctx),
+        "secrets" if str_at(obj, "/type") == Some(SA_TOKEN_TYPE) => {
+            remove_annotations(obj, &[SA_UID_ANNOTATION]);
             if let Some(data) = obj.get_mut("data").and_then(Value::as_object_mut) {
                 data.remove("token");
             }
         }
         _ => {}
-    }
-    Cleaned {
-        object: obj,
-        status,
     }
 }
 

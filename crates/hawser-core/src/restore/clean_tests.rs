@@ -18,6 +18,7 @@ fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
         reprovisioned_pvs: &NO_PVS,
         snapshots: &NO_SNAPSHOTS,
         storage_classes: &NO_CLASSES,
+        modifiers: None,
     }
 }
 
@@ -483,6 +484,7 @@ fn the_storage_class_mapping_changes_claims_volumes_and_claim_templates() {
     let classes = BTreeMap::from([("gp2".to_owned(), "gp3".to_owned())]);
     let c = CleanContext {
         storage_classes: &classes,
+        modifiers: None,
         ..ctx(&m)
     };
     let pvc = json!({"metadata": {"name": "a", "namespace": "shop"},
@@ -507,4 +509,36 @@ fn the_storage_class_mapping_changes_claims_volumes_and_claim_templates() {
                        "spec": {"storageClassName": "standard"}});
     let out = clean("persistentvolumeclaims", other, Some("shop"), &c, false).object;
     assert_eq!(out["spec"]["storageClassName"], "standard");
+}
+
+#[test]
+fn modifiers_see_the_archived_namespace_and_labels_and_keep_no_restore_label_from_being_set() {
+    let yaml = r"
+version: v1
+resourceModifierRules:
+- conditions:
+    groupResource: configmaps
+    namespaces: [shop]
+    labelSelector:
+      matchExpressions: [{key: velero.io/restore-name, operator: DoesNotExist}]
+  mergePatches:
+  - patchData: '{metadata: {labels: null}, data: {moved: here}}'
+";
+    let data = BTreeMap::from([("rules".to_owned(), yaml.to_owned())]);
+    let modifiers = ResourceModifiers::from_config_map("velero", "m", Some(&data)).unwrap();
+    let mapping = BTreeMap::from([("shop".to_owned(), "shop-copy".to_owned())]);
+    let c = CleanContext {
+        modifiers: Some(&modifiers),
+        ..ctx(&mapping)
+    };
+    let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "cm", "namespace": "shop", "labels": {"app": "a"}}});
+    let out = clean("configmaps", obj, Some("shop"), &c, false);
+    assert!(out.modifier_errors.is_empty(), "{:?}", out.modifier_errors);
+    assert_eq!(out.object["data"]["moved"], "here");
+    assert_eq!(out.object["metadata"]["namespace"], "shop-copy");
+    assert_eq!(
+        out.object["metadata"]["labels"],
+        json!({BACKUP_NAME_LABEL: "nightly", RESTORE_NAME_LABEL: "nightly-20261203"})
+    );
 }

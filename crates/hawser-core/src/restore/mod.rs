@@ -1,11 +1,12 @@
 //! Pure restore logic (velero-compat §7): the resource priority list, the order in which a
 //! restore walks the archived types, the filters and namespace mapping, spec validation, object
-//! cleaning and the comparison with existing objects. Built on [`crate::selection::Catalogue`]
+//! cleaning, resource modifiers and the comparison with existing objects. Built on [`crate::selection::Catalogue`]
 //! for name resolution; no client and no I/O.
 
 pub mod clean;
 pub mod existing;
 pub mod filters;
+pub mod modifiers;
 pub mod order;
 pub mod priorities;
 mod service;
@@ -24,6 +25,7 @@ pub use filters::{
     CONTROL_TYPES, FILTER_BYPASS, FilterSkip, NON_RESTORABLE, RESTORE_STATUS_ANNOTATION,
     RestoreFilters, RestoreSelection, RestoreStatusFilter,
 };
+pub use modifiers::ResourceModifiers;
 pub use order::{CRDS, Tier, is_crd, restore_order};
 pub use priorities::{Priorities, PrioritiesError, Resolved};
 pub use types::{ArchiveTypes, NonCanonicalType};

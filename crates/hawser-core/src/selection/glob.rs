@@ -81,6 +81,19 @@ impl Glob {
     /// [`GlobError`] when the pattern is malformed or exceeds [`MAX_PATTERN_LEN`] or
     /// [`MAX_NESTING`].
     pub fn new(pattern: &str) -> Result<Self, GlobError> {
+        Self::compile(pattern, None)
+    }
+
+    /// Compiles `pattern` with `separator` as gobwas/glob's separator: `*` and `?` do not
+    /// match it, `**` does (Velero's resource-modifier `groupResource` uses `.`).
+    ///
+    /// # Errors
+    /// As [`Glob::new`].
+    pub fn with_separator(pattern: &str, separator: char) -> Result<Self, GlobError> {
+        Self::compile(pattern, Some(separator))
+    }
+
+    fn compile(pattern: &str, separator: Option<char>) -> Result<Self, GlobError> {
         let fail = |reason| GlobError {
             pattern: pattern.to_string(),
             reason,
@@ -88,7 +101,7 @@ impl Glob {
         if pattern.len() > MAX_PATTERN_LEN {
             return Err(fail("longer than 1024 bytes"));
         }
-        let expression = translate(pattern).map_err(fail)?;
+        let expression = translate(pattern, separator).map_err(fail)?;
         let regex = RegexBuilder::new(&expression)
             .size_limit(COMPILED_SIZE_LIMIT)
             .nest_limit(u32::try_from(MAX_NESTING * 2 + 8).unwrap_or(u32::MAX))
@@ -124,19 +137,36 @@ fn push_literal(out: &mut String, c: char) {
 }
 
 /// Translates a glob into an anchored regular expression, in one pass over the characters;
-/// open braces are counted, not recursed into.
-fn translate(pattern: &str) -> Result<String, &'static str> {
+/// open braces are counted, not recursed into. With a `separator`, a single `*` or `?` stops
+/// at it and `**` crosses it.
+fn translate(pattern: &str, separator: Option<char>) -> Result<String, &'static str> {
     let mut out = String::with_capacity(pattern.len() * 4 + 16);
     out.push_str("(?s)\\A");
     let mut chars = pattern.chars().peekable();
     let mut depth = 0usize;
-    let mut last_was_star = false;
+    let not_separator = |out: &mut String| match separator {
+        Some(sep) => {
+            out.push_str("[^");
+            push_literal(out, sep);
+            out.push(']');
+        }
+        None => out.push('.'),
+    };
     while let Some(c) = chars.next() {
-        let star = c == '*';
         match c {
-            '*' if last_was_star => {}
-            '*' => out.push_str(".*"),
-            '?' => out.push('.'),
+            '*' => {
+                let mut stars = 1;
+                while chars.next_if_eq(&'*').is_some() {
+                    stars += 1;
+                }
+                if stars > 1 || separator.is_none() {
+                    out.push_str(".*");
+                } else {
+                    not_separator(&mut out);
+                    out.push('*');
+                }
+            }
+            '?' => not_separator(&mut out),
             '\\' => push_literal(&mut out, chars.next().ok_or("trailing escape character")?),
             '[' => translate_class(&mut chars, &mut out)?,
             '{' => {
@@ -153,7 +183,6 @@ fn translate(pattern: &str) -> Result<String, &'static str> {
             }
             _ => push_literal(&mut out, c),
         }
-        last_was_star = star;
     }
     if depth > 0 {
         return Err("unclosed '{'");

@@ -13,8 +13,8 @@ use hawser_core::csi::{
 };
 use hawser_core::pod_annotations::{self, AnnotatedPods};
 use hawser_core::restore::{
-    CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, NonCanonicalType, RestoreSelection,
-    clean, decide, made_by_restore,
+    CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, NonCanonicalType, ResourceModifiers,
+    RestoreSelection, clean, decide, made_by_restore,
 };
 use hawser_core::selection::related::{PERSISTENT_VOLUMES, PODS};
 use hawser_core::selection::{Catalogue, NAMESPACES};
@@ -57,6 +57,8 @@ pub(crate) struct Restorer {
     pub annotated: Mutex<AnnotatedPods>,
     /// Velero's `change-storage-class` mapping (see [`super::plugin_config`]).
     pub storage_classes: BTreeMap<String, String>,
+    /// The restore's resource modifiers (see [`super::plugin_config::resource_modifiers`]).
+    pub modifiers: Option<ResourceModifiers>,
 }
 
 /// What shows that an archived snapshot handle is the backup's own (see
@@ -152,6 +154,7 @@ impl Restorer {
             reprovisioned_pvs: &self.reprovisioned_pvs,
             snapshots: &self.snapshots,
             storage_classes: &self.storage_classes,
+            modifiers: self.modifiers.as_ref(),
         }
     }
 
@@ -349,8 +352,23 @@ impl Restorer {
             return;
         }
         let with_status = self.selection.restores_status(t.gr, &obj);
-        let Cleaned { mut object, status } =
-            clean(t.gr, obj, source_ns, &self.clean_context(), with_status);
+        let Cleaned {
+            mut object,
+            status,
+            modifier_errors,
+        } = clean(t.gr, obj, source_ns, &self.clean_context(), with_status);
+        for e in modifier_errors {
+            self.report.error(t.scope(), format!("{}: {e}", t.id()));
+        }
+        if let Some(renamed) = str_at(&object, "/metadata/name").filter(|n| *n != t.name) {
+            self.report.warn(
+                t.scope(),
+                format!(
+                    "{}: a resource modifier renamed it to {renamed}; hawser restores items under their archived names",
+                    t.id()
+                ),
+            );
+        }
         if let Some(map) = object.as_object_mut() {
             map.insert("apiVersion".into(), Value::from(t.api_version.clone()));
             if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {

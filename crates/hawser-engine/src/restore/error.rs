@@ -26,6 +26,16 @@ pub enum RestoreError {
     /// Discovery of the served resources failed.
     #[error("discovering the API resources of the cluster")]
     Discovery(#[source] DiscoveryError),
+    /// A ConfigMap the restore's spec names could not be read (not a 404: the API server did
+    /// not answer within the budget). Nothing has been created.
+    #[error("reading ConfigMap {name}")]
+    ConfigMap {
+        /// `namespace/name`.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
     /// The backup archive could not be opened in the storage location.
     #[error("opening the backup archive `{key}`")]
     OpenArchive {
@@ -62,6 +72,7 @@ impl RestoreError {
             Self::Validation { .. } => RestorePhase::FailedValidation.name(),
             Self::Unnamed | Self::BackupUnnamed => "InvalidRestoreObject",
             Self::Discovery(_) => "DiscoveryFailed",
+            Self::ConfigMap { .. } => "ConfigMapUnavailable",
             Self::OpenArchive { .. } => "ArchiveUnavailable",
             Self::Archive { source, .. } => source.category(),
             Self::Waiting(_) => "TemporaryFileFailed",

@@ -81,6 +81,7 @@ use crate::cluster::request;
 
 pub use error::RestoreError;
 pub use outcome::{RestoreOptions, RestoreOutcome, record};
+pub use plugin_config::resource_modifiers;
 pub use results::Progress;
 
 use crate::spill::{TypeReader, Waiting};
@@ -258,6 +259,14 @@ async fn run_named(
     let filters = RestoreFilters::from(&restore.spec);
     let selection = RestoreSelection::new(&filters, &catalogue)
         .map_err(|messages| RestoreError::Validation { messages })?;
+    if let Some(reference) = &restore.spec.resource_modifier
+        && options.modifiers.is_some()
+    {
+        report.info(&format!(
+            "Applying the resource modifiers provided in configmap {}",
+            reference.name
+        ));
+    }
     let layout = Layout::new(None);
     let checks = Arc::new(Checks {
         selection: selection.clone(),
@@ -287,6 +296,7 @@ async fn run_named(
         },
         annotated: Mutex::default(),
         storage_classes: BTreeMap::new(),
+        modifiers: options.modifiers.clone(),
     };
     let namespace = restore.metadata.namespace.clone().unwrap_or_default();
     let (storage_classes, warnings) =

@@ -1,14 +1,19 @@
-//! Velero's restore plugin ConfigMaps that hawser acts on, read once at the start of a restore
-//! from the restore's namespace, found by Velero's labels: `velero.io/plugin-config` and
-//! `velero.io/change-storage-class: RestoreItemAction`, whose data maps an old storage class to
-//! a new one.
+//! The ConfigMaps a restore reads once at its start, in the restore's namespace: Velero's
+//! restore plugin ConfigMap that hawser acts on, found by Velero's labels
+//! (`velero.io/plugin-config` and `velero.io/change-storage-class: RestoreItemAction`, whose
+//! data maps an old storage class to a new one), and the resource-modifier ConfigMap named by
+//! `spec.resourceModifier`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hawser_api::Restore;
+use hawser_core::restore::ResourceModifiers;
+use hawser_core::restore::modifiers::CONFIGMAP_KIND;
 use kube::Client;
 use serde_json::Value;
 
+use super::RestoreError;
 use crate::cluster::path::{encode, page_url};
 use crate::cluster::request;
 
@@ -81,4 +86,60 @@ pub(crate) async fn storage_classes(
         }
     }
     (mapping, warnings)
+}
+
+/// The rules of the resource-modifier ConfigMap `restore` names (`None` when it names none, or
+/// names another kind, which Velero does not read and `unsupported_fields` warns of), read when
+/// the restore is validated, as Velero does, and handed to [`super::run`] through
+/// [`RestoreOptions::modifiers`](super::RestoreOptions::modifiers).
+///
+/// # Errors
+/// [`RestoreError::Validation`] with Velero's message when the ConfigMap is missing or not the
+/// format; [`RestoreError::ConfigMap`] when it could not be read within `budget`.
+pub async fn resource_modifiers(
+    client: &Client,
+    restore: &Restore,
+    budget: Duration,
+) -> Result<Option<ResourceModifiers>, RestoreError> {
+    let Some(reference) = restore
+        .spec
+        .resource_modifier
+        .as_ref()
+        .filter(|r| r.kind.eq_ignore_ascii_case(CONFIGMAP_KIND))
+    else {
+        return Ok(None);
+    };
+    let namespace = restore.metadata.namespace.as_deref().unwrap_or_default();
+    let name = &reference.name;
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps/{}",
+        encode(namespace),
+        encode(name)
+    );
+    let invalid = |message: String| RestoreError::Validation {
+        messages: vec![message],
+    };
+    let config = request::get_opt(client, &path, budget)
+        .await
+        .map_err(|source| RestoreError::ConfigMap {
+            name: format!("{namespace}/{name}"),
+            source,
+        })?
+        .ok_or_else(|| {
+            invalid(format!(
+                "failed to get resource modifiers configmap {namespace}/{name}"
+            ))
+        })?;
+    let data: Option<BTreeMap<String, String>> = config
+        .get("data")
+        .map(|d| serde_json::from_value(d.clone()))
+        .transpose()
+        .map_err(|e| {
+            invalid(format!(
+                "ConfigMap {namespace}/{name} has unreadable data: {e}"
+            ))
+        })?;
+    ResourceModifiers::from_config_map(namespace, name, data.as_ref())
+        .map(Some)
+        .map_err(invalid)
 }

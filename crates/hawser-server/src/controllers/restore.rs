@@ -42,10 +42,20 @@ use crate::records;
 use crate::work::{
     Committed, Taken, record_status, report_final, store_record, test_panic_after_claim,
 };
+use hawser_core::restore::ResourceModifiers;
 use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
 
+/// A Restore that passed validation, with what validation read for it.
+struct Validated {
+    restore: Restore,
+    backup: Backup,
+    location: Location,
+    /// The rules of its resource-modifier ConfigMap.
+    modifiers: Option<ResourceModifiers>,
+}
+
 enum Checked {
-    Valid(Box<Restore>, Box<Backup>, Box<Location>),
+    Valid(Box<Validated>),
     Invalid(Vec<String>),
     Retry(String),
 }
@@ -66,8 +76,13 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let (restore, backup, location) = match check(&ctx, taken.json.clone()).await {
-        Checked::Valid(restore, backup, location) => (restore, backup, *location),
+    let Validated {
+        restore,
+        backup,
+        location,
+        modifiers,
+    } = match check(&ctx, taken.json.clone()).await {
+        Checked::Valid(valid) => *valid,
         Checked::Retry(why) => {
             tracing::info!(restore = %name, reason = %why, "validation could not finish; the restore waits");
             return Handled::Retry;
@@ -116,7 +131,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         .with_api_retry(ctx.settings.status.resource_timeout)
         .with_progress(progress)
         .with_clock(ctx.clock.clone())
-        .with_log_warning(taken.resumed_note());
+        .with_log_warning(taken.resumed_note())
+        .with_modifiers(modifiers);
     let result = restore::run(ctx.client.clone(), &location, &restore, &backup, options).await;
     reporter.abort();
 
@@ -308,12 +324,26 @@ async fn check(ctx: &Context, json: Value) -> Checked {
         Err(e) => return Checked::Retry(hawser_core::errors::chain_text(&e)),
     };
     messages.extend(restore::validate_spec(&restore, &catalogue));
+    let budget = ctx.settings.status.resource_timeout;
+    let modifiers = match restore::resource_modifiers(&ctx.client, &restore, budget).await {
+        Ok(modifiers) => modifiers,
+        Err(RestoreError::Validation { messages: invalid }) => {
+            messages.extend(invalid);
+            None
+        }
+        Err(e) => return Checked::Retry(e.full_message()),
+    };
     if !messages.is_empty() {
         return Checked::Invalid(messages);
     }
     let mut restore = restore;
     restore.spec.backup_name = Some(backup_name);
-    Checked::Valid(Box::new(restore), Box::new(backup), Box::new(location))
+    Checked::Valid(Box::new(Validated {
+        restore,
+        backup,
+        location,
+        modifiers,
+    }))
 }
 
 /// For a synced `backup` (it carries [`HAWSER_RECORD_UID`]): another Backup of the namespace

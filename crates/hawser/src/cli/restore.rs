@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use clap::{Args, Subcommand};
 use hawser_api::{Backup, Restore, RestoreSpec, RestoreStatusSpec, Schedule};
 use hawser_core::layout::DownloadTargetKind;
+use hawser_core::restore::modifiers::CONFIGMAP_KIND;
+use k8s_openapi::api::core::v1::TypedLocalObjectReference;
 use k8s_openapi::jiff::Zoned;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -88,6 +90,10 @@ pub struct RestoreCreateArgs {
     /// restores them; `false` restores the claims and volumes as archived objects only.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub restore_volumes: Option<bool>,
+    /// ConfigMap in the server's namespace whose resource-modifier rules patch the restored
+    /// items.
+    #[arg(long)]
+    pub resource_modifier_configmap: Option<String>,
     #[command(flatten)]
     pub meta: MetaArgs,
     /// Print the restore in this format instead of creating it.
@@ -258,6 +264,14 @@ pub fn restore_from_args(
         restore_status,
         preserve_node_ports: args.preserve_nodeports,
         restore_pvs: args.restore_volumes,
+        // As Velero's CLI writes it: the core group, kind `configmap`.
+        resource_modifier: args.resource_modifier_configmap.as_ref().map(|name| {
+            TypedLocalObjectReference {
+                api_group: Some(String::new()),
+                kind: CONFIGMAP_KIND.to_owned(),
+                name: name.clone(),
+            }
+        }),
         ..RestoreSpec::default()
     };
     let name = args

@@ -5,7 +5,7 @@
 //!   server uses (evanphx/json-patch v4): a `test` of `null` on a missing location succeeds, the
 //!   whole patch is atomic, a failing operation is a 422.
 //! - [`strategic_merge_patch`]: an approximation of strategic merge patch for built-in kinds,
-//!   driven by one table of list merge keys (see the `strategic` module).
+//!   driven by one table of list merge keys (`hawser_core::strategic`, which restores share).
 //! - [`server_side_apply`]: server-side apply with field ownership recorded in
 //!   `metadata.managedFields` (see the `apply` module for what is and is not modelled).
 //!
@@ -14,10 +14,8 @@
 //! the stored object and the patch body.
 
 mod apply;
-mod strategic;
 
 pub use apply::server_side_apply;
-pub use strategic::strategic_merge_patch;
 
 use serde_json::Value;
 
@@ -51,6 +49,15 @@ pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 /// The fixed 422 message the server gives for any JSON patch operation that fails.
 pub const JSON_PATCH_FAILED: &str =
     "the server rejected our request due to an error in our request";
+
+/// Applies a strategic merge patch in place (see `hawser_core::strategic`).
+///
+/// # Errors
+/// [`PatchError::BadRequest`] for a malformed patch; on error `target` is unchanged.
+pub fn strategic_merge_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
+    hawser_core::strategic::strategic_merge_patch(target, patch)
+        .map_err(|e| PatchError::BadRequest(e.0))
+}
 
 /// Applies a JSON merge patch (RFC 7386) in place.
 pub fn merge_patch(target: &mut Value, patch: &Value) {

@@ -1,4 +1,6 @@
-//! Strategic merge patch for built-in kinds, approximated without the Go type information.
+//! Strategic merge patch for built-in kinds, approximated without the Go type information. The
+//! API server of the test cluster applies PATCH requests with it, and a restore applies a
+//! resource modifier's `strategicPatches` with it.
 //!
 //! The real server reads each field's patch strategy from the compiled-in Go types. Here one
 //! table ([`LIST_STRATEGIES`]) names the lists of the built-in kinds that do not simply replace:
@@ -16,7 +18,11 @@
 
 use serde_json::{Map, Value};
 
-use super::PatchError;
+/// Why a strategic merge patch could not be applied: the patch is malformed (the API server
+/// answers 400 `BadRequest` with this message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PatchError(pub String);
 
 /// How a list field is patched when it is not replaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,11 +104,11 @@ enum Outcome {
 /// Applies a strategic merge patch in place.
 ///
 /// # Errors
-/// [`PatchError::BadRequest`] for a non-object patch, an unknown `$patch` value, a malformed
+/// [`PatchError`] for a non-object patch, an unknown `$patch` value, a malformed
 /// directive or a merge-keyed list element lacking its key. On error `target` is unchanged.
 pub fn strategic_merge_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
     let Value::Object(patch) = patch else {
-        return Err(PatchError::BadRequest(
+        return Err(PatchError(
             "json: cannot unmarshal non-object into Go value of type map[string]interface {}"
                 .into(),
         ));
@@ -120,7 +126,7 @@ pub fn strategic_merge_patch(target: &mut Value, patch: &Value) -> Result<(), Pa
 }
 
 fn bad(msg: impl Into<String>) -> PatchError {
-    PatchError::BadRequest(msg.into())
+    PatchError(msg.into())
 }
 
 fn merge_map(
@@ -475,10 +481,7 @@ mod tests {
         ];
         for p in cases {
             assert!(
-                matches!(
-                    strategic_merge_patch(&mut d, &p),
-                    Err(PatchError::BadRequest(_))
-                ),
+                matches!(strategic_merge_patch(&mut d, &p), Err(PatchError(_))),
                 "{p}"
             );
             assert_eq!(d, before);
