@@ -1027,9 +1027,11 @@ async fn an_encrypted_archive_holds_no_secret_in_clear_and_restores_with_its_key
 /// A restore into a new cluster, as Velero does it: claims lose the annotations that tie them
 /// to the old cluster (the node a `WaitForFirstConsumer` class picked, the provisioner), and
 /// Velero's `change-storage-class` ConfigMap maps the classes of claims and StatefulSet claim
-/// templates; a mapping to a class the cluster lacks is a warning and changes nothing.
+/// templates (a mapping to a class the cluster lacks is a warning and changes nothing), and its
+/// `change-image-name` ConfigMap renames container images.
 #[tokio::test]
-async fn a_disaster_recovery_restore_maps_storage_classes_and_frees_claims_from_old_nodes() {
+async fn a_disaster_recovery_restore_maps_storage_classes_and_images_and_frees_claims_from_old_nodes()
+ {
     let cluster = Cluster::start().await;
     let root = tempfile::tempdir().unwrap();
     seed(&cluster, 1);
@@ -1095,6 +1097,17 @@ async fn a_disaster_recovery_restore_maps_storage_classes_and_frees_claims_from_
             "data": {"old-class": "new-class", "other-class": "missing-class"}
         }))
         .unwrap();
+    // Its images come from the new cluster's registry (Velero's change-image-name ConfigMap).
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "change-image-name-config", "namespace": NS, "labels": {
+                "velero.io/plugin-config": "",
+                "velero.io/change-image-name": "RestoreItemAction"
+            }},
+            "data": {"registry": "postgres, mirror.example.com/postgres", "unused": "no comma"}
+        }))
+        .unwrap();
     create_restore(
         &cluster,
         "dr-back",
@@ -1135,6 +1148,10 @@ async fn a_disaster_recovery_restore_maps_storage_classes_and_frees_claims_from_
         .unwrap();
     assert_eq!(
         set["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"], "new-class",
+        "{set:#}"
+    );
+    assert_eq!(
+        set["spec"]["template"]["spec"]["containers"][0]["image"], "mirror.example.com/postgres:17",
         "{set:#}"
     );
 }

@@ -25,6 +25,8 @@
 //!   `velero.io/data-upload-name`.
 //! * Storage classes: with Velero's `change-storage-class` mapping, a PVC's, a PV's and a
 //!   StatefulSet's claim templates' `storageClassName` of an old class becomes the new one.
+//! * Images: with Velero's `change-image-name` rules, the container images of Pods and
+//!   workloads are renamed ([`super::images`]).
 //! * PV: annotations `pv.kubernetes.io/bind-completed` and
 //!   `pv.kubernetes.io/bound-by-controller` removed; PV `claimRef.uid`/`resourceVersion`
 //!   removed and `claimRef.namespace` mapped; a PVC bound to a re-provisioned PV loses
@@ -37,7 +39,13 @@
 //! * ServiceAccount: `<sa>-token-*` entries dropped from `secrets`.
 //! * RoleBinding and ClusterRoleBinding: the namespaces of `subjects` mapped.
 //! * Secret of type `kubernetes.io/service-account-token`: the `kubernetes.io/service-account.uid`
-//!   annotation and the `token` data key removed.
+//!   annotation and the `token` and `ca.crt` data keys removed (the cluster fills them in).
+//! * APIServices labelled `kube-aggregator.kubernetes.io/automanaged` skipped (the API server
+//!   registers them itself).
+//! * CustomResourceDefinition `v1` with `preserveUnknownFields: true`: set to false, and each
+//!   version's schema gets `x-kubernetes-preserve-unknown-fields: true`.
+//! * Mutating and validating webhook configurations `v1`: a webhook's `sideEffects` other than
+//!   `None` or `NoneOnDryRun` becomes `None`.
 //! * Then the restore's resource modifiers ([`super::modifiers`]), which see the item with its
 //!   archived namespace and labels, as in Velero.
 //! * Last, on namespaced objects, `metadata.namespace` set to the target namespace of the
@@ -47,6 +55,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
+use super::images::ImageNames;
 use super::modifiers::ResourceModifiers;
 use crate::label::valid_label_value;
 
@@ -92,6 +101,8 @@ const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
 const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
 const SA_UID_ANNOTATION: &str = "kubernetes.io/service-account.uid";
+/// The label of the APIServices the API server registers for its own groups.
+const AUTOMANAGED_APISERVICE: &str = "kube-aggregator.kubernetes.io/automanaged";
 const CONTROLLER_UID_LABELS: [&str; 2] = ["controller-uid", "batch.kubernetes.io/controller-uid"];
 
 /// Why an archived object is not restored at all.
@@ -110,6 +121,9 @@ pub enum ItemSkip {
     DynamicallyReprovisioned,
     /// A VolumeSnapshotContent: the restore makes a new one for its VolumeSnapshot.
     SnapshotContent,
+    /// An APIService the API server registers itself (labelled
+    /// `kube-aggregator.kubernetes.io/automanaged`).
+    AutomanagedApiService,
 }
 
 impl ItemSkip {
@@ -122,6 +136,7 @@ impl ItemSkip {
             Self::ServiceAccountToken => "service_account_token",
             Self::DynamicallyReprovisioned => "dynamically_reprovisioned",
             Self::SnapshotContent => "restored_through_its_snapshot",
+            Self::AutomanagedApiService => "automanaged_apiservice",
         }
     }
 }
@@ -148,6 +163,8 @@ pub struct CleanContext<'a> {
     /// new class exists: claims, volumes and StatefulSet claim templates of an old class get
     /// the new one.
     pub storage_classes: &'a BTreeMap<String, String>,
+    /// Velero's `change-image-name` rules (see [`super::images`]).
+    pub image_names: &'a ImageNames,
     /// The restore's resource modifiers, applied after the cleaning of the item's type and
     /// before the restore labels and the target namespace are set.
     pub modifiers: Option<&'a ResourceModifiers>,
@@ -210,6 +227,11 @@ pub fn skip_reason(group_resource: &str, obj: &Value) -> Option<ItemSkip> {
             == Some("Delete"))
         .then_some(ItemSkip::DynamicallyReprovisioned),
         crate::csi::VOLUME_SNAPSHOT_CONTENTS => Some(ItemSkip::SnapshotContent),
+        "apiservices.apiregistration.k8s.io" => obj
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(AUTOMANAGED_APISERVICE))
+            .is_some()
+            .then_some(ItemSkip::AutomanagedApiService),
         _ => None,
     }
 }
@@ -258,6 +280,7 @@ fn clean_type(
     source_namespace: Option<&str>,
     ctx: &CleanContext<'_>,
 ) {
+    ctx.image_names.apply(obj, group_resource);
     match group_resource {
         "services" => super::service::clean(obj, ctx.preserve_node_ports),
         "pods" => clean_pod(obj),
@@ -323,7 +346,13 @@ fn clean_type(
             remove_annotations(obj, &[SA_UID_ANNOTATION]);
             if let Some(data) = obj.get_mut("data").and_then(Value::as_object_mut) {
                 data.remove("token");
+                data.remove("ca.crt");
             }
+        }
+        "customresourcedefinitions.apiextensions.k8s.io" => super::extensions::clean_crd(obj),
+        "mutatingwebhookconfigurations.admissionregistration.k8s.io"
+        | "validatingwebhookconfigurations.admissionregistration.k8s.io" => {
+            super::extensions::reset_side_effects(obj);
         }
         _ => {}
     }

@@ -7,6 +7,7 @@ use super::*;
 static NO_PVS: BTreeSet<String> = BTreeSet::new();
 static NO_SNAPSHOTS: BTreeMap<(String, String), String> = BTreeMap::new();
 static NO_CLASSES: BTreeMap<String, String> = BTreeMap::new();
+static NO_IMAGES: ImageNames = ImageNames::EMPTY;
 
 fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
     CleanContext {
@@ -18,6 +19,7 @@ fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
         reprovisioned_pvs: &NO_PVS,
         snapshots: &NO_SNAPSHOTS,
         storage_classes: &NO_CLASSES,
+        image_names: &NO_IMAGES,
         modifiers: None,
     }
 }
@@ -264,18 +266,95 @@ fn skip_rules() {
 }
 
 #[test]
-fn kept_service_account_token_secret_loses_uid_and_token() {
+fn kept_service_account_token_secret_loses_uid_token_and_ca() {
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
         "metadata": {"name": "app-long-lived", "namespace": "shop", "annotations": {
             "kubernetes.io/service-account.name": "app", "kubernetes.io/service-account.uid": "u-1"}},
-        "data": {"token": "dG9r", "ca.crt": "Y2E="}});
+        "data": {"token": "dG9r", "ca.crt": "Y2E=", "namespace": "c2hvcA=="}});
     let m = no_mapping();
     let out = clean("secrets", secret, Some("shop"), &ctx(&m), false).object;
     assert_eq!(
         out.pointer("/metadata/annotations"),
         Some(&json!({"kubernetes.io/service-account.name": "app"}))
     );
-    assert_eq!(out.get("data"), Some(&json!({"ca.crt": "Y2E="})));
+    assert_eq!(out.get("data"), Some(&json!({"namespace": "c2hvcA=="})));
+}
+
+#[test]
+fn crds_and_webhooks_archived_in_forms_v1_refuses_are_mended() {
+    let m = no_mapping();
+    let crd = |api: &str, preserve: bool| {
+        json!({"apiVersion": api, "kind": "CustomResourceDefinition",
+            "metadata": {"name": "carts.shop.example.com"},
+            "spec": {"preserveUnknownFields": preserve, "versions": [
+                {"name": "v1", "schema": {"openAPIV3Schema": {"type": "object"}}},
+                {"name": "v2"}]}})
+    };
+    let gr = "customresourcedefinitions.apiextensions.k8s.io";
+    let out = clean(
+        gr,
+        crd("apiextensions.k8s.io/v1", true),
+        None,
+        &ctx(&m),
+        false,
+    )
+    .object;
+    assert_eq!(out["spec"]["preserveUnknownFields"], false);
+    assert_eq!(
+        out["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+    );
+    assert_eq!(out["spec"]["versions"][1], json!({"name": "v2"}));
+    for unchanged in [
+        crd("apiextensions.k8s.io/v1", false),
+        crd("apiextensions.k8s.io/v1beta1", true),
+    ] {
+        let spec = unchanged["spec"].clone();
+        assert_eq!(
+            clean(gr, unchanged, None, &ctx(&m), false).object["spec"],
+            spec
+        );
+    }
+
+    let hooks = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "shop"},
+        "webhooks": [{"name": "a", "sideEffects": "Unknown"}, {"name": "b", "sideEffects": "NoneOnDryRun"},
+                     {"name": "c"}]});
+    let out = clean(
+        "validatingwebhookconfigurations.admissionregistration.k8s.io",
+        hooks,
+        None,
+        &ctx(&m),
+        false,
+    )
+    .object;
+    let effects: Vec<&Value> = out["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| &w["sideEffects"])
+        .collect();
+    assert_eq!(
+        effects,
+        [&json!("None"), &json!("NoneOnDryRun"), &json!("None")]
+    );
+}
+
+#[test]
+fn apiservices_the_api_server_registers_are_skipped() {
+    let service = |labels: Value| {
+        json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+               "metadata": {"name": "v1.apps", "labels": labels}})
+    };
+    let gr = "apiservices.apiregistration.k8s.io";
+    assert_eq!(
+        skip_reason(
+            gr,
+            &service(json!({"kube-aggregator.kubernetes.io/automanaged": "onstart"}))
+        ),
+        Some(ItemSkip::AutomanagedApiService)
+    );
+    assert_eq!(skip_reason(gr, &service(json!({"app": "metrics"}))), None);
 }
 
 #[test]
@@ -484,7 +563,6 @@ fn the_storage_class_mapping_changes_claims_volumes_and_claim_templates() {
     let classes = BTreeMap::from([("gp2".to_owned(), "gp3".to_owned())]);
     let c = CleanContext {
         storage_classes: &classes,
-        modifiers: None,
         ..ctx(&m)
     };
     let pvc = json!({"metadata": {"name": "a", "namespace": "shop"},

@@ -5,7 +5,9 @@
 
 pub mod clean;
 pub mod existing;
+mod extensions;
 pub mod filters;
+pub mod images;
 pub mod modifiers;
 pub mod order;
 pub mod priorities;
@@ -25,6 +27,7 @@ pub use filters::{
     CONTROL_TYPES, FILTER_BYPASS, FilterSkip, NON_RESTORABLE, RESTORE_STATUS_ANNOTATION,
     RestoreFilters, RestoreSelection, RestoreStatusFilter,
 };
+pub use images::ImageNames;
 pub use modifiers::ResourceModifiers;
 pub use order::{CRDS, Tier, is_crd, restore_order};
 pub use priorities::{Priorities, PrioritiesError, Resolved};

@@ -13,8 +13,8 @@ use hawser_core::csi::{
 };
 use hawser_core::pod_annotations::{self, AnnotatedPods};
 use hawser_core::restore::{
-    CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, NonCanonicalType, ResourceModifiers,
-    RestoreSelection, clean, decide, made_by_restore,
+    CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, ImageNames, NonCanonicalType,
+    ResourceModifiers, RestoreSelection, clean, decide, made_by_restore,
 };
 use hawser_core::selection::related::{PERSISTENT_VOLUMES, PODS};
 use hawser_core::selection::{Catalogue, NAMESPACES};
@@ -57,6 +57,8 @@ pub(crate) struct Restorer {
     pub annotated: Mutex<AnnotatedPods>,
     /// Velero's `change-storage-class` mapping (see [`super::plugin_config`]).
     pub storage_classes: BTreeMap<String, String>,
+    /// Velero's `change-image-name` rules (see [`super::plugin_config`]).
+    pub image_names: ImageNames,
     /// The restore's resource modifiers (see [`super::plugin_config::resource_modifiers`]).
     pub modifiers: Option<ResourceModifiers>,
 }
@@ -154,6 +156,7 @@ impl Restorer {
             reprovisioned_pvs: &self.reprovisioned_pvs,
             snapshots: &self.snapshots,
             storage_classes: &self.storage_classes,
+            image_names: &self.image_names,
             modifiers: self.modifiers.as_ref(),
         }
     }

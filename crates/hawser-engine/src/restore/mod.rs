@@ -68,7 +68,7 @@ use hawser_core::pod_annotations;
 use hawser_core::poll::poll_until;
 use hawser_core::restore::volume_data;
 use hawser_core::restore::{
-    ArchiveTypes, ExistingPolicy, RestoreFilters, RestoreSelection, Tier, restore_order,
+    ArchiveTypes, ExistingPolicy, ImageNames, RestoreFilters, RestoreSelection, Tier, restore_order,
 };
 use hawser_core::selection::NAMESPACES;
 use hawser_store::Location;
@@ -296,13 +296,17 @@ async fn run_named(
         },
         annotated: Mutex::default(),
         storage_classes: BTreeMap::new(),
+        image_names: ImageNames::default(),
         modifiers: options.modifiers.clone(),
     };
     let namespace = restore.metadata.namespace.clone().unwrap_or_default();
     let (storage_classes, warnings) =
         plugin_config::storage_classes(&restorer.client, &namespace, options.api_retry).await;
     restorer.storage_classes = storage_classes;
-    for warning in warnings {
+    let (image_names, warning) =
+        plugin_config::image_names(&restorer.client, &namespace, options.api_retry).await;
+    restorer.image_names = image_names;
+    for warning in warnings.into_iter().chain(warning) {
         report.warn(Scope::Velero, warning);
     }
     let key = layout.backup_contents(&backup_name);

@@ -1,15 +1,15 @@
 //! The ConfigMaps a restore reads once at its start, in the restore's namespace: Velero's
-//! restore plugin ConfigMap that hawser acts on, found by Velero's labels
-//! (`velero.io/plugin-config` and `velero.io/change-storage-class: RestoreItemAction`, whose
-//! data maps an old storage class to a new one), and the resource-modifier ConfigMap named by
-//! `spec.resourceModifier`.
+//! restore plugin ConfigMaps that hawser acts on, each found by Velero's labels
+//! (`velero.io/plugin-config` and `velero.io/<action>: RestoreItemAction`): `change-storage-class`
+//! (old storage class → new one) and `change-image-name` (`old,new` image parts); and the
+//! resource-modifier ConfigMap named by `spec.resourceModifier`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hawser_api::Restore;
-use hawser_core::restore::ResourceModifiers;
 use hawser_core::restore::modifiers::CONFIGMAP_KIND;
+use hawser_core::restore::{ImageNames, ResourceModifiers};
 use kube::Client;
 use serde_json::Value;
 
@@ -17,12 +17,50 @@ use super::RestoreError;
 use crate::cluster::path::{encode, page_url};
 use crate::cluster::request;
 
-/// The label selector of Velero's `change-storage-class` ConfigMap.
-const CHANGE_STORAGE_CLASS: &str =
-    "velero.io/plugin-config,velero.io/change-storage-class=RestoreItemAction";
-
-/// ConfigMaps read at most (more than one is refused, as Velero does).
+/// ConfigMaps read at most per action (more than one is refused).
 const LIMIT: u32 = 10;
+
+/// The ConfigMap of Velero's restore item action `action` (`change-storage-class`, …): its name
+/// and data, `Ok(None)` when there is none, or the warning that says why none is used (it
+/// could not be read, or there is more than one, which Velero refuses too).
+async fn plugin_config(
+    client: &Client,
+    namespace: &str,
+    action: &str,
+    budget: Duration,
+) -> Result<Option<(String, BTreeMap<String, String>)>, String> {
+    let selector = format!("velero.io/plugin-config,velero.io/{action}=RestoreItemAction");
+    let path = format!("/api/v1/namespaces/{}/configmaps", encode(namespace));
+    let url = page_url(&path, LIMIT, &selector, None);
+    let maps = request::get_page::<Value>(client, &url, budget)
+        .await
+        .map_err(|e| format!("the {action} ConfigMap could not be read ({e})"))?
+        .items;
+    let name_of = |m: &Value| {
+        m.pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    match maps.as_slice() {
+        [] => Ok(None),
+        [one] => {
+            // Values that are not strings are not rules.
+            let data = one
+                .get("data")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect();
+            Ok(Some((name_of(one), data)))
+        }
+        many => Err(format!(
+            "more than one {action} ConfigMap in namespace {namespace} ({}): none was used",
+            many.iter().map(name_of).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
 
 /// The storage-class mapping of the restore (old class → new class, only new classes that
 /// exist in the cluster), and one warning per thing that keeps a class unchanged.
@@ -31,51 +69,28 @@ pub(crate) async fn storage_classes(
     namespace: &str,
     budget: Duration,
 ) -> (BTreeMap<String, String>, Vec<String>) {
-    let path = format!("/api/v1/namespaces/{}/configmaps", encode(namespace));
-    let url = page_url(&path, LIMIT, CHANGE_STORAGE_CLASS, None);
-    let maps = match request::get_page::<Value>(client, &url, budget).await {
-        Ok(page) => page.items,
-        Err(e) => {
-            return (
-                BTreeMap::new(),
-                vec![format!(
-                    "the change-storage-class ConfigMap could not be read ({e}): storage classes were restored unchanged"
-                )],
-            );
-        }
-    };
-    let config = match maps.as_slice() {
-        [] => return (BTreeMap::new(), Vec::new()),
-        [one] => one,
-        many => {
-            let names: Vec<&str> = many
-                .iter()
-                .filter_map(|m| m.pointer("/metadata/name").and_then(Value::as_str))
-                .collect();
-            return (
-                BTreeMap::new(),
-                vec![format!(
-                    "more than one change-storage-class ConfigMap in namespace {namespace} ({}): none was used, storage classes were restored unchanged",
-                    names.join(", ")
-                )],
-            );
-        }
-    };
-    let name = config
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let (name, entries) =
+        match plugin_config(client, namespace, "change-storage-class", budget).await {
+            Ok(Some(config)) => config,
+            Ok(None) => return (BTreeMap::new(), Vec::new()),
+            Err(why) => {
+                return (
+                    BTreeMap::new(),
+                    vec![format!("{why}: storage classes were restored unchanged")],
+                );
+            }
+        };
     let mut mapping = BTreeMap::new();
     let mut warnings = Vec::new();
-    let entries = config.get("data").and_then(Value::as_object);
-    for (old, new) in entries.into_iter().flatten() {
-        let Some(new) = new.as_str().map(str::trim).filter(|n| !n.is_empty()) else {
+    for (old, new) in entries {
+        let new = new.trim();
+        if new.is_empty() {
             continue;
-        };
+        }
         let class = format!("/apis/storage.k8s.io/v1/storageclasses/{}", encode(new));
         match request::get_opt(client, &class, budget).await {
             Ok(Some(_)) => {
-                mapping.insert(old.clone(), new.to_owned());
+                mapping.insert(old, new.to_owned());
             }
             Ok(None) => warnings.push(format!(
                 "ConfigMap {name} maps storage class {old} to {new}, which does not exist in this cluster: items of class {old} keep it"
@@ -86,6 +101,23 @@ pub(crate) async fn storage_classes(
         }
     }
     (mapping, warnings)
+}
+
+/// The image renaming rules of the restore (see [`ImageNames`]), and a warning when none are
+/// used because the ConfigMap could not be read or there is more than one.
+pub(crate) async fn image_names(
+    client: &Client,
+    namespace: &str,
+    budget: Duration,
+) -> (ImageNames, Option<String>) {
+    match plugin_config(client, namespace, "change-image-name", budget).await {
+        Ok(Some((_, data))) => (ImageNames::from_data(&data), None),
+        Ok(None) => (ImageNames::default(), None),
+        Err(why) => (
+            ImageNames::default(),
+            Some(format!("{why}: images were restored unchanged")),
+        ),
+    }
 }
 
 /// The rules of the resource-modifier ConfigMap `restore` names (`None` when it names none, or
