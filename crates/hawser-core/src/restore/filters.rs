@@ -213,6 +213,17 @@ impl RestoreSelection {
         self.namespaces.should_include(namespace)
     }
 
+    /// Whether an item the filters left out for `skip` is still restored when a restored item
+    /// needs it (see [`super::additional`]): as in Velero, additional items pass by the label
+    /// selectors, and a cluster-scoped one needs only `includeClusterResources` not `false`.
+    pub fn admits_as_additional(&self, skip: FilterSkip) -> bool {
+        match skip {
+            FilterSkip::LabelsDoNotMatch => true,
+            FilterSkip::ClusterResourcesExcluded => self.include_cluster_resources != Some(false),
+            _ => false,
+        }
+    }
+
     /// Whether cluster-scoped items are restored (the tri-state: nil = only when the namespace
     /// filter includes everything).
     pub fn cluster_resources_included(&self) -> bool {

@@ -3,6 +3,7 @@
 //! cleaning, resource modifiers and the comparison with existing objects. Built on [`crate::selection::Catalogue`]
 //! for name resolution; no client and no I/O.
 
+pub mod additional;
 pub mod clean;
 pub mod existing;
 mod extensions;

@@ -181,20 +181,18 @@ async fn check_archive(
 }
 
 /// Restores the waiting items of `gr`, read back and parsed on a blocking thread as the
-/// restore takes them (the copies of `duplicates` left out).
+/// restore takes them (those of `left_out` left out).
 async fn restore_waiting(
     restorer: &Restorer,
     gr: &str,
     items: TypeReader,
-    duplicates: Arc<HashSet<u64>>,
+    left_out: Arc<HashSet<u64>>,
 ) -> Result<(), RestoreError> {
     let (sender, mut receiver) = mpsc::channel(restorer.concurrency.max(1) * 2);
     let span = tracing::Span::current();
     let task = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        scan::read_back(items, &duplicates, |item| {
-            sender.blocking_send(item).is_ok()
-        })
+        scan::read_back(items, &left_out, |item| sender.blocking_send(item).is_ok())
     });
     let items = futures::stream::poll_fn(|cx| receiver.poll_recv(cx));
     restorer.restore_type(gr, items).await;
@@ -321,7 +319,7 @@ async fn run_named(
     .await?;
     let checking_pass = checking.elapsed();
     report_checking_pass(&restorer, &checked);
-    let duplicates = Arc::new(std::mem::take(&mut checked.duplicates));
+    let left_out = Arc::new(std::mem::take(&mut checked.left_out));
     restorer.namespaces = Namespaces::new(checked.namespaces, options.terminating_timeout);
     restorer.reprovisioned_pvs = std::mem::take(&mut checked.reprovisioned_pvs);
     // `restorePVs: false`: the claims and volumes come back as archived objects only.
@@ -346,7 +344,7 @@ async fn run_named(
     let resolved = options.priorities.resolve(&restorer.catalogue);
     let order = restore_order(checked.counts.keys().map(String::as_str), &resolved);
     for (tier, gr) in &order {
-        restore_waiting(&restorer, gr, waiting.take(gr), duplicates.clone()).await?;
+        restore_waiting(&restorer, gr, waiting.take(gr), left_out.clone()).await?;
         if *tier == Tier::Crds {
             wait_for_crds(&restorer, options.crd_ready_timeout).await;
             restorer.catalogue = crate::cluster::catalogue(&restorer.client)
@@ -454,6 +452,11 @@ fn report_checking_pass(restorer: &Restorer, checked: &PassReport) {
         restorer
             .report
             .info(&format!("Skipped {n} items of {gr}: {why}"));
+    }
+    for (gr, n) in &checked.added {
+        restorer.report.info(&format!(
+            "Adding {n} items of {gr} the filters left out: restored items need them"
+        ));
     }
     if checked.counts.is_empty() && checked.rejected.is_empty() {
         restorer.report.warn(

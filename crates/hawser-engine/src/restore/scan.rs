@@ -16,6 +16,7 @@ use std::io::Read;
 
 use hawser_core::archive::{ArchiveError, ArchiveItem, ArchiveReader, ItemPath, ReadError};
 use hawser_core::errors::{MAX_MESSAGE_BYTES, chain_text, printable};
+use hawser_core::restore::additional::{ADDED_TYPES, ItemId, needed_by};
 use hawser_core::restore::{ArchiveTypes, FilterSkip, ItemSkip, RestoreSelection, skip_reason};
 use hawser_core::selection::NAMESPACES;
 use serde_json::Value;
@@ -82,6 +83,12 @@ pub(crate) struct PassReport {
     pub rejected_more: u64,
     /// Hashes of the duplicated item paths: their kept copies are not restored.
     pub duplicates: HashSet<u64>,
+    /// Hashes of the item paths kept but not restored: the duplicated ones, and the items kept
+    /// in case a restored item needed them that none did.
+    pub left_out: HashSet<u64>,
+    /// Items the filters left out that are restored because a restored item needs them, per
+    /// type.
+    pub added: BTreeMap<String, u64>,
     /// Contents of `metadata/version`.
     pub format_version: Option<String>,
 }
@@ -133,6 +140,8 @@ fn estimated_size(v: &Value) -> u64 {
 /// Why an item read from the archive is not restored.
 enum Drop {
     Filtered,
+    /// Left out by the filters, but restored if a restored item needs it.
+    Candidate(&'static str),
     Control,
     Skipped(ItemSkip),
 }
@@ -142,7 +151,46 @@ fn dropped(selection: &RestoreSelection, item: &ArchiveItem) -> Option<Drop> {
     match selection.check_item(gr, item.location.namespace.as_deref(), &item.object) {
         Ok(()) => skip_reason(gr, &item.object).map(Drop::Skipped),
         Err(FilterSkip::ControlType) => Some(Drop::Control),
-        Err(_) => Some(Drop::Filtered),
+        Err(why) => match ADDED_TYPES.iter().find(|t| **t == gr) {
+            Some(added)
+                if selection.admits_as_additional(why)
+                    && skip_reason(gr, &item.object).is_none() =>
+            {
+                Some(Drop::Candidate(added))
+            }
+            _ => Some(Drop::Filtered),
+        },
+    }
+}
+
+/// The items kept in case a restored item needs them, and what the restored items need.
+#[derive(Default)]
+struct Additional {
+    /// Candidate → its path hash, and for a claim the volume it would bring.
+    candidates: HashMap<ItemId, (u64, Option<ItemId>)>,
+    needed: HashSet<ItemId>,
+}
+
+impl Additional {
+    /// The keys of the candidates to restore (`Ok`) and of those to leave out (`Err`).
+    fn resolve(mut self) -> impl Iterator<Item = (&'static str, Result<u64, u64>)> {
+        // A claim added brings its volume.
+        let volumes: Vec<ItemId> = self
+            .candidates
+            .iter()
+            .filter(|(id, _)| self.needed.contains(*id))
+            .filter_map(|(_, (_, volume))| volume.clone())
+            .collect();
+        self.needed.extend(volumes);
+        let needed = self.needed;
+        self.candidates.into_iter().map(move |(id, (key, _))| {
+            let verdict = if needed.contains(&id) {
+                Ok(key)
+            } else {
+                Err(key)
+            };
+            (id.0, verdict)
+        })
     }
 }
 
@@ -162,6 +210,7 @@ pub(crate) fn run_pass<R: Read>(
     let mut seen: HashMap<u64, bool> = HashMap::new();
     let mut namespaces: BTreeMap<String, (u64, Value)> = BTreeMap::new();
     let mut namespace_bytes: u64 = 0;
+    let mut additional = Additional::default();
     for next in items.by_ref() {
         let item = match next {
             Ok(item) => item,
@@ -210,6 +259,17 @@ pub(crate) fn run_pass<R: Read>(
         }
         let keep = match dropped(selection, &item) {
             Some(Drop::Filtered) => false,
+            Some(Drop::Candidate(gr)) => {
+                let ns = item.location.namespace.clone();
+                let volume = needed_by(gr, ns.as_deref(), &item.object).pop();
+                additional
+                    .candidates
+                    .insert((gr, ns, item.location.name.clone()), (key, volume));
+                waiting
+                    .push(gr, key, &item.path, &item.bytes)
+                    .map_err(PassError::Keep)?;
+                false
+            }
             Some(Drop::Control) => {
                 *report.control.entry(gr.to_owned()).or_default() += 1;
                 false
@@ -231,6 +291,11 @@ pub(crate) fn run_pass<R: Read>(
             continue;
         }
         *report.counts.entry(gr.to_owned()).or_default() += 1;
+        additional.needed.extend(needed_by(
+            gr,
+            item.location.namespace.as_deref(),
+            &item.object,
+        ));
         if gr == hawser_core::csi::VOLUME_SNAPSHOTS
             && let (Some(ns), Some(claim)) = (
                 &item.location.namespace,
@@ -254,6 +319,18 @@ pub(crate) fn run_pass<R: Read>(
         .filter(|(_, (key, _))| !report.duplicates.contains(key))
         .map(|(name, (_, object))| (name, object))
         .collect();
+    report.left_out = report.duplicates.clone();
+    for (gr, verdict) in additional.resolve() {
+        match verdict {
+            Ok(key) if !report.duplicates.contains(&key) => {
+                *report.counts.entry(gr.to_owned()).or_default() += 1;
+                *report.added.entry(gr.to_owned()).or_default() += 1;
+            }
+            Ok(key) | Err(key) => {
+                report.left_out.insert(key);
+            }
+        }
+    }
     Ok(report)
 }
 
@@ -267,19 +344,19 @@ fn uncount(counts: &mut BTreeMap<String, u64>, gr: &str) {
     }
 }
 
-/// Reads the kept items of `gr` back from `reader` (skipping the copies of duplicated paths)
+/// Reads the kept items of `gr` back from `reader` (skipping those of `left_out`)
 /// and hands each to `send` until it returns `false`.
 ///
 /// # Errors
 /// The temporary file could not be read, or holds what was not written.
 pub(crate) fn read_back(
     reader: crate::spill::TypeReader,
-    duplicates: &HashSet<u64>,
+    left_out: &HashSet<u64>,
     mut send: impl FnMut(ArchiveItem) -> bool,
 ) -> std::io::Result<()> {
     let mut failure = None;
     reader.read(|record| {
-        if duplicates.contains(&record.key) {
+        if left_out.contains(&record.key) {
             return true;
         }
         let item = ItemPath::parse(record.path)

@@ -67,7 +67,7 @@ fn checks() -> Checks {
 /// The kept items of `gr`, read back.
 fn kept(waiting: &mut Waiting, report: &PassReport, gr: &str) -> Vec<String> {
     let mut names = Vec::new();
-    read_back(waiting.take(gr), &report.duplicates, |item| {
+    read_back(waiting.take(gr), &report.left_out, |item| {
         names.push(item.location.name);
         true
     })
@@ -169,6 +169,15 @@ fn served() -> Catalogue {
         r("", "Secret", "secrets", true),
         r("", "ConfigMap", "configmaps", true),
         r("velero.io", "Restore", "restores", true),
+        r("", "Pod", "pods", true),
+        r("", "PersistentVolumeClaim", "persistentvolumeclaims", true),
+        r("", "PersistentVolume", "persistentvolumes", false),
+        r(
+            "scheduling.k8s.io",
+            "PriorityClass",
+            "priorityclasses",
+            false,
+        ),
     ])
 }
 
@@ -296,4 +305,114 @@ fn rejected_entries_are_capped_escaped_and_cut() {
     assert!(first.len() <= MAX_MESSAGE_BYTES + 32, "{}", first.len());
     assert!(!first.contains(['\r', '\n', '\u{1b}']), "{first}");
     assert!(first.contains("\\u{1b}[31m0\\r\\n"), "{first}");
+}
+
+#[test]
+fn a_selected_pod_brings_its_claims_their_volumes_and_its_priority_class_past_the_selector() {
+    let labelled = |name: &str, spec: Value| json!({"metadata": {"name": name, "labels": {"app": "web"}}, "spec": spec});
+    let plain = |name: &str, spec: Value| json!({"metadata": {"name": name}, "spec": spec});
+    let bytes = hand(&[
+        (
+            "resources/persistentvolumes/cluster/pv-data.json",
+            plain(
+                "pv-data",
+                json!({"persistentVolumeReclaimPolicy": "Retain"}),
+            ),
+        ),
+        (
+            "resources/persistentvolumes/cluster/pv-other.json",
+            plain(
+                "pv-other",
+                json!({"persistentVolumeReclaimPolicy": "Retain"}),
+            ),
+        ),
+        (
+            "resources/persistentvolumeclaims/namespaces/shop/data.json",
+            plain("data", json!({"volumeName": "pv-data"})),
+        ),
+        (
+            "resources/persistentvolumeclaims/namespaces/shop/other.json",
+            plain("other", json!({"volumeName": "pv-other"})),
+        ),
+        (
+            "resources/persistentvolumeclaims/namespaces/elsewhere/data.json",
+            plain("data", json!({})),
+        ),
+        (
+            "resources/pods/namespaces/shop/web.json",
+            labelled(
+                "web",
+                json!({"priorityClassName": "high", "volumes": [
+                    {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}),
+            ),
+        ),
+        (
+            "resources/pods/namespaces/elsewhere/web.json",
+            labelled(
+                "web",
+                json!({"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}),
+            ),
+        ),
+        (
+            "resources/priorityclasses.scheduling.k8s.io/cluster/high.json",
+            plain("high", json!(null)),
+        ),
+        (
+            "resources/priorityclasses.scheduling.k8s.io/cluster/low.json",
+            plain("low", json!(null)),
+        ),
+    ]);
+    // The namespace filter still holds: `elsewhere`'s claim stays out though its pod needs it.
+    let checks = checks_for(json!({
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "excludedNamespaces": ["elsewhere"],
+        "includeClusterResources": true,
+    }));
+    let (report, mut waiting) = pass(bytes, &checks, u64::MAX);
+    assert_eq!(report.counts["pods"], 1, "{:?}", report.counts);
+    for (gr, name) in [
+        ("persistentvolumeclaims", "data"),
+        ("persistentvolumes", "pv-data"),
+        ("priorityclasses.scheduling.k8s.io", "high"),
+    ] {
+        assert_eq!(report.counts[gr], 1, "{gr}: {:?}", report.counts);
+        assert_eq!(report.added[gr], 1, "{gr}: {:?}", report.added);
+        assert_eq!(kept(&mut waiting, &report, gr), [name], "{gr}");
+    }
+
+    // Set to false, cluster resources stay out even when needed.
+    let checks = checks_for(json!({
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "includeClusterResources": false,
+    }));
+    let report = first_pass(
+        hand(&[
+            (
+                "resources/persistentvolumes/cluster/pv-data.json",
+                plain(
+                    "pv-data",
+                    json!({"persistentVolumeReclaimPolicy": "Retain"}),
+                ),
+            ),
+            (
+                "resources/persistentvolumeclaims/namespaces/shop/data.json",
+                plain("data", json!({"volumeName": "pv-data"})),
+            ),
+            (
+                "resources/pods/namespaces/shop/web.json",
+                labelled(
+                    "web",
+                    json!({"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}),
+                ),
+            ),
+        ]),
+        &checks,
+    );
+    assert_eq!(
+        report.counts.get("persistentvolumes"),
+        None,
+        "{:?}",
+        report.counts
+    );
+    assert_eq!(report.counts["persistentvolumeclaims"], 1);
 }
