@@ -33,9 +33,13 @@ impl BackupSpec {
                     .to_owned(),
             );
         }
-        if let Some(policy) = &self.resource_policy {
+        if let Some(policy) = self
+            .resource_policy
+            .as_ref()
+            .filter(|p| !is_config_map(&p.kind))
+        {
             warnings.push(format!(
-                "spec.resourcePolicy: resource policies are not applied by hawser; the {} {} was not read and every selected item was backed up",
+                "spec.resourcePolicy: resource policies are read only from a ConfigMap (kind configmap); the {} {} was not read and every selected item was backed up",
                 policy.kind, policy.name
             ));
         }
@@ -97,10 +101,11 @@ impl RestoreSpec {
         )
         .into_iter()
         .collect();
-        if let Some(modifier) = self.resource_modifier.as_ref().filter(|m| {
-            !m.kind
-                .eq_ignore_ascii_case(hawser_core::restore::modifiers::CONFIGMAP_KIND)
-        }) {
+        if let Some(modifier) = self
+            .resource_modifier
+            .as_ref()
+            .filter(|m| !is_config_map(&m.kind))
+        {
             warnings.push(format!(
                 "spec.resourceModifier: resource modifiers are read only from a ConfigMap (kind configmap); the {} {} was not read and items were restored unmodified",
                 modifier.kind, modifier.name
@@ -114,6 +119,11 @@ impl RestoreSpec {
         }
         warnings
     }
+}
+
+/// Whether a `TypedLocalObjectReference` kind names a ConfigMap as Velero reads it.
+fn is_config_map(kind: &str) -> bool {
+    kind.eq_ignore_ascii_case(hawser_core::restore::modifiers::CONFIGMAP_KIND)
 }
 
 /// `spec.hooks: <what> without running hook spec(s) <names>`, or `None` with no hook specs.
@@ -174,9 +184,11 @@ mod tests {
             "itemOperationTimeout",
             Acted("the wait for item operations"),
         ),
+        // A ConfigMap's include/exclude policy is applied (its volume policies are warned by
+        // the backup); another kind is warned here.
         (
             "resourcePolicy",
-            Warned(r#"{"kind": "configmap", "name": "policy"}"#),
+            Warned(r#"{"kind": "Secret", "name": "policy"}"#),
         ),
         ("snapshotMoveData", Warned("true")),
         ("datamover", Warned(r#""velero""#)),

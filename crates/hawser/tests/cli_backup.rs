@@ -145,7 +145,7 @@ async fn create_with_the_new_filters_leaves_unset_fields_absent() {
     let spec = cluster.get(BACKUP.0, BACKUP.1, "b3").unwrap()["spec"].clone();
     assert_eq!(spec["includeClusterResources"], true);
 
-    // The volume flags.
+    // The volume flags, and the resource policies.
     let run = cluster
         .hawser(&[
             "backup",
@@ -156,10 +156,16 @@ async fn create_with_the_new_filters_leaves_unset_fields_absent() {
             "90s",
             "--item-operation-timeout",
             "2h",
+            "--resource-policies-configmap",
+            "skip-nfs",
         ])
         .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     let spec = cluster.get(BACKUP.0, BACKUP.1, "b4").unwrap()["spec"].clone();
+    assert_eq!(
+        spec["resourcePolicy"],
+        json!({"apiGroup": "", "kind": "configmap", "name": "skip-nfs"})
+    );
     assert_eq!(spec["snapshotVolumes"], false);
     assert_eq!(spec["csiSnapshotTimeout"], "1m30s");
     assert_eq!(spec["itemOperationTimeout"], "2h0m0s");

@@ -311,3 +311,67 @@ async fn pod_annotations_and_server_defaults_hawser_does_not_act_on_are_warned()
         "{request:#}"
     );
 }
+
+/// Velero's resource policies: the include/exclude policy of the ConfigMap `spec.resourcePolicy`
+/// names is merged into the backup's filters; its volume policies are read, checked and, not
+/// being applied, warned; a missing ConfigMap, or a policy beside old-style filters, is
+/// `FailedValidation` before anything is stored.
+#[tokio::test]
+async fn a_resource_policy_config_map_filters_the_backup_and_its_volume_policies_are_warned() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    seed(&cluster, 2);
+    server_support::filesystem_location(&cluster, "default", root.path());
+    cluster
+        .store()
+        .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "no-secrets", "namespace": cli_support::NS},
+            "data": {"policy.yaml": "version: v1\nvolumePolicies:\n- conditions: {storageClass: [nfs]}\n  action: {type: skip}\nincludeExcludePolicy:\n  excludedNamespaceScopedResources: [secrets]\n"}}))
+        .unwrap();
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    let policy = |name: &str| json!({"kind": "configmap", "name": name});
+    create_backup(
+        &cluster,
+        "filtered",
+        json!({"includedNamespaces": ["shop"], "resourcePolicy": policy("no-secrets")}),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "filtered").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    let paths =
+        server_support::archive_paths(&artifact(root.path(), "filtered", "filtered.tar.gz"));
+    assert!(
+        paths.iter().any(|p| p.contains("/configmaps/")),
+        "{paths:?}"
+    );
+    assert!(!paths.iter().any(|p| p.contains("/secrets/")), "{paths:?}");
+    let results = gunzip(&artifact(root.path(), "filtered", "filtered-results.gz"));
+    assert!(
+        results.contains(
+            "the 1 volume policies of ConfigMap no-secrets (actions: skip) are not applied"
+        ),
+        "{results}"
+    );
+
+    for (name, spec, expected) in [
+        (
+            "absent",
+            json!({"resourcePolicy": policy("absent")}),
+            "fail to get ResourcePolicies velero/absent ConfigMap",
+        ),
+        (
+            "old-filters",
+            json!({"includedResources": ["configmaps"], "resourcePolicy": policy("no-secrets")}),
+            "They cannot be used with include-exclude policies",
+        ),
+    ] {
+        create_backup(&cluster, name, spec);
+        let failed = wait_final(&cluster, &server, "Backup", name).await;
+        assert_eq!(phase(&failed), "FailedValidation", "{failed:#}");
+        let errors = failed["status"]["validationErrors"].to_string();
+        assert!(errors.contains(expected), "{name}: {errors}");
+        assert!(
+            !artifact(root.path(), name, "").exists(),
+            "{name} stored something"
+        );
+    }
+}

@@ -40,6 +40,7 @@ mod glob;
 mod labels;
 mod namespaces;
 mod ordered;
+pub mod policies;
 pub mod related;
 pub(crate) mod validate;
 
@@ -135,7 +136,7 @@ impl BackupFilters {
 /// The include/exclude part of a resource-policy ConfigMap (`spec.resourcePolicy`); merged into
 /// scoped filters with lower priority than the spec.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IncludeExcludePolicy {
     /// `includedClusterScopedResources`.
     #[serde(default)]
@@ -192,6 +193,23 @@ pub struct Selection {
     or_selectors: Vec<CompiledSelector>,
 }
 
+/// What is wrong with `policy` (a resource policy's include/exclude part) for a backup with
+/// `filters`: old-style filters beside it, and malformed patterns in it.
+pub fn policy_errors(
+    filters: &BackupFilters,
+    policy: Option<&IncludeExcludePolicy>,
+) -> Vec<String> {
+    let Some(policy) = policy else {
+        return Vec::new();
+    };
+    let mut errs = Vec::new();
+    if filters.uses_old_filters() {
+        errs.push(POLICY_WITH_OLD_FILTERS_MESSAGE.to_string());
+    }
+    errs.extend(validate::policy_patterns(policy));
+    errs
+}
+
 impl Selection {
     /// Validates `filters` and resolves them against `catalogue`. The error holds every
     /// validation message (the Backup's `status.validationErrors`).
@@ -208,12 +226,7 @@ impl Selection {
         policy: Option<&IncludeExcludePolicy>,
     ) -> Result<Self, Vec<String>> {
         let mut errs = validate(filters);
-        if policy.is_some() && filters.uses_old_filters() {
-            errs.push(POLICY_WITH_OLD_FILTERS_MESSAGE.to_string());
-        }
-        if let Some(policy) = policy {
-            errs.extend(validate::policy_patterns(policy));
-        }
+        errs.extend(policy_errors(filters, policy));
         if !errs.is_empty() {
             return Err(errs);
         }

@@ -30,6 +30,7 @@ mod collect;
 mod error;
 pub mod operations;
 mod outcome;
+mod policies;
 mod progress;
 mod related;
 mod results;
@@ -48,6 +49,7 @@ use hawser_core::csi::BackupOperation;
 use std::time::Duration;
 
 use hawser_core::layout::Layout;
+use hawser_core::selection::policies::ResourcePolicies;
 use hawser_core::selection::{
     ApiResource, BackupFilters, CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, NamespaceScope, Selection,
     SkipReason, namespaces_excluded_by_label,
@@ -60,6 +62,7 @@ use tracing::Instrument;
 pub use error::BackupError;
 pub use hawser_core::selection::Catalogue;
 pub use outcome::{ARCHIVE_KEY_ANNOTATION, BackupOptions, BackupOutcome, record};
+pub use policies::resource_policies;
 pub use progress::Progress;
 
 use crate::cluster::path::Collection;
@@ -76,6 +79,16 @@ use store::{put_bytes, put_gz, put_gzip};
 #[must_use]
 pub fn validate_spec(backup: &Backup) -> Vec<String> {
     hawser_core::selection::validate(&filters_of(backup, &[]))
+}
+
+/// What is wrong with the include/exclude part of `policies` for `backup` (see
+/// [`hawser_core::selection::policy_errors`]).
+#[must_use]
+pub fn policy_errors(backup: &Backup, policies: Option<&ResourcePolicies>) -> Vec<String> {
+    hawser_core::selection::policy_errors(
+        &filters_of(backup, &[]),
+        policies.and_then(|p| p.include_exclude.as_ref()),
+    )
 }
 
 pub(crate) use hawser_core::errors::chain_text as error_text;
@@ -209,6 +222,19 @@ impl Notes {
         for warning in backup.spec.unsupported_fields() {
             notes.warn(warning);
         }
+        let policy_name = backup
+            .spec
+            .resource_policy
+            .as_ref()
+            .map(|r| r.name.as_str());
+        if let Some(warning) = options
+            .policies
+            .as_ref()
+            .zip(policy_name)
+            .and_then(|(p, name)| p.unapplied(name))
+        {
+            notes.warn(warning);
+        }
         notes
     }
 
@@ -251,7 +277,11 @@ impl Plan {
             None => Vec::new(),
         };
         let filters = filters_of(backup, &namespace_objects);
-        let selection = Selection::new(&filters, &catalogue)
+        let policy = options
+            .policies
+            .as_ref()
+            .and_then(|p| p.include_exclude.as_ref());
+        let selection = Selection::with_policy(&filters, &catalogue, policy)
             .map_err(|messages| BackupError::Validation { messages })?;
         let existing: Vec<String> = namespace_objects
             .iter()

@@ -9,6 +9,7 @@ use hawser_core::archive::FORMAT_VERSION;
 use hawser_core::archive::gzjson::Results;
 use hawser_core::csi::BackupOperation;
 use hawser_core::duration::GoDuration;
+use hawser_core::selection::policies::ResourcePolicies;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tokio::sync::watch;
 
@@ -37,6 +38,9 @@ pub struct BackupOptions {
     /// Lines written as warnings at the start of the log (e.g. that the work was interrupted
     /// and is run again); not counted among the results' warnings.
     pub log_warnings: Vec<String>,
+    /// The backup's resource policies, read when it was validated
+    /// ([`resource_policies`](super::resource_policies)); none by default.
+    pub policies: Option<ResourcePolicies>,
 }
 
 impl Default for BackupOptions {
@@ -49,6 +53,7 @@ impl Default for BackupOptions {
             clock: hawser_core::clock::Clock::system(),
             api_retry: RETRY_BUDGET,
             log_warnings: Vec::new(),
+            policies: None,
         }
     }
 }
@@ -77,6 +82,13 @@ impl BackupOptions {
     #[must_use]
     pub fn with_concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// Sets the resource policies (see [`BackupOptions::policies`]).
+    #[must_use]
+    pub fn with_policies(mut self, policies: Option<ResourcePolicies>) -> Self {
+        self.policies = policies;
         self
     }
 

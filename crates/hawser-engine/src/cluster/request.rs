@@ -207,6 +207,33 @@ pub(crate) async fn get_opt(
     }
 }
 
+/// The `data` of ConfigMap `namespace/name` (values that are not strings left out; empty when
+/// it has none), `None` when it does not exist; read as [`get`] reads.
+///
+/// # Errors
+/// The API server did not answer within `budget`, or refused the read.
+pub async fn config_map_data(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    budget: Duration,
+) -> Result<Option<std::collections::BTreeMap<String, String>>, kube::Error> {
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps/{}",
+        super::path::encode(namespace),
+        super::path::encode(name)
+    );
+    Ok(get_opt(client, &path, budget).await?.map(|config| {
+        config
+            .get("data")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+            .collect()
+    }))
+}
+
 /// POST `obj` to the collection `path`, retried after 429 for up to `budget`; the created
 /// object as `T` (`serde::de::IgnoredAny` when it is not wanted: checked as JSON, not kept).
 pub(crate) async fn create<T: DeserializeOwned>(

@@ -143,35 +143,20 @@ pub async fn resource_modifiers(
     };
     let namespace = restore.metadata.namespace.as_deref().unwrap_or_default();
     let name = &reference.name;
-    let path = format!(
-        "/api/v1/namespaces/{}/configmaps/{}",
-        encode(namespace),
-        encode(name)
-    );
-    let invalid = |message: String| RestoreError::Validation {
-        messages: vec![message],
-    };
-    let config = request::get_opt(client, &path, budget)
+    let data = request::config_map_data(client, namespace, name, budget)
         .await
         .map_err(|source| RestoreError::ConfigMap {
             name: format!("{namespace}/{name}"),
             source,
         })?
-        .ok_or_else(|| {
-            invalid(format!(
+        .ok_or_else(|| RestoreError::Validation {
+            messages: vec![format!(
                 "failed to get resource modifiers configmap {namespace}/{name}"
-            ))
+            )],
         })?;
-    let data: Option<BTreeMap<String, String>> = config
-        .get("data")
-        .map(|d| serde_json::from_value(d.clone()))
-        .transpose()
-        .map_err(|e| {
-            invalid(format!(
-                "ConfigMap {namespace}/{name} has unreadable data: {e}"
-            ))
-        })?;
-    ResourceModifiers::from_config_map(namespace, name, data.as_ref())
+    ResourceModifiers::from_config_map(namespace, name, Some(&data))
         .map(Some)
-        .map_err(invalid)
+        .map_err(|message| RestoreError::Validation {
+            messages: vec![message],
+        })
 }

@@ -35,6 +35,7 @@ use hawser_api::phase::BackupPhase;
 use hawser_core::archive::FORMAT_VERSION;
 use hawser_core::duration::GoDuration;
 use hawser_core::label::valid_label_value;
+use hawser_core::selection::policies::ResourcePolicies;
 use hawser_status::Kind;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -53,8 +54,8 @@ use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Pro
 
 /// The outcome of validation.
 enum Checked {
-    /// Valid: the backup (with defaults filled in) and its location.
-    Valid(Box<Backup>, Box<Location>),
+    /// Valid: the backup (with defaults filled in), its location and its resource policies.
+    Valid(Box<Backup>, Box<Location>, Option<ResourcePolicies>),
     /// `FailedValidation` with these messages.
     Invalid(Vec<String>),
     /// The API could not answer; try again later.
@@ -72,8 +73,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
     }
     let (name, key) = (taken.name.clone(), taken.key.clone());
     let schedule = schedule_of(&taken.json);
-    let (backup, location) = match check(&ctx, &name, taken.json.clone()).await {
-        Checked::Valid(backup, location) => (backup, location),
+    let (backup, location, policies) = match check(&ctx, &name, taken.json.clone()).await {
+        Checked::Valid(backup, location, policies) => (backup, location, policies),
         Checked::Retry(why) => {
             tracing::info!(backup = %name, reason = %why, "validation could not finish; the backup waits");
             return Handled::Retry;
@@ -154,7 +155,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         .with_api_retry(ctx.settings.status.resource_timeout)
         .with_progress(progress)
         .with_clock(ctx.clock.clone())
-        .with_log_warning(taken.resumed_note());
+        .with_log_warning(taken.resumed_note())
+        .with_policies(policies);
     let result = backup::run(ctx.client.clone(), &location, &backup, options).await;
     reporter.abort();
 
@@ -313,6 +315,16 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
         ));
     }
     server_defaults(&ctx.settings.backup, &mut backup.spec);
+    let budget = ctx.settings.status.resource_timeout;
+    let policies = match backup::resource_policies(&ctx.client, &backup, budget).await {
+        Ok(Ok(policies)) => policies,
+        Ok(Err(invalid)) => {
+            messages.push(invalid);
+            None
+        }
+        Err(e) => return Checked::Retry(e.to_string()),
+    };
+    messages.extend(backup::policy_errors(&backup, policies.as_ref()));
     let named = backup
         .spec
         .storage_location
@@ -383,7 +395,7 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
         )),
     }
     if messages.is_empty() {
-        Checked::Valid(Box::new(backup), Box::new(location))
+        Checked::Valid(Box::new(backup), Box::new(location), policies)
     } else {
         Checked::Invalid(messages)
     }

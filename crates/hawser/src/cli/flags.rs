@@ -247,3 +247,13 @@ pub fn print_objects<K: Serialize + Resource>(
     }
     Ok(())
 }
+
+/// The reference to ConfigMap `name` of a Backup's `resourcePolicy` or a Restore's
+/// `resourceModifier`, as Velero's CLI writes it: the core group, kind `configmap`.
+pub fn config_map_ref(name: &str) -> k8s_openapi::api::core::v1::TypedLocalObjectReference {
+    k8s_openapi::api::core::v1::TypedLocalObjectReference {
+        api_group: Some(String::new()),
+        kind: hawser_core::restore::modifiers::CONFIGMAP_KIND.to_owned(),
+        name: name.to_owned(),
+    }
+}

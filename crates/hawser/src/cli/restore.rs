@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 use clap::{Args, Subcommand};
 use hawser_api::{Backup, Restore, RestoreSpec, RestoreStatusSpec, Schedule};
 use hawser_core::layout::DownloadTargetKind;
-use hawser_core::restore::modifiers::CONFIGMAP_KIND;
-use k8s_openapi::api::core::v1::TypedLocalObjectReference;
 use k8s_openapi::jiff::Zoned;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -14,7 +12,9 @@ use kube::{Api, ResourceExt};
 use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::describe;
 use super::error::{CliError, ExitStatus};
-use super::flags::{Listing, MetaArgs, SelectorArgs, fetch, get_required, list, print_objects};
+use super::flags::{
+    Listing, MetaArgs, SelectorArgs, config_map_ref, fetch, get_required, list, print_objects,
+};
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
 use super::output::{OutputFormat, Table, count, encode, or_none, when};
@@ -264,14 +264,10 @@ pub fn restore_from_args(
         restore_status,
         preserve_node_ports: args.preserve_nodeports,
         restore_pvs: args.restore_volumes,
-        // As Velero's CLI writes it: the core group, kind `configmap`.
-        resource_modifier: args.resource_modifier_configmap.as_ref().map(|name| {
-            TypedLocalObjectReference {
-                api_group: Some(String::new()),
-                kind: CONFIGMAP_KIND.to_owned(),
-                name: name.clone(),
-            }
-        }),
+        resource_modifier: args
+            .resource_modifier_configmap
+            .as_deref()
+            .map(config_map_ref),
         ..RestoreSpec::default()
     };
     let name = args

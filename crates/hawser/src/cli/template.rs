@@ -11,7 +11,7 @@ use kube::Resource;
 use kube::api::ObjectMeta;
 
 use super::error::CliError;
-use super::flags::{SelectorArgs, list, parse_duration};
+use super::flags::{SelectorArgs, config_map_ref, list, parse_duration};
 
 /// The clap ids of every [`BackupSpecArgs`] flag, for `conflicts_with_all` (`--from-schedule`).
 pub const SPEC_FLAG_IDS: &[&str] = &[
@@ -31,6 +31,7 @@ pub const SPEC_FLAG_IDS: &[&str] = &[
     "snapshot_volumes",
     "csi_snapshot_timeout",
     "item_operation_timeout",
+    "resource_policies_configmap",
 ];
 
 /// The flags that make a Backup spec (velero-compat §9, `backup create`).
@@ -83,6 +84,9 @@ pub struct BackupSpecArgs {
     /// means 4h.
     #[arg(long, allow_hyphen_values = true)]
     pub item_operation_timeout: Option<String>,
+    /// ConfigMap in the server's namespace with the backup's resource policies.
+    #[arg(long)]
+    pub resource_policies_configmap: Option<String>,
 }
 
 impl BackupSpecArgs {
@@ -131,6 +135,10 @@ impl BackupSpecArgs {
             snapshot_volumes: self.snapshot_volumes,
             csi_snapshot_timeout,
             item_operation_timeout,
+            resource_policy: self
+                .resource_policies_configmap
+                .as_deref()
+                .map(config_map_ref),
             ..BackupSpec::default()
         })
     }
