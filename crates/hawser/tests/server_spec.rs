@@ -313,8 +313,8 @@ async fn pod_annotations_and_server_defaults_hawser_does_not_act_on_are_warned()
 }
 
 /// Velero's resource policies: the include/exclude policy of the ConfigMap `spec.resourcePolicy`
-/// names is merged into the backup's filters; its volume policies are read, checked and, not
-/// being applied, warned; a missing ConfigMap, or a policy beside old-style filters, is
+/// names is merged into the backup's filters; a volume policy whose action hawser does not take
+/// (`fs-backup`) is warned; a missing ConfigMap, or a policy beside old-style filters, is
 /// `FailedValidation` before anything is stored.
 #[tokio::test]
 async fn a_resource_policy_config_map_filters_the_backup_and_its_volume_policies_are_warned() {
@@ -326,7 +326,7 @@ async fn a_resource_policy_config_map_filters_the_backup_and_its_volume_policies
         .store()
         .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "no-secrets", "namespace": cli_support::NS},
-            "data": {"policy.yaml": "version: v1\nvolumePolicies:\n- conditions: {storageClass: [nfs]}\n  action: {type: skip}\nincludeExcludePolicy:\n  excludedNamespaceScopedResources: [secrets]\n"}}))
+            "data": {"policy.yaml": "version: v1\nvolumePolicies:\n- conditions: {storageClass: [nfs]}\n  action: {type: fs-backup}\nincludeExcludePolicy:\n  excludedNamespaceScopedResources: [secrets]\n"}}))
         .unwrap();
     let server = Server::start(&cluster, root.path(), FAST).await;
     let policy = |name: &str| json!({"kind": "configmap", "name": name});
@@ -347,7 +347,7 @@ async fn a_resource_policy_config_map_filters_the_backup_and_its_volume_policies
     let results = gunzip(&artifact(root.path(), "filtered", "filtered-results.gz"));
     assert!(
         results.contains(
-            "the 1 volume policies of ConfigMap no-secrets (actions: skip) are not applied"
+            "1 volume policies of ConfigMap no-secrets have actions hawser does not take (fs-backup)"
         ),
         "{results}"
     );

@@ -457,6 +457,53 @@ async fn a_backup_waiting_for_its_snapshots_does_not_hold_up_the_next_one() {
     assert_eq!(phase(&slow), "Completed", "{slow:#}\n{}", server.log_text());
 }
 
+/// A resource policy whose volume policy says `skip` for the claim's storage class: the claim
+/// is backed up as an object, no snapshot is cut, and the backup says why in its log, not as a
+/// warning (the user asked for it).
+#[tokio::test]
+async fn a_volume_policy_that_skips_a_class_leaves_its_claims_without_snapshots() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let _csi = application(&cluster, Duration::ZERO, "").await;
+    filesystem_location(&cluster, "default", root.path());
+    let policy = format!(
+        "version: v1\nvolumePolicies:\n- conditions: {{storageClass: [{}], capacity: '0,10Gi'}}\n  action: {{type: skip}}\n",
+        csi::STORAGE_CLASS
+    );
+    cluster
+        .store()
+        .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "skip-class", "namespace": NS},
+            "data": {"policy.yaml": policy}}))
+        .unwrap();
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(
+        &cluster,
+        "skipped",
+        json!({"includedNamespaces": ["shop"],
+               "resourcePolicy": {"kind": "configmap", "name": "skip-class"}}),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "skipped").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    assert_eq!(done["status"]["warnings"], 0, "{done:#}");
+    let paths = archive(root.path(), "skipped");
+    assert!(
+        paths
+            .iter()
+            .any(|p| p.contains("persistentvolumeclaims/namespaces/shop/data.json")),
+        "{paths:?}"
+    );
+    assert!(
+        !paths.iter().any(|p| p.contains("volumesnapshots")),
+        "{paths:?}"
+    );
+    let log = gunzip(&artifact(root.path(), "skipped", "skipped-logs.gz"));
+    assert!(
+        log.contains("1 PersistentVolumeClaims were backed up without a snapshot of their volumes: the resource policy says to skip them"),
+        "{log}"
+    );
+}
+
 /// Copies every file of `backups/<from>/` to `backups/<to>/` under the names of `to`, with the
 /// record renamed and given `uid`: a backup forged by whoever can write the bucket.
 fn forge(root: &std::path::Path, from: &str, to: &str, uid: &str) {

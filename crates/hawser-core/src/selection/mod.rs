@@ -43,6 +43,7 @@ mod ordered;
 pub mod policies;
 pub mod related;
 pub(crate) mod validate;
+pub mod volume_policies;
 
 use std::collections::HashSet;
 

@@ -4,25 +4,28 @@
 //! `volumePolicies` (conditions on volumes with an action: `skip`, `snapshot`, `fs-backup` or
 //! `custom`). The file is read strictly, as Velero reads it: unknown fields are errors.
 //!
-//! hawser applies the include/exclude policy. It reads and checks the volume policies but does
-//! not apply them: the backup says so in a warning (see [`ResourcePolicies::unapplied`]).
+//! hawser applies the include/exclude policy, and the volume policies whose action is `skip`
+//! (no snapshot of the volume) or `snapshot` (a CSI snapshot, as without a policy). `fs-backup`
+//! and `custom` are read and checked but not acted on: the backup says so in a warning (see
+//! [`ResourcePolicies::unapplied`]) and the volumes they select are handled as without them.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use super::IncludeExcludePolicy;
+use super::volume_policies::VolumePolicy;
 
 /// The volume-policy actions Velero knows.
 const ACTIONS: [&str; 4] = ["skip", "snapshot", "fs-backup", "custom"];
 
 /// The rules of one resource-policy ConfigMap, checked.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ResourcePolicies {
     /// `includeExcludePolicy`.
     pub include_exclude: Option<IncludeExcludePolicy>,
-    /// The action of each volume policy, in order.
-    pub volume_actions: Vec<String>,
+    /// `volumePolicies`, in order.
+    pub volume_policies: Vec<VolumePolicy>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -30,15 +33,15 @@ pub struct ResourcePolicies {
 struct File {
     version: String,
     #[serde(default)]
-    volume_policies: Vec<VolumePolicy>,
+    volume_policies: Vec<VolumePolicySpec>,
     include_exclude_policy: Option<IncludeExcludePolicy>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct VolumePolicy {
+struct VolumePolicySpec {
     #[serde(default)]
-    conditions: BTreeMap<String, serde_yaml::Value>,
+    conditions: serde_yaml::Value,
     action: Action,
 }
 
@@ -86,7 +89,7 @@ impl ResourcePolicies {
                 file.version
             )));
         }
-        let mut volume_actions = Vec::new();
+        let mut volume_policies = Vec::new();
         for policy in file.volume_policies {
             if !ACTIONS.contains(&policy.action.kind.as_str()) {
                 return Err(invalid(format!(
@@ -101,7 +104,8 @@ impl ResourcePolicies {
                     "pvcLabels must be a map of string to string".to_owned(),
                 ));
             }
-            volume_actions.push(policy.action.kind);
+            volume_policies
+                .push(VolumePolicy::new(policy.conditions, policy.action.kind).map_err(invalid)?);
         }
         if let Some(policy) = &file.include_exclude_policy {
             let errors = super::validate::policy_patterns(policy);
@@ -111,22 +115,39 @@ impl ResourcePolicies {
         }
         Ok(Self {
             include_exclude: file.include_exclude_policy,
-            volume_actions,
+            volume_policies,
         })
     }
 
-    /// The warning of a backup whose ConfigMap `name` has volume policies, which hawser does
-    /// not apply; `None` without any.
+    /// The action of the first volume policy whose conditions `claim` and its `volume` meet.
+    pub fn volume_action(
+        &self,
+        claim: &serde_json::Value,
+        volume: &serde_json::Value,
+    ) -> Option<&str> {
+        self.volume_policies
+            .iter()
+            .find(|p| p.matches(claim, volume))
+            .map(|p| p.action.as_str())
+    }
+
+    /// The warning of a backup whose ConfigMap `name` has volume policies with an action
+    /// hawser does not take (`fs-backup`, `custom`); `None` without any.
     pub fn unapplied(&self, name: &str) -> Option<String> {
-        if self.volume_actions.is_empty() {
+        let mut actions: Vec<&str> = self
+            .volume_policies
+            .iter()
+            .map(|p| p.action.as_str())
+            .filter(|a| !matches!(*a, "skip" | "snapshot"))
+            .collect();
+        if actions.is_empty() {
             return None;
         }
-        let mut actions = self.volume_actions.clone();
-        actions.sort();
+        let count = actions.len();
+        actions.sort_unstable();
         actions.dedup();
         Some(format!(
-            "spec.resourcePolicy: the {} volume policies of ConfigMap {name} (actions: {}) are not applied by hawser; every volume was handled as without them (a CSI snapshot where snapshotVolumes allows one, no file-system backup)",
-            self.volume_actions.len(),
+            "spec.resourcePolicy: {count} volume policies of ConfigMap {name} have actions hawser does not take ({}); the volumes they select were handled as without them (a CSI snapshot where snapshotVolumes allows one, no file-system backup)",
             actions.join(", ")
         ))
     }
@@ -158,13 +179,17 @@ includeExcludePolicy:
 "#,
         )
         .unwrap();
-        assert_eq!(p.volume_actions, ["skip", "fs-backup"]);
+        let actions: Vec<&str> = p
+            .volume_policies
+            .iter()
+            .map(|v| v.action.as_str())
+            .collect();
+        assert_eq!(actions, ["skip", "fs-backup"]);
         let policy = p.include_exclude.as_ref().unwrap();
         assert_eq!(policy.excluded_cluster_scoped_resources, ["storageclasses"]);
         let warning = p.unapplied("policies").unwrap();
         assert!(
-            warning
-                .contains("the 2 volume policies of ConfigMap policies (actions: fs-backup, skip)"),
+            warning.contains("1 volume policies of ConfigMap policies have actions hawser does not take (fs-backup)"),
             "{warning}"
         );
         assert_eq!(read("version: v1\n").unwrap().unapplied("p"), None);
@@ -207,6 +232,10 @@ includeExcludePolicy:
             (
                 "version: v1\nincludeExcludePolicy: {includedResources: [pods]}\n",
                 "failed to decode yaml data",
+            ),
+            (
+                "version: v1\nvolumePolicies: [{conditions: {capacity: '10Gi'}, action: {type: skip}}]\n",
+                "wrong format of Capacity 10Gi",
             ),
         ] {
             let e = read(yaml).unwrap_err();

@@ -421,7 +421,7 @@ async fn back_up_the_rest(
     let taken = snapshots::take_snapshots(
         lister,
         &plan.catalogue,
-        backup,
+        (backup, options.policies.as_ref()),
         &options.clock,
         &mut notes.log,
         &mut notes.messages,

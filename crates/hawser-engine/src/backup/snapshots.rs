@@ -8,8 +8,9 @@
 //! serves no `snapshot.storage.k8s.io` API:
 //!
 //! 1. the VolumeSnapshotClasses (one LIST);
-//! 2. per bound claim, [`Lister::concurrency`] at a time: its volume (GET); a volume that is not
-//!    a CSI volume is left as an object only (the caller warns about those); the class
+//! 2. per bound claim, [`Lister::concurrency`] at a time: its volume (GET); a volume the
+//!    backup's resource policy says to `skip`, or one that is not a CSI volume, is left as an
+//!    object only (the caller warns about the second kind); the class
 //!    ([`hawser_core::csi::choose_class`]); the VolumeSnapshot, created with a name that is the
 //!    same whenever this backup is taken up again; then its state is polled ([`poll_backoff`])
 //!    until the snapshot is cut (its content has a `snapshotHandle`), fails, or
@@ -35,6 +36,7 @@ use hawser_core::csi::{
     annotate_for_restore, backup_labels, choose_class, set_annotation, snapshot_state,
     volume_snapshot,
 };
+use hawser_core::selection::policies::ResourcePolicies;
 use hawser_core::selection::related::{PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES};
 use hawser_core::selection::{ApiResource, Catalogue};
 use serde_json::{Value, json};
@@ -53,6 +55,17 @@ pub(crate) struct Taken {
     /// Claims left as objects only (unbound, no CSI volume, no snapshot API, or
     /// `snapshotVolumes: false`).
     pub objects_only: u64,
+    /// Claims whose volume a resource policy said to skip.
+    pub skipped_by_policy: u64,
+}
+
+/// What became of one claim's volume.
+enum Shot {
+    Cut(Box<Cut>),
+    /// Not a CSI volume: the claim is an object only.
+    ObjectOnly,
+    /// A volume policy with action `skip` selected it.
+    Skipped,
 }
 
 /// The types a snapshot touches, when the cluster serves them.
@@ -97,7 +110,7 @@ pub(crate) fn served(catalogue: &Catalogue) -> Option<Types<'_>> {
 pub(crate) async fn take_snapshots(
     lister: &Lister<'_>,
     catalogue: &Catalogue,
-    backup: &Backup,
+    (backup, policies): (&Backup, Option<&ResourcePolicies>),
     clock: &hawser_core::clock::Clock,
     log: &mut BackupLog,
     messages: &mut Messages,
@@ -119,7 +132,7 @@ pub(crate) async fn take_snapshots(
     let cuts = cut_all(
         lister,
         &types,
-        backup,
+        (backup, policies),
         clock,
         &claims,
         (log, messages),
@@ -143,6 +156,12 @@ pub(crate) async fn take_snapshots(
         snapshots.push(cut.snapshot);
         contents.push(cut.content);
         taken.operations.push(cut.operation);
+    }
+    if taken.skipped_by_policy > 0 {
+        log.info(&format!(
+            "{} PersistentVolumeClaims were backed up without a snapshot of their volumes: the resource policy says to skip them",
+            taken.skipped_by_policy
+        ));
     }
     if !taken.operations.is_empty() {
         log.info(&format!(
@@ -177,7 +196,7 @@ pub(crate) async fn take_snapshots(
 async fn cut_all(
     lister: &Lister<'_>,
     types: &Types<'_>,
-    backup: &Backup,
+    (backup, policies): (&Backup, Option<&ResourcePolicies>),
     clock: &hawser_core::clock::Clock,
     claims: &[Value],
     (log, messages): (&mut BackupLog, &mut Messages),
@@ -233,8 +252,9 @@ async fn cut_all(
         backup_uid: backup.metadata.uid.as_deref().unwrap_or_default(),
         timeout,
         clock,
+        policies,
     };
-    let results: Vec<(usize, Result<Option<Cut>, String>)> = futures::stream::iter(bound)
+    let results: Vec<(usize, Result<Shot, String>)> = futures::stream::iter(bound)
         .map(|i| {
             let context = &context;
             async move { (i, context.snapshot(&claims[i]).await) }
@@ -246,8 +266,9 @@ async fn cut_all(
         let claim = &claims[i];
         let namespace = text(claim, "/metadata/namespace").to_owned();
         match result {
-            Ok(Some(cut)) => cuts[i] = Some(cut),
-            Ok(None) => taken.objects_only += 1,
+            Ok(Shot::Cut(cut)) => cuts[i] = Some(*cut),
+            Ok(Shot::ObjectOnly) => taken.objects_only += 1,
+            Ok(Shot::Skipped) => taken.skipped_by_policy += 1,
             Err(why) => {
                 let message = format!(
                     "PersistentVolumeClaim {namespace}/{} was not snapshotted: {why}",
@@ -271,11 +292,13 @@ struct Context<'a> {
     backup_uid: &'a str,
     timeout: Duration,
     clock: &'a hawser_core::clock::Clock,
+    policies: Option<&'a ResourcePolicies>,
 }
 
 impl Context<'_> {
-    /// The snapshot of `claim`: `None` when its volume is not a CSI volume.
-    async fn snapshot(&self, claim: &Value) -> Result<Option<Cut>, String> {
+    /// The snapshot of `claim`, unless its volume is not a CSI volume or a volume policy says
+    /// to skip it.
+    async fn snapshot(&self, claim: &Value) -> Result<Shot, String> {
         let client = self.lister.client;
         let retry = self.lister.api_retry;
         let namespace = text(claim, "/metadata/namespace");
@@ -284,11 +307,14 @@ impl Context<'_> {
         let volume_path = Collection::of(self.types.volumes).item_path(None, volume_name);
         let what = format!("its PersistentVolume {volume_name}");
         let Some(volume) = read(client, &volume_path, retry, &what).await? else {
-            return Ok(None);
+            return Ok(Shot::ObjectOnly);
         };
+        if self.policies.and_then(|p| p.volume_action(claim, &volume)) == Some("skip") {
+            return Ok(Shot::Skipped);
+        }
         let driver = text(&volume, "/spec/csi/driver");
         if driver.is_empty() {
-            return Ok(None);
+            return Ok(Shot::ObjectOnly);
         }
         let class_name = choose_class(driver, claim, self.annotations, self.classes)?;
         let wanted = volume_snapshot(
@@ -373,12 +399,12 @@ impl Context<'_> {
         );
         let mut snapshot = typed(snapshot, self.types.snapshots);
         annotate_for_restore(&mut snapshot, &content);
-        Ok(Some(Cut {
+        Ok(Shot::Cut(Box::new(Cut {
             snapshot,
             content: typed(content, self.types.contents),
             class: typed(class, self.types.classes),
             operation,
-        }))
+        })))
     }
 
     /// Polls the snapshot until it is cut; the snapshot and its content then.
