@@ -204,46 +204,20 @@ resourceModifierRules:
 
 #[test]
 fn strategic_patches_merge_containers_by_name_and_refuse_custom_kinds() {
-    let m = rules(
-        r#"
-version: v1
-resourceModifierRules:
-- conditions: {groupResource: "*"}
-  strategicPatches:
-  - patchData: |
-      spec:
-        template:
-          spec:
-            containers:
-            - name: app
-              image: registry.new/app:1
-"#,
-    )
-    .unwrap();
+    let rule = |group_resource: &str| {
+        rules(&format!(
+            "version: v1\nresourceModifierRules:\n- conditions: {{groupResource: \"{group_resource}\"}}\n  strategicPatches:\n  - patchData: '{{\"spec\": {{\"template\": {{\"spec\": {{\"containers\": [{{\"name\": \"app\", \"image\": \"registry.new/app:1\"}}]}}}}}}}}'\n"
+        ))
+        .unwrap()
+    };
     let mut obj = deployment("shop", "web");
-    let errors = m.apply(&mut obj, "deployments.apps");
     // `*` does not match `deployments.apps`: nothing happens.
-    assert!(errors.is_empty());
+    assert!(rule("*").apply(&mut obj, "deployments.apps").is_empty());
     assert_eq!(
         obj["spec"]["template"]["spec"]["containers"][0]["image"],
         "registry.old/app:1"
     );
-    let m = rules(
-        r#"
-version: v1
-resourceModifierRules:
-- conditions: {groupResource: "**"}
-  strategicPatches:
-  - patchData: |
-      spec:
-        template:
-          spec:
-            containers:
-            - name: app
-              image: registry.new/app:1
-"#,
-    )
-    .unwrap();
+    let m = rule("**");
     assert!(m.apply(&mut obj, "deployments.apps").is_empty());
     let containers = obj["spec"]["template"]["spec"]["containers"]
         .as_array()
