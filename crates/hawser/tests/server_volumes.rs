@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli_support;
+mod server_checks;
 mod server_support;
 
 use std::time::Duration;
@@ -165,6 +166,15 @@ async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_del
     assert_eq!(status["backupItemOperationsAttempted"], 1, "{status:#}");
     assert_eq!(status["backupItemOperationsCompleted"], 1, "{status:#}");
     assert_eq!(status["csiVolumeSnapshotsCompleted"], 1, "{status:#}");
+    server_checks::assert_metrics(
+        &server,
+        &[
+            r#"velero_csi_snapshot_attempt_total{schedule="",backupName="with-data"} 1"#,
+            r#"velero_csi_snapshot_success_total{schedule="",backupName="with-data"} 1"#,
+            r#"velero_csi_snapshot_failure_total{schedule="",backupName="with-data"} 0"#,
+        ],
+    )
+    .await;
     let paths = archive(root.path(), "with-data");
     for prefix in [
         "resources/deployments.apps/namespaces/shop/db.json",

@@ -175,7 +175,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
     let record = record_status(backup::record(&backup, outcome).ok().as_ref());
     let update = committed.mark(taken.update(outcome.phase.clone()).fields(record));
     report_final(ctx.engine.write(update).await, &key);
-    ctx.metrics.backup_finished(&schedule, &finished(outcome));
+    ctx.metrics
+        .backup_finished(&schedule, &finished(&backup, outcome));
     Handled::Done
 }
 
@@ -252,8 +253,9 @@ async fn source_cluster(ctx: &Context) -> Option<k8s_openapi::apimachinery::pkg:
     }
 }
 
-pub(crate) fn finished(outcome: &BackupOutcome) -> BackupFinished {
+pub(crate) fn finished(backup: &Backup, outcome: &BackupOutcome) -> BackupFinished {
     let duration = outcome.completed.duration_since(outcome.started);
+    let (completed, _) = hawser_engine::backup::operations::counts(&outcome.operations);
     BackupFinished {
         outcome: match outcome.phase {
             BackupPhase::Completed => FinalOutcome::Completed,
@@ -266,6 +268,9 @@ pub(crate) fn finished(outcome: &BackupOutcome) -> BackupFinished {
         errors: outcome.errors(),
         warnings: outcome.warnings(),
         completed_unix: outcome.completed.as_second(),
+        backup: backup.metadata.name.clone().unwrap_or_default(),
+        snapshots_attempted: outcome.operations.len() as u64,
+        snapshots_completed: completed,
     }
 }
 

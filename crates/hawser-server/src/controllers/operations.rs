@@ -320,7 +320,8 @@ async fn finish(
     let record = record_status(backup::record(backup, outcome).ok().as_ref());
     let update = stored.mark(target.update(outcome.phase.clone()).fields(record));
     report_final(ctx.engine.write(update).await, &target.key);
-    ctx.metrics.backup_finished(schedule, &finished(outcome));
+    ctx.metrics
+        .backup_finished(schedule, &finished(backup, outcome));
 }
 
 /// Writes a non-final status; one that does not land is logged and the work goes on.

@@ -1,6 +1,6 @@
 //! Velero's server metrics (`velero_*`, velero-compat §8) for what hawser does: backups, restores,
-//! schedules, deletions and storage locations. Snapshot, CSI and repository metrics are not
-//! exported: hawser does none of that work.
+//! schedules, deletions, storage locations and CSI snapshots. Native-snapshot, file-system backup
+//! and repository metrics are not exported: hawser does none of that work.
 //!
 //! Counters and gauges carry the `schedule` label (the Backup's `velero.io/schedule-name` label,
 //! `""` for ad-hoc backups; for restores, `spec.scheduleName`). The `""` series exist from start,
@@ -32,6 +32,16 @@ pub struct LocationLabels {
     pub backup_location_name: String,
 }
 
+/// The `schedule` and `backupName` labels of Velero's CSI snapshot counters (Velero's names).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[allow(non_snake_case)]
+pub struct SnapshotLabels {
+    /// Schedule name, `""` for ad-hoc work.
+    pub schedule: String,
+    /// The backup's name.
+    pub backupName: String,
+}
+
 type Counters = Family<ScheduleLabels, Counter>;
 type Gauges = Family<ScheduleLabels, Gauge>;
 
@@ -40,7 +50,7 @@ fn duration_histogram() -> Histogram {
 }
 
 /// A backup that reached a final phase after running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackupFinished {
     /// `Completed`, `PartiallyFailed` (`true`) or `Failed`.
     pub outcome: FinalOutcome,
@@ -56,6 +66,12 @@ pub struct BackupFinished {
     pub warnings: u64,
     /// Completion time, Unix seconds.
     pub completed_unix: i64,
+    /// The backup's name.
+    pub backup: String,
+    /// CSI snapshots cut (`status.csiVolumeSnapshotsAttempted`).
+    pub snapshots_attempted: u64,
+    /// Of those, the ones that became ready to use.
+    pub snapshots_completed: u64,
 }
 
 /// How finished work ended.
@@ -96,6 +112,9 @@ pub struct VeleroMetrics {
     deletion_success: Counters,
     deletion_failure: Counters,
     schedule_interval: Gauges,
+    csi_snapshot_attempt: Family<SnapshotLabels, Counter>,
+    csi_snapshot_success: Family<SnapshotLabels, Counter>,
+    csi_snapshot_failure: Family<SnapshotLabels, Counter>,
 }
 
 impl VeleroMetrics {
@@ -127,8 +146,30 @@ impl VeleroMetrics {
             deletion_success: Counters::default(),
             deletion_failure: Counters::default(),
             schedule_interval: Gauges::default(),
+            csi_snapshot_attempt: Family::default(),
+            csi_snapshot_success: Family::default(),
+            csi_snapshot_failure: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("velero");
+        for (name, help, family) in [
+            (
+                "csi_snapshot_attempt",
+                "Total number of CSI attempted volume snapshots",
+                &m.csi_snapshot_attempt,
+            ),
+            (
+                "csi_snapshot_success",
+                "Total number of CSI successful volume snapshots",
+                &m.csi_snapshot_success,
+            ),
+            (
+                "csi_snapshot_failure",
+                "Total number of CSI failed volume snapshots",
+                &m.csi_snapshot_failure,
+            ),
+        ] {
+            r.register(name, help, family.clone());
+        }
         r.register(
             "backup_total",
             "Current number of existent backups",
@@ -357,6 +398,21 @@ impl VeleroMetrics {
     pub fn backup_finished(&self, schedule: &str, f: &BackupFinished) {
         let l = labels(schedule);
         let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        // Only backups that cut snapshots get series (one per backup, as Velero labels them).
+        if f.snapshots_attempted > 0 {
+            let s = SnapshotLabels {
+                schedule: schedule.to_owned(),
+                backupName: f.backup.clone(),
+            };
+            let failed = f.snapshots_attempted.saturating_sub(f.snapshots_completed);
+            self.csi_snapshot_attempt
+                .get_or_create(&s)
+                .inc_by(f.snapshots_attempted);
+            self.csi_snapshot_success
+                .get_or_create(&s)
+                .inc_by(f.snapshots_completed);
+            self.csi_snapshot_failure.get_or_create(&s).inc_by(failed);
+        }
         match f.outcome {
             FinalOutcome::Completed => {
                 self.backup_success.get_or_create(&l).inc();
@@ -474,6 +530,9 @@ mod tests {
                 errors: 2,
                 warnings: 1,
                 completed_unix: 1_700_000_000,
+                backup: "nightly-1".to_owned(),
+                snapshots_attempted: 3,
+                snapshots_completed: 2,
             },
         );
         m.location_status("default", false);
@@ -487,6 +546,9 @@ mod tests {
             "velero_backup_warning_total{schedule=\"nightly\"} 1",
             "velero_backup_duration_seconds_bucket{le=\"300.0\",schedule=\"nightly\"} 1",
             "velero_backup_location_status_gauge{backup_location_name=\"default\"} 0",
+            "velero_csi_snapshot_attempt_total{schedule=\"nightly\",backupName=\"nightly-1\"} 3",
+            "velero_csi_snapshot_success_total{schedule=\"nightly\",backupName=\"nightly-1\"} 2",
+            "velero_csi_snapshot_failure_total{schedule=\"nightly\",backupName=\"nightly-1\"} 1",
         ] {
             assert!(out.contains(line), "missing {line} in\n{out}");
         }
