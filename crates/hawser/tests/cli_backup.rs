@@ -171,6 +171,7 @@ async fn create_with_the_new_filters_leaves_unset_fields_absent() {
     assert_eq!(spec["itemOperationTimeout"], "2h0m0s");
     let described = cluster.hawser(&["backup", "describe", "b4"]).await;
     for line in [
+        "Resource policies:\n  Type:  configmap\n  Name:  skip-nfs",
         "Snapshot volumes:        false",
         "CSI snapshot timeout:    1m30s",
         "Item operation timeout:  2h0m0s",

@@ -112,6 +112,14 @@ async fn create_sends_exactly_the_fields_of_the_flags() {
         spec["resourceModifier"],
         json!({"apiGroup": "", "kind": "configmap", "name": "move-to-new-registry"})
     );
+    let described = cluster.hawser(&["restore", "describe", "r1"]).await;
+    assert!(
+        described
+            .stdout
+            .contains("Resource modifier:\n  Type:  configmap\n  Name:  move-to-new-registry"),
+        "{}",
+        described.stdout
+    );
     assert_eq!(restore["metadata"]["labels"]["why"], "drill");
     assert_eq!(restore["metadata"]["annotations"]["ticket"], "42");
 }

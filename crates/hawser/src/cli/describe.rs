@@ -54,6 +54,20 @@ impl Text {
     }
 }
 
+/// A `resourcePolicy` or `resourceModifier` reference as Velero's describe shows it: its type
+/// and name under `title`.
+fn config_map_reference(
+    text: &mut Text,
+    title: &str,
+    reference: Option<&k8s_openapi::api::core::v1::TypedLocalObjectReference>,
+) {
+    if let Some(r) = reference {
+        let mut inner = Text(String::new());
+        inner.section(&[("Type", r.kind.clone()), ("Name", r.name.clone())]);
+        text.nested(title, &inner);
+    }
+}
+
 /// Files of a backup or restore read from its storage location for the description: each is
 /// `None` when not asked for, `Err` with why when it could not be read.
 #[derive(Debug, Default)]
@@ -337,6 +351,11 @@ pub fn backup(backup: &Backup, files: &Files) -> String {
     let status = backup.status.clone().unwrap_or_default();
     text.section(&metadata_rows(&backup.metadata));
     text.section(&[("Phase", backup.phase().as_str().to_owned())]);
+    config_map_reference(
+        &mut text,
+        "Resource policies",
+        spec.resource_policy.as_ref(),
+    );
     text.section(&[
         ("Errors", count(status.errors)),
         ("Warnings", count(status.warnings)),
@@ -398,6 +417,11 @@ pub fn restore(restore: &Restore, files: &Files) -> String {
     let status = restore.status.clone().unwrap_or_default();
     text.section(&metadata_rows(&restore.metadata));
     text.section(&[("Phase", restore.phase().as_str().to_owned())]);
+    config_map_reference(
+        &mut text,
+        "Resource modifier",
+        spec.resource_modifier.as_ref(),
+    );
     text.section(&[
         ("Errors", count(status.errors)),
         ("Warnings", count(status.warnings)),
