@@ -1087,27 +1087,27 @@ async fn a_disaster_recovery_restore_maps_storage_classes_and_images_and_frees_c
             "volumeBindingMode": "WaitForFirstConsumer"
         }))
         .unwrap();
-    store
-        .insert(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "change-storage-class-config", "namespace": NS, "labels": {
-                "velero.io/plugin-config": "",
-                "velero.io/change-storage-class": "RestoreItemAction"
-            }},
-            "data": {"old-class": "new-class", "other-class": "missing-class"}
-        }))
-        .unwrap();
-    // Its images come from the new cluster's registry (Velero's change-image-name ConfigMap).
-    store
-        .insert(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "change-image-name-config", "namespace": NS, "labels": {
-                "velero.io/plugin-config": "",
-                "velero.io/change-image-name": "RestoreItemAction"
-            }},
-            "data": {"registry": "postgres, mirror.example.com/postgres", "unused": "no comma"}
-        }))
-        .unwrap();
+    // Velero's plugin ConfigMaps: storage classes, and images from the new cluster's registry.
+    let plugin_config = |action: &str, data: Value| {
+        store
+            .insert(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("{action}-config"), "namespace": NS, "labels": {
+                    "velero.io/plugin-config": "",
+                    format!("velero.io/{action}"): "RestoreItemAction"
+                }},
+                "data": data
+            }))
+            .unwrap();
+    };
+    plugin_config(
+        "change-storage-class",
+        json!({"old-class": "new-class", "other-class": "missing-class"}),
+    );
+    plugin_config(
+        "change-image-name",
+        json!({"registry": "postgres, mirror.example.com/postgres", "unused": "no comma"}),
+    );
     create_restore(
         &cluster,
         "dr-back",
