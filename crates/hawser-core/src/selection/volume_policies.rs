@@ -136,7 +136,8 @@ impl VolumePolicy {
                 want.driver.is_empty()
                     || (text(have, "/driver") == want.driver
                         && want.volume_attributes.iter().all(|(k, v)| {
-                            have.pointer(&format!("/volumeAttributes/{k}"))
+                            have.get("volumeAttributes")
+                                .and_then(|a| a.get(k))
                                 .and_then(Value::as_str)
                                 == Some(v)
                         }))
@@ -178,12 +179,13 @@ fn capacity_bounds(text: &str) -> Result<(f64, f64), String> {
     Ok((side(lower)?, side(upper)?))
 }
 
-/// A Kubernetes quantity (`100Gi`, `1.5G`, `500m`, `1e3`) as a number.
+/// A Kubernetes quantity (`100Gi`, `1.5G`, `500m`, `1e3`) as a number. Written here because
+/// `k8s-openapi` keeps quantities as text; a float is exact enough to compare volume sizes.
 ///
 /// # Errors
 /// It is not one.
 pub fn quantity(text: &str) -> Result<f64, String> {
-    const SUFFIXES: [(&str, f64); 13] = [
+    const SUFFIXES: [(&str, f64); 15] = [
         ("Ki", 1024.0),
         ("Mi", 1_048_576.0),
         ("Gi", 1_073_741_824.0),
@@ -197,13 +199,14 @@ pub fn quantity(text: &str) -> Result<f64, String> {
         ("M", 1e6),
         ("G", 1e9),
         ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
     ];
     let invalid = || {
         "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'".to_owned()
     };
     let (number, scale) = SUFFIXES
         .iter()
-        .chain(&[("P", 1e15), ("E", 1e18)])
         .find_map(|(suffix, scale)| text.strip_suffix(suffix).map(|n| (n, *scale)))
         .unwrap_or((text, 1.0));
     let digits = number.trim_start_matches(['+', '-']);
