@@ -603,7 +603,7 @@ resourceModifierRules:
   - patchData: '{metadata: {labels: null}, data: {moved: here}}'
 ";
     let data = BTreeMap::from([("rules".to_owned(), yaml.to_owned())]);
-    let modifiers = ResourceModifiers::from_config_map("velero", "m", Some(&data)).unwrap();
+    let modifiers = ResourceModifiers::from_config_map("velero", "m", &data).unwrap();
     let mapping = BTreeMap::from([("shop".to_owned(), "shop-copy".to_owned())]);
     let c = CleanContext {
         modifiers: Some(&modifiers),

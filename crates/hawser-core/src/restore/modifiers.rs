@@ -58,8 +58,8 @@ struct Rule {
     group_resource: Glob,
     name: Option<Regex>,
     labels: Option<CompiledSelector>,
-    /// JSON Patch `test` operations, all of which must pass.
-    matches: json_patch::Patch,
+    /// JSON pointers and the values found there, all of which must hold.
+    matches: Vec<(String, Value)>,
     patch: RulePatch,
 }
 
@@ -190,8 +190,7 @@ fn source(namespace: &str, name: &str) -> String {
 }
 
 impl ResourceModifiers {
-    /// Reads the rules from the `data` of ConfigMap `namespace/name` (`None` when it has no
-    /// `data`).
+    /// Reads the rules from the `data` of ConfigMap `namespace/name`.
     ///
     /// # Errors
     /// The message for the Restore's `validationErrors`, in Velero's words: a ConfigMap without
@@ -199,14 +198,14 @@ impl ResourceModifiers {
     pub fn from_config_map(
         namespace: &str,
         name: &str,
-        data: Option<&BTreeMap<String, String>>,
+        data: &BTreeMap<String, String>,
     ) -> Result<Self, String> {
         let at = source(namespace, name);
         let parse_error = |e: String| {
             format!("Error in parsing resource modifiers provided in configmap {at}: {e}")
         };
-        let text = match data.map(|d| d.values().collect::<Vec<_>>()).as_deref() {
-            Some([one]) => one.as_str(),
+        let text = match data.values().collect::<Vec<_>>().as_slice() {
+            [one] => one.as_str(),
             _ => {
                 return Err(parse_error(format!(
                     "illegal resource modifiers {at} configmap"
@@ -248,18 +247,17 @@ impl ResourceModifiers {
     /// namespace) meets, in order; the errors of the rules that failed, each leaving `obj` as
     /// the rule found it.
     pub fn apply(&self, obj: &mut Value, group_resource: &str) -> Vec<String> {
-        let mut errors = Vec::new();
         // Conditions are matched against the item as no rule has patched it yet.
-        let origin = (self.rules.len() > 1).then(|| obj.clone());
-        for rule in &self.rules {
-            if !rule.matches(origin.as_ref().unwrap_or(obj), group_resource) {
-                continue;
-            }
-            if let Err(e) = rule.patch.apply(obj) {
-                errors.push(format!("error in applying patch {e}"));
-            }
-        }
-        errors
+        let matching: Vec<&Rule> = self
+            .rules
+            .iter()
+            .filter(|rule| rule.matches(obj, group_resource))
+            .collect();
+        matching
+            .into_iter()
+            .filter_map(|rule| rule.patch.apply(obj).err())
+            .map(|e| format!("error in applying patch {e}"))
+            .collect()
     }
 }
 
@@ -283,16 +281,16 @@ impl Rule {
             .label_selector
             .map(|s| s.compile().map_err(|e| format!("labelSelector: {e}")))
             .transpose()?;
-        let mut tests = Vec::new();
+        let mut matches = Vec::new();
         for m in &c.matches {
             if m.path.is_empty() {
                 return Err("path is required for match rule".to_owned());
             }
-            tests.push(serde_json::json!({
-                "op": "test", "path": m.path, "value": patch_value(&m.value)?,
-            }));
+            if !m.path.starts_with('/') {
+                return Err(format!("matches: path {:?} is not a JSON pointer", m.path));
+            }
+            matches.push((m.path.clone(), patch_value(&m.value)?));
         }
-        let matches = decode_patch(tests).map_err(|e| format!("matches: {e}"))?;
         let kinds = [
             !spec.patches.is_empty(),
             !spec.merge_patches.is_empty(),
@@ -352,8 +350,10 @@ impl Rule {
         {
             return false;
         }
-        // A failed test or a missing path is no match; a copy is tested, never patched.
-        self.matches.0.is_empty() || json_patch::patch(&mut obj.clone(), &self.matches.0).is_ok()
+        // A missing path or another value is no match.
+        self.matches
+            .iter()
+            .all(|(pointer, value)| obj.pointer(pointer) == Some(value))
     }
 }
 

@@ -6,7 +6,7 @@ use super::{ResourceModifiers, patch_value};
 
 fn rules(yaml: &str) -> Result<ResourceModifiers, String> {
     let data = BTreeMap::from([("rules.yaml".to_owned(), yaml.to_owned())]);
-    ResourceModifiers::from_config_map("shop", "modifiers", Some(&data))
+    ResourceModifiers::from_config_map("shop", "modifiers", &data)
 }
 
 fn deployment(namespace: &str, name: &str) -> Value {
@@ -271,8 +271,8 @@ fn a_config_map_that_is_not_the_format_is_named_with_the_problem() {
         ("a".to_owned(), "version: v1".to_owned()),
         ("b".to_owned(), "version: v1".to_owned()),
     ]);
-    for data in [None, Some(&BTreeMap::new()), Some(&two)] {
-        let e = ResourceModifiers::from_config_map("shop", "modifiers", data).unwrap_err();
+    for data in [BTreeMap::new(), two] {
+        let e = ResourceModifiers::from_config_map("shop", "modifiers", &data).unwrap_err();
         assert_eq!(
             e,
             "Error in parsing resource modifiers provided in configmap shop/modifiers: illegal resource modifiers shop/modifiers configmap"
@@ -342,6 +342,12 @@ fn a_config_map_that_is_not_the_format_is_named_with_the_problem() {
                 "conditions: {{groupResource: pods, matches: [{{value: x}}]}}\n  {merge}"
             )),
             "path is required for match rule",
+        ),
+        (
+            rule(&format!(
+                "conditions: {{groupResource: pods, matches: [{{path: spec, value: x}}]}}\n  {merge}"
+            )),
+            "is not a JSON pointer",
         ),
         (
             rule("conditions: {groupResource: pods}\n  mergePatches: [{patchData: '{a: [}'}]"),

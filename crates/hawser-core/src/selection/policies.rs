@@ -64,11 +64,11 @@ impl ResourcePolicies {
     pub fn from_config_map(
         namespace: &str,
         name: &str,
-        data: Option<&BTreeMap<String, String>>,
+        data: &BTreeMap<String, String>,
     ) -> Result<Self, String> {
         let at = format!("{namespace}/{name}");
-        let text = match data.map(|d| d.values().collect::<Vec<_>>()).as_deref() {
-            Some([one]) => one.as_str(),
+        let text = match data.values().collect::<Vec<_>>().as_slice() {
+            [one] => one.as_str(),
             _ => {
                 return Err(format!(
                     "fail to read the ResourcePolicies from ConfigMap {at} with error illegal resource policies {at} configmap"
@@ -160,7 +160,7 @@ mod tests {
 
     fn read(yaml: &str) -> Result<ResourcePolicies, String> {
         let data = BTreeMap::from([("policies.yaml".to_owned(), yaml.to_owned())]);
-        ResourcePolicies::from_config_map("velero", "policies", Some(&data))
+        ResourcePolicies::from_config_map("velero", "policies", &data)
     }
 
     #[test]
@@ -201,8 +201,8 @@ includeExcludePolicy:
             ("a".to_owned(), "version: v1".to_owned()),
             ("b".to_owned(), "version: v1".to_owned()),
         ]);
-        for data in [None, Some(&two)] {
-            let e = ResourcePolicies::from_config_map("velero", "p", data).unwrap_err();
+        for data in [BTreeMap::new(), two] {
+            let e = ResourcePolicies::from_config_map("velero", "p", &data).unwrap_err();
             assert!(
                 e.contains("illegal resource policies velero/p configmap"),
                 "{e}"

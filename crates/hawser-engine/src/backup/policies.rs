@@ -37,7 +37,7 @@ pub async fn resource_policies(
             None => Err(format!(
                 "fail to get ResourcePolicies {namespace}/{name} ConfigMap with error configmaps \"{name}\" not found"
             )),
-            Some(data) => ResourcePolicies::from_config_map(namespace, name, Some(&data)).map(Some),
+            Some(data) => ResourcePolicies::from_config_map(namespace, name, &data).map(Some),
         },
     )
 }

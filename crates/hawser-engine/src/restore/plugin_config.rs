@@ -154,7 +154,7 @@ pub async fn resource_modifiers(
                 "failed to get resource modifiers configmap {namespace}/{name}"
             )],
         })?;
-    ResourceModifiers::from_config_map(namespace, name, Some(&data))
+    ResourceModifiers::from_config_map(namespace, name, &data)
         .map(Some)
         .map_err(|message| RestoreError::Validation {
             messages: vec![message],

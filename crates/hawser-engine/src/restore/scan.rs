@@ -81,10 +81,9 @@ pub(crate) struct PassReport {
     pub rejected: Vec<Rejected>,
     /// Rejected entries beyond those.
     pub rejected_more: u64,
-    /// Hashes of the duplicated item paths: their kept copies are not restored.
-    pub duplicates: HashSet<u64>,
-    /// Hashes of the item paths kept but not restored: the duplicated ones, and the items kept
-    /// in case a restored item needed them that none did.
+    /// Hashes of the item paths kept but not restored: the duplicated ones (none of whose
+    /// copies is restored), and the items kept in case a restored item needed them that none
+    /// did.
     pub left_out: HashSet<u64>,
     /// Items the filters left out that are restored because a restored item needs them, per
     /// type.
@@ -228,7 +227,7 @@ pub(crate) fn run_pass<R: Read>(
         }
         let key = checks.key(&item.path);
         if let Some(kept) = seen.get_mut(&key) {
-            if report.duplicates.insert(key) {
+            if report.left_out.insert(key) {
                 let message = format!(
                     "archive entry {:?} rejected: the archive holds it more than once; none of its copies is restored",
                     item.path
@@ -316,13 +315,13 @@ pub(crate) fn run_pass<R: Read>(
     // A duplicated Namespace object is used in none of its versions.
     report.namespaces = namespaces
         .into_iter()
-        .filter(|(_, (key, _))| !report.duplicates.contains(key))
+        .filter(|(_, (key, _))| !report.left_out.contains(key))
         .map(|(name, (_, object))| (name, object))
         .collect();
-    report.left_out = report.duplicates.clone();
+    // Until here `left_out` holds the duplicated paths only.
     for (gr, verdict) in additional.resolve() {
         match verdict {
-            Ok(key) if !report.duplicates.contains(&key) => {
+            Ok(key) if !report.left_out.contains(&key) => {
                 *report.counts.entry(gr.to_owned()).or_default() += 1;
                 *report.added.entry(gr.to_owned()).or_default() += 1;
             }
