@@ -220,6 +220,20 @@ impl<T: FlagTable> Accepted<T> {
     }
 }
 
+/// What a server started with `--features` `features` does differently from Velero, if
+/// anything. Velero 1.14 to 1.18 run their CSI actions only with the feature flag `EnableCSI`;
+/// hawser's CSI support is built in, so it cuts CSI snapshots with or without it.
+#[must_use]
+pub fn csi_difference(features: Option<&str>) -> Option<&'static str> {
+    let enabled = features
+        .unwrap_or_default()
+        .split(',')
+        .any(|f| f.trim() == "EnableCSI");
+    (!enabled).then_some(
+        "--features has no EnableCSI, without which Velero cuts no CSI snapshots: hawser cuts them all the same (spec.snapshotVolumes: false or a volume policy with action skip leaves volumes out)",
+    )
+}
+
 impl<T: FlagTable> FromArgMatches for Accepted<T> {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
         let given = T::FLAGS
@@ -334,6 +348,18 @@ impl FlagTable for ServerFlags {
 #[allow(clippy::unwrap_used)] // a panic is how a test reports failure
 mod tests {
     use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn only_a_server_without_enable_csi_differs_from_velero() {
+        assert!(super::csi_difference(None).is_some());
+        assert!(super::csi_difference(Some("EnableAPIGroupVersions")).is_some());
+        assert!(super::csi_difference(Some("EnableCSIx")).is_some());
+        assert_eq!(super::csi_difference(Some("EnableCSI")), None);
+        assert_eq!(
+            super::csi_difference(Some("EnableAPIGroupVersions, EnableCSI")),
+            None
+        );
+    }
 
     use super::*;
 

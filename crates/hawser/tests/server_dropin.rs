@@ -99,6 +99,12 @@ async fn the_arguments_of_velero_install_run_a_server_that_backs_up() {
         "{}",
         server.log_text()
     );
+    // Without EnableCSI Velero cuts no CSI snapshots; hawser does, and says so.
+    assert!(
+        server.log_text().contains("--features has no EnableCSI"),
+        "{}",
+        server.log_text()
+    );
 }
 
 #[tokio::test]
@@ -186,6 +192,8 @@ async fn a_long_velero_argument_list_runs_and_each_unused_flag_is_logged_once() 
     });
     // List flags report every value; a repeated flag once.
     assert!(log.contains("\"value\":\"aws:default,gcp:other\""), "{log}");
+    // With EnableCSI hawser and Velero agree on CSI snapshots.
+    assert!(!log.contains("has no EnableCSI"), "{log}");
     // The controllers named are not started (`restore-operations` has none here).
     assert!(
         log.contains(r#""disabled_controllers":"backup-sync,gc""#),

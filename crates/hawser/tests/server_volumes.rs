@@ -140,6 +140,32 @@ async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_del
     let cluster = Cluster::start().await;
     let root = tempfile::tempdir().unwrap();
     let _csi = application(&cluster, Duration::from_millis(1500), "").await;
+    // The volume is kept when released and labelled: a restore gives both to the volume it
+    // provisions anew (whose class says Delete).
+    let volumes = dynamic_api(
+        &client(&cluster),
+        "",
+        "PersistentVolume",
+        "persistentvolumes",
+        None,
+    );
+    let original = cluster
+        .store()
+        .get("v1", "PersistentVolumeClaim", "shop", "data")
+        .unwrap()["spec"]["volumeName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let kept = json!({"metadata": {"labels": {"tier": "gold"}},
+                      "spec": {"persistentVolumeReclaimPolicy": "Retain"}});
+    volumes
+        .patch(
+            &original,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&kept),
+        )
+        .await
+        .unwrap();
     filesystem_location(&cluster, "default", root.path());
     let server = Server::start(&cluster, root.path(), FAST).await;
     let phases = watch_phases(&cluster, "with-data");
@@ -194,6 +220,27 @@ async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_del
     )
     .unwrap();
     assert_eq!(record["status"]["phase"], "Completed");
+    let info: Value = serde_json::from_str(&gunzip(&artifact(
+        root.path(),
+        "with-data",
+        "with-data-volumeinfo.json.gz",
+    )))
+    .unwrap();
+    let entry = &info[0];
+    assert_eq!(info.as_array().map(Vec::len), Some(1), "{info:#}");
+    assert_eq!(entry["pvcNamespace"], "shop", "{info:#}");
+    assert_eq!(entry["pvcName"], "data", "{info:#}");
+    assert_eq!(entry["pvName"], original.as_str(), "{info:#}");
+    assert_eq!(entry["backupMethod"], "CSISnapshot", "{info:#}");
+    assert_eq!(entry["result"], "succeeded", "{info:#}");
+    assert_eq!(entry["pvInfo"]["reclaimPolicy"], "Retain", "{info:#}");
+    assert_eq!(entry["pvInfo"]["labels"]["tier"], "gold", "{info:#}");
+    assert!(
+        entry["csiSnapshotInfo"]["snapshotHandle"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("snap-")),
+        "{info:#}"
+    );
 
     let described = cluster
         .hawser(&["backup", "describe", "with-data", "--details"])
@@ -257,6 +304,49 @@ async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_del
     assert!(
         handle.starts_with("snap-"),
         "provisioned from the snapshot: {volume:#}"
+    );
+    // The new volume got the original's reclaim policy and labels before the restore ended.
+    assert_eq!(
+        volume["spec"]["persistentVolumeReclaimPolicy"], "Retain",
+        "{volume:#}"
+    );
+    assert_eq!(volume["metadata"]["labels"]["tier"], "gold", "{volume:#}");
+    let restored_info: Value = serde_json::from_str(&gunzip(&restore_artifact(
+        root.path(),
+        "back",
+        "back-volumeinfo.json.gz",
+    )))
+    .unwrap();
+    assert_eq!(
+        restored_info,
+        json!([{
+            "pvcName": "data",
+            "pvcNamespace": "shop-copy",
+            "pvName": volume_name,
+            "restoreMethod": "CSISnapshot",
+            "snapshotDataMoved": false,
+            "csiSnapshotInfo": {
+                "snapshotHandle": entry["csiSnapshotInfo"]["snapshotHandle"],
+                "size": entry["csiSnapshotInfo"]["size"],
+                "driver": csi::DRIVER,
+                "vscName": restored_info[0]["csiSnapshotInfo"]["vscName"],
+            },
+        }])
+    );
+    let content = restored_info[0]["csiSnapshotInfo"]["vscName"]
+        .as_str()
+        .unwrap();
+    assert!(
+        cluster
+            .store()
+            .get(
+                "snapshot.storage.k8s.io/v1",
+                "VolumeSnapshotContent",
+                "",
+                content
+            )
+            .is_some(),
+        "the restore's content {content} exists"
     );
 
     // Deleting the backup deletes its snapshot: the content it kept is gone.

@@ -37,15 +37,13 @@ mod results;
 mod sink;
 mod snapshots;
 mod store;
+mod volume_info;
 
 use std::collections::BTreeSet;
 
 use futures::StreamExt;
 use hawser_api::Backup;
-use hawser_api::phase::BackupPhase;
 use hawser_core::archive::WriterOptions;
-use hawser_core::archive::gzjson::Results;
-use hawser_core::csi::BackupOperation;
 use std::time::Duration;
 
 use hawser_core::layout::Layout;
@@ -71,7 +69,7 @@ use collect::{Lister, ResourceReport};
 use progress::ProgressHandle;
 use results::{BackupLog, Messages, Scope};
 use sink::Batch;
-use store::{put_bytes, put_gz, put_gzip};
+use store::store_side_files;
 
 /// Velero's checks of a Backup's spec that need no API (filter styles, include/exclude lists,
 /// namespace names, selectors): the messages for `validationErrors`, empty when it is valid.
@@ -177,7 +175,6 @@ async fn run_named(
         notes.messages.error(scope, message.clone());
     }
     progress.finish(report.stats.items);
-    let operations = taken.operations;
     let (phase, results) = store_side_files(
         location,
         &layout,
@@ -185,9 +182,10 @@ async fn run_named(
         notes,
         report.resource_list,
         report.stats.items,
-        &operations,
+        &taken,
     )
     .await?;
+    let operations = taken.operations;
     Ok(BackupOutcome {
         phase,
         started,
@@ -475,53 +473,6 @@ async fn back_up_the_rest(
         send(&lister.sender, crd_type, crds, &lister.progress).await;
     }
     taken
-}
-
-/// The files beside the archive: the resource list, the results, the item operations (or
-/// Velero's empty side files), then the log with the final line; the phase they add up to.
-async fn store_side_files(
-    location: &Location,
-    layout: &Layout,
-    name: &str,
-    mut notes: Notes,
-    resource_list: sink::ResourceEntries,
-    items: u64,
-    operations: &[BackupOperation],
-) -> Result<(BackupPhase, Results), BackupError> {
-    let results = notes.messages.to_results();
-    let list = tokio::task::spawn_blocking(move || resource_list.into_gz_json())
-        .await
-        .map_err(BackupError::WriterGone)?
-        .map_err(BackupError::TemporaryFile)?;
-    put_bytes(location, &layout.backup_resource_list(name), list).await?;
-    put_gz(location, &layout.backup_results(name), &results).await?;
-    // What Velero writes for a backup without volumes or plugin operations, so that Velero's
-    // clients (`describe`, DownloadRequests) find every file they look for; the operations
-    // when there are some.
-    if !operations.is_empty() {
-        put_gz(location, &layout.backup_item_operations(name), operations).await?;
-    }
-    let operations_key = layout.backup_item_operations(name);
-    for (key, json) in layout
-        .empty_backup_side_files(name)
-        .into_iter()
-        .filter(|(key, _)| operations.is_empty() || *key != operations_key)
-    {
-        put_gzip(location, &key, json.as_bytes()).await?;
-    }
-    let phase = match (results.errors.count() > 0, operations.is_empty()) {
-        (false, true) => BackupPhase::Completed,
-        (true, true) => BackupPhase::PartiallyFailed,
-        (false, false) => BackupPhase::WaitingForPluginOperations,
-        (true, false) => BackupPhase::WaitingForPluginOperationsPartiallyFailed,
-    };
-    notes.log.info(&format!(
-        "Backup finished: {items} items, {} warnings, {} errors, phase {phase:?}",
-        results.warnings.count(),
-        results.errors.count()
-    ));
-    put_gzip(location, &layout.backup_log(name), &notes.log.into_bytes()).await?;
-    Ok((phase, results))
 }
 
 async fn collect_one(lister: &Lister<'_>, r: ApiResource) -> (String, ResourceReport) {

@@ -37,6 +37,7 @@ use serde_json::{Value, json};
 use super::error::BackupError;
 use super::results::BackupLog;
 use super::snapshots::read_snapshot;
+use super::volume_info;
 use crate::cluster::path::Collection;
 use crate::cluster::request;
 
@@ -265,10 +266,11 @@ impl SnapshotOperations {
     ) -> Result<super::BackupOutcome, BackupError> {
         let name = backup.metadata.name.clone().unwrap_or_default();
         let layout = Layout::new(None);
-        let mut volume_info = Vec::new();
+        // Stored when the backup left InProgress; each snapshot's entry gets its result.
+        let mut volume_info = load_volume_info(location, &name).await?;
         for operation in operations {
             let r = &operation.spec.resource_identifier;
-            if let Ok(Some((snapshot, content))) = read_snapshot(
+            let read = read_snapshot(
                 &self.client,
                 &self.snapshots,
                 &self.contents,
@@ -277,8 +279,19 @@ impl SnapshotOperations {
                 self.api_retry,
             )
             .await
+            .ok()
+            .flatten();
+            let content = read.as_ref().and_then(|(_, content)| content.as_ref());
+            match volume_info
+                .iter_mut()
+                .find(|i| volume_info::is_of(i, operation))
             {
-                volume_info.push(volume_info_of(operation, &snapshot, content.as_ref()));
+                Some(info) => volume_info::finish(info, operation, content),
+                None => {
+                    if let Some((snapshot, _)) = &read {
+                        volume_info.push(volume_info::of_operation(operation, snapshot, content));
+                    }
+                }
             }
             let path = Collection::of(&self.snapshots).item_path(Some(&r.namespace), &r.name);
             match request::delete(&self.client, &path, self.api_retry).await {
@@ -289,9 +302,7 @@ impl SnapshotOperations {
                 }
             }
         }
-        if !volume_info.is_empty() {
-            super::store::put_gz(location, &layout.backup_volume_info(&name), &volume_info).await?;
-        }
+        super::store::put_gz(location, &layout.backup_volume_info(&name), &volume_info).await?;
         store(location, &name, operations).await?;
 
         let mut results = load_results(location, &name).await?;
@@ -450,39 +461,6 @@ fn operation_timeout(backup: &Backup) -> Duration {
         .and_then(|t| t.to_std())
         .filter(|t| !t.is_zero())
         .unwrap_or(DEFAULT_OPERATION_TIMEOUT)
-}
-
-/// One `BackupVolumeInfo` of a CSI snapshot.
-fn volume_info_of(operation: &BackupOperation, snapshot: &Value, content: Option<&Value>) -> Value {
-    let text = |v: Option<&Value>, p: &str| {
-        v.and_then(|v| v.pointer(p))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let content_name = operation
-        .spec
-        .post_operation_items
-        .first()
-        .map(|i| i.name.clone())
-        .unwrap_or_default();
-    json!({
-        "pvcName": text(Some(snapshot), "/spec/source/persistentVolumeClaimName"),
-        "pvcNamespace": operation.spec.resource_identifier.namespace,
-        "backupMethod": "CSISnapshot",
-        "snapshotDataMoved": false,
-        "skipped": false,
-        "result": if operation.status.phase == OperationPhase::Completed { "succeeded" } else { "failed" },
-        "startTimestamp": operation.status.started,
-        "completionTimestamp": operation.status.updated,
-        "csiSnapshotInfo": {
-            "operationID": operation.spec.operation_id,
-            "snapshotHandle": text(content, "/status/snapshotHandle"),
-            "driver": text(content, "/spec/driver"),
-            "vscName": content_name,
-            "size": content.and_then(|c| c.pointer("/status/restoreSize")).and_then(Value::as_i64).unwrap_or(0),
-        },
-    })
 }
 
 /// Appends the lines of `log` to the stored log at `key`.

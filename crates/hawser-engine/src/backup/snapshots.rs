@@ -43,7 +43,7 @@ use serde_json::{Value, json};
 
 use super::collect::Lister;
 use super::results::{BackupLog, Messages, Scope};
-use super::typed;
+use super::{typed, volume_info};
 use crate::cluster::path::Collection;
 use crate::cluster::request::{self, list_all};
 
@@ -57,15 +57,18 @@ pub(crate) struct Taken {
     pub objects_only: u64,
     /// Claims whose volume a resource policy said to skip.
     pub skipped_by_policy: u64,
+    /// The volume info of the volumes looked at ([`super::volume_info`]).
+    pub volume_info: Vec<Value>,
 }
 
 /// What became of one claim's volume.
 enum Shot {
     Cut(Box<Cut>),
-    /// Not a CSI volume: the claim is an object only.
-    ObjectOnly,
-    /// A volume policy with action `skip` selected it.
-    Skipped,
+    /// Not a CSI volume (its volume info, unless the volume is gone): the claim is an object
+    /// only.
+    ObjectOnly(Option<Value>),
+    /// A volume policy with action `skip` selected it (its volume info).
+    Skipped(Value),
 }
 
 /// The types a snapshot touches, when the cluster serves them.
@@ -82,6 +85,8 @@ struct Cut {
     content: Value,
     class: Value,
     operation: BackupOperation,
+    /// Its volume info.
+    info: Value,
 }
 
 /// How often a snapshot's state is read while `timeout` runs: after 50 ms, then twice as long
@@ -156,6 +161,7 @@ pub(crate) async fn take_snapshots(
         snapshots.push(cut.snapshot);
         contents.push(cut.content);
         taken.operations.push(cut.operation);
+        taken.volume_info.push(cut.info);
     }
     if taken.skipped_by_policy > 0 {
         log.info(&format!(
@@ -267,8 +273,16 @@ async fn cut_all(
         let namespace = text(claim, "/metadata/namespace").to_owned();
         match result {
             Ok(Shot::Cut(cut)) => cuts[i] = Some(*cut),
-            Ok(Shot::ObjectOnly) => taken.objects_only += 1,
-            Ok(Shot::Skipped) => taken.skipped_by_policy += 1,
+            Ok(Shot::ObjectOnly(info)) => {
+                taken.objects_only += 1;
+                let info = info.map(|info| volume_info::skipped(info, volume_info::NOT_CSI));
+                taken.volume_info.extend(info);
+            }
+            Ok(Shot::Skipped(info)) => {
+                taken.skipped_by_policy += 1;
+                let info = volume_info::skipped(info, volume_info::SKIPPED_BY_POLICY);
+                taken.volume_info.push(info);
+            }
             Err(why) => {
                 let message = format!(
                     "PersistentVolumeClaim {namespace}/{} was not snapshotted: {why}",
@@ -307,14 +321,15 @@ impl Context<'_> {
         let volume_path = Collection::of(self.types.volumes).item_path(None, volume_name);
         let what = format!("its PersistentVolume {volume_name}");
         let Some(volume) = read(client, &volume_path, retry, &what).await? else {
-            return Ok(Shot::ObjectOnly);
+            return Ok(Shot::ObjectOnly(None));
         };
+        let info = volume_info::of_volume(claim, &volume);
         if self.policies.and_then(|p| p.volume_action(claim, &volume)) == Some("skip") {
-            return Ok(Shot::Skipped);
+            return Ok(Shot::Skipped(info));
         }
         let driver = text(&volume, "/spec/csi/driver");
         if driver.is_empty() {
-            return Ok(Shot::ObjectOnly);
+            return Ok(Shot::ObjectOnly(Some(info)));
         }
         let class_name = choose_class(driver, claim, self.annotations, self.classes)?;
         let wanted = volume_snapshot(
@@ -399,11 +414,13 @@ impl Context<'_> {
         );
         let mut snapshot = typed(snapshot, self.types.snapshots);
         annotate_for_restore(&mut snapshot, &content);
+        let info = volume_info::cut(info, &operation, &content);
         Ok(Shot::Cut(Box::new(Cut {
             snapshot,
             content: typed(content, self.types.contents),
             class: typed(class, self.types.classes),
             operation,
+            info,
         })))
     }
 

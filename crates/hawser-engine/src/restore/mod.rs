@@ -49,6 +49,7 @@ mod outcome;
 mod plugin_config;
 mod results;
 mod scan;
+mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::RandomState;
@@ -361,6 +362,11 @@ async fn run_named(
     for warning in annotated {
         report.warn(Scope::Velero, warning);
     }
+    let backup_volumes = match &restorer.proof.volume_info {
+        Some(Ok(info)) => info.as_slice(),
+        _ => &[],
+    };
+    let restored_volumes = volumes::settle(&restorer, backup_volumes, options.api_retry).await;
 
     let items_restored = report.finish_progress();
     let phase = if report.error_count() > 0 {
@@ -377,12 +383,16 @@ async fn run_named(
         (layout.restore_results(&name), to_gz_json(&results)),
         (layout.restore_resource_list(&name), to_gz_json(&restored)),
     ];
-    // Velero's files of a restore without plugin operations or volumes.
+    // Velero's files of a restore without plugin operations or volumes; the volume info
+    // when volumes were provisioned from snapshots.
+    let volume_info_key = layout.restore_volume_info(&name);
     uploads.extend(layout.empty_restore_side_files(&name).map(|(key, json)| {
-        (
-            key,
-            hawser_core::archive::gzjson::gzip_bytes(json.as_bytes()),
-        )
+        let bytes = if key == volume_info_key && !restored_volumes.is_empty() {
+            to_gz_json(&restored_volumes)
+        } else {
+            hawser_core::archive::gzjson::gzip_bytes(json.as_bytes())
+        };
+        (key, bytes)
     }));
     uploads.push((
         layout.restore_log(&name),

@@ -2,6 +2,7 @@
 //! results file), the restored-resource list, progress on a watch channel, and the restore's
 //! own log.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use hawser_core::archive::gzjson::{ResourceList, ResultMessages, Results};
@@ -46,7 +47,12 @@ struct State {
     errors: ResultMessages,
     restored: ResourceList,
     log: String,
+    /// The claims and VolumeSnapshots created: (kind, namespace, name).
+    created_volumes: BTreeSet<(String, String, String)>,
 }
+
+/// The kinds [`Report::was_created`] answers for.
+const VOLUME_KINDS: [&str; 2] = ["PersistentVolumeClaim", "VolumeSnapshot"];
 
 /// Shared by the concurrent item tasks of a restore; cheap to clone.
 #[derive(Clone)]
@@ -130,6 +136,11 @@ impl Report {
         self.with(|s| {
             s.restored
                 .add(api_version, kind, namespace.as_deref(), &entry);
+            if result == ItemResult::Created && VOLUME_KINDS.contains(&kind) {
+                let ns = namespace.clone().unwrap_or_default();
+                s.created_volumes
+                    .insert((kind.to_owned(), ns, name.clone()));
+            }
         });
         if let Some(p) = &self.progress {
             p.send_modify(|p| {
@@ -137,6 +148,13 @@ impl Report {
                 p.total_items = p.total_items.max(p.items_restored);
             });
         }
+    }
+
+    /// Whether this restore created the PersistentVolumeClaim or VolumeSnapshot (`kind`)
+    /// `namespace/name`.
+    pub(crate) fn was_created(&self, kind: &str, namespace: &str, name: &str) -> bool {
+        let key = (kind.to_owned(), namespace.to_owned(), name.to_owned());
+        self.with(|s| s.created_volumes.contains(&key))
     }
 
     /// `n` more items are to be restored.

@@ -12,6 +12,11 @@ use hawser_server::ServerArgs;
 /// The config cannot be loaded, or the server cannot start or stops with an error.
 pub(crate) async fn run(global: &GlobalArgs, args: ServerArgs) -> Result<ExitStatus, CliError> {
     args.velero.log_not_implemented();
+    if let Some(difference) =
+        hawser_server::velero_flags::csi_difference(args.velero.value("features"))
+    {
+        tracing::warn!("{difference}");
+    }
     let config = global.kube_config().await?;
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
