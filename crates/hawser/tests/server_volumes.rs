@@ -16,89 +16,12 @@ use std::time::Duration;
 
 use cli_support::{Cluster, NS};
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, PostParams, WatchEvent, WatchParams};
-use kube_sim::csi::{self, CsiConfig, CsiSim, dynamic_api};
+use kube::api::{DynamicObject, WatchEvent, WatchParams};
+use kube_sim::csi::{self, dynamic_api};
 use serde_json::{Value, json};
 use server_support::backup_record as record;
+use server_support::csi::{application, client};
 use server_support::*;
-
-fn client(cluster: &Cluster) -> kube::Client {
-    kube::Client::try_from(kube::Config::new(cluster.sim.api_url().parse().unwrap())).unwrap()
-}
-
-async fn create(api: &Api<DynamicObject>, object: Value) {
-    let object: DynamicObject = serde_json::from_value(object).unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap();
-}
-
-/// The CSI side (snapshots ready `ready_after` after they are cut) and, in namespace `shop`, a
-/// Deployment `db` with its Pod and the Pod's claim `data` (bound), the claim annotated with
-/// `fault` when given.
-async fn application(cluster: &Cluster, ready_after: Duration, fault: &str) -> CsiSim {
-    let client = client(cluster);
-    let csi = CsiSim::start(
-        client.clone(),
-        CsiConfig {
-            ready_after,
-            ..CsiConfig::default()
-        },
-    )
-    .await
-    .unwrap();
-    cluster
-        .store()
-        .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}))
-        .unwrap();
-    let claims = dynamic_api(
-        &client,
-        "",
-        "PersistentVolumeClaim",
-        "persistentvolumeclaims",
-        Some("shop"),
-    );
-    create(
-        &claims,
-        json!({
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "data", "namespace": "shop", "annotations": {csi::SNAPSHOT_FAULT: fault}},
-            "spec": {"storageClassName": csi::STORAGE_CLASS, "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}}
-        }),
-    )
-    .await;
-    let template = json!({
-        "metadata": {"labels": {"app": "db"}},
-        "spec": {"containers": [{"name": "db", "image": "postgres:17"}],
-                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
-    });
-    create(
-        &dynamic_api(&client, "apps", "Deployment", "deployments", Some("shop")),
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "db", "namespace": "shop"},
-               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "db"}}, "template": template}}),
-    )
-    .await;
-    // A real API server admits a Pod only once its ServiceAccount exists.
-    create(
-        &dynamic_api(&client, "", "ServiceAccount", "serviceaccounts", Some("shop")),
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "shop"}}),
-    )
-    .await;
-    let mut pod = template.clone();
-    pod["apiVersion"] = json!("v1");
-    pod["kind"] = json!("Pod");
-    pod["metadata"]["name"] = json!("db-0");
-    pod["metadata"]["namespace"] = json!("shop");
-    create(&dynamic_api(&client, "", "Pod", "pods", Some("shop")), pod).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while claims.get("data").await.unwrap().data["spec"]["volumeName"]
-        .as_str()
-        .is_none()
-    {
-        assert!(tokio::time::Instant::now() < deadline, "the claim is bound");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    csi
-}
 
 /// Records every phase the Backup `name` shows, from now until it is final.
 fn watch_phases(cluster: &Cluster, name: &str) -> tokio::task::JoinHandle<Vec<String>> {
@@ -232,6 +155,7 @@ async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_del
     assert_eq!(entry["pvcName"], "data", "{info:#}");
     assert_eq!(entry["pvName"], original.as_str(), "{info:#}");
     assert_eq!(entry["backupMethod"], "CSISnapshot", "{info:#}");
+    assert_eq!(entry["preserveLocalSnapshot"], true, "{info:#}");
     assert_eq!(entry["result"], "succeeded", "{info:#}");
     assert_eq!(entry["pvInfo"]["reclaimPolicy"], "Retain", "{info:#}");
     assert_eq!(entry["pvInfo"]["labels"]["tier"], "gold", "{info:#}");
@@ -602,6 +526,22 @@ async fn a_volume_policy_that_skips_a_class_leaves_its_claims_without_snapshots(
         log.contains("1 PersistentVolumeClaims were backed up without a snapshot of their volumes: the resource policy says to skip them"),
         "{log}"
     );
+    // The volume info names the volume left out, with Velero's reason.
+    let info: Value = serde_json::from_str(&gunzip(&artifact(
+        root.path(),
+        "skipped",
+        "skipped-volumeinfo.json.gz",
+    )))
+    .unwrap();
+    assert_eq!(info.as_array().map(Vec::len), Some(1), "{info:#}");
+    assert_eq!(info[0]["pvcName"], "data", "{info:#}");
+    assert_eq!(info[0]["skipped"], true, "{info:#}");
+    assert_eq!(
+        info[0]["skippedReason"], "any: skipped due to resource policy ;",
+        "{info:#}"
+    );
+    assert_eq!(info[0]["pvInfo"]["reclaimPolicy"], "Delete", "{info:#}");
+    assert!(info[0].get("backupMethod").is_none(), "{info:#}");
 }
 
 /// Copies every file of `backups/<from>/` to `backups/<to>/` under the names of `to`, with the

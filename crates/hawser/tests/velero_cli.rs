@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use cli_support::{Cluster, NS, Run};
 use serde_json::json;
+use server_support::csi;
 use server_support::*;
 
 /// The `velero` binary a test runs, or `None` (after one line saying why) when it cannot run.
@@ -552,6 +553,96 @@ async fn schedule_create_and_get() {
     .await;
     let out = velero.ok(&server, &["schedule", "get", "broken"]).await;
     assert_eq!(row(&out, "broken")[1], "FailedValidation", "{out}");
+}
+
+/// Velero's `describe` reads the volume info hawser writes: the backup's CSI snapshot with its
+/// handle and driver, and the restore's CSI snapshot restore into the mapped namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csi_snapshots_and_their_restores_show_in_velero_describe() {
+    let Some(binary) = velero_binary("csi_snapshots_and_their_restores_show_in_velero_describe")
+    else {
+        return;
+    };
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let _csi = csi::application(&cluster, Duration::from_millis(200), "").await;
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    let velero = Velero {
+        binary,
+        cluster: &cluster,
+    };
+    let out = velero
+        .ok(
+            &server,
+            &[
+                "backup",
+                "create",
+                "with-data",
+                "--include-namespaces",
+                "shop",
+                "--wait",
+            ],
+        )
+        .await;
+    assert!(
+        out.contains("Backup completed with status: Completed."),
+        "{out}"
+    );
+    let described = uncoloured(
+        &velero
+            .ok(&server, &["backup", "describe", "with-data", "--details"])
+            .await,
+    );
+    let snapshots = described
+        .split_once("CSI Snapshots:")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no CSI Snapshots in:\n{described}"));
+    for line in [
+        "shop/data:",
+        "Snapshot Content Name: snapcontent-",
+        "Storage Snapshot ID: snap-",
+        &format!("CSI Driver: {}", kube_sim::csi::DRIVER),
+        "Result: succeeded",
+    ] {
+        assert!(snapshots.contains(line), "{line}\n{described}");
+    }
+
+    let out = velero
+        .ok(
+            &server,
+            &[
+                "restore",
+                "create",
+                "back",
+                "--from-backup",
+                "with-data",
+                "--namespace-mappings",
+                "shop:shop-copy",
+                "--wait",
+            ],
+        )
+        .await;
+    assert!(
+        out.contains("Restore completed with status: Completed."),
+        "{out}"
+    );
+    let described = uncoloured(
+        &velero
+            .ok(&server, &["restore", "describe", "back", "--details"])
+            .await,
+    );
+    let restores = described
+        .split_once("CSI Snapshot Restores:")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no CSI Snapshot Restores in:\n{described}"));
+    for line in [
+        "shop-copy/data:",
+        "Storage Snapshot ID: snap-",
+        &format!("CSI Driver: {}", kube_sim::csi::DRIVER),
+    ] {
+        assert!(restores.contains(line), "{line}\n{described}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

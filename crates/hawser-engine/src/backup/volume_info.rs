@@ -48,6 +48,8 @@ pub(crate) fn skipped(mut info: Value, reason: &str) -> Value {
 /// `operation`; its result comes when the operation ends.
 pub(crate) fn cut(mut info: Value, operation: &BackupOperation, content: &Value) -> Value {
     info["backupMethod"] = json!("CSISnapshot");
+    // The snapshot stays in the cluster's storage (no data moved): Velero's describe shows it.
+    info["preserveLocalSnapshot"] = json!(true);
     info["startTimestamp"] = json!(operation.status.started);
     info["csiSnapshotInfo"] = json!({
         "operationID": operation.spec.operation_id,
@@ -108,6 +110,7 @@ pub(crate) fn of_operation(
         "pvcNamespace": operation.spec.resource_identifier.namespace,
         "backupMethod": "CSISnapshot",
         "snapshotDataMoved": false,
+        "preserveLocalSnapshot": true,
         "skipped": false,
         "result": result(operation),
         "startTimestamp": operation.status.started,

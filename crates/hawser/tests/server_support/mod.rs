@@ -11,6 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cli_support::{Cluster, NS};
 
+pub mod csi;
+
 pub const BUCKET: &str = "bkt";
 
 /// A running `hawser server` process; killed when dropped.
