@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use cli_support::{Cluster, NS};
 use futures::StreamExt;
-use kube::api::{DynamicObject, WatchEvent, WatchParams};
-use kube_sim::csi::{self, dynamic_api};
+use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
+use kube_sim::csi::{self, CsiConfig, CsiSim, dynamic_api};
 use serde_json::{Value, json};
 use server_support::backup_record as record;
-use server_support::csi::{application, client};
+use server_support::csi::{application, client, create};
 use server_support::*;
 
 /// Records every phase the Backup `name` shows, from now until it is final.
@@ -833,5 +833,229 @@ async fn minimal_rbac_enforced_by_a_real_api_server_backs_up_restores_and_delete
             .filter(|l| l.to_lowercase().contains("forbidden"))
             .all(|l| l.contains("with-secrets") && l.contains("secrets")),
         "the API server refused the server something:\n{log}"
+    );
+}
+
+/// A merge patch of the object `name` of `api`.
+async fn patch(api: &Api<DynamicObject>, name: &str, patch: Value) {
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+}
+
+/// The warnings of a results file (`<name>-results.gz` of a backup, `restore-<name>-results.gz`
+/// of a restore) under `velero`, the namespaces and the cluster.
+fn warnings_in(path: &std::path::Path) -> Vec<String> {
+    let results: Value = serde_json::from_str(&gunzip(path)).unwrap();
+    let mut all = Vec::new();
+    for (_, scope) in results["warnings"].as_object().into_iter().flatten() {
+        let messages: Vec<&Value> = match scope {
+            Value::Array(list) => list.iter().collect(),
+            Value::Object(by_ns) => by_ns
+                .values()
+                .flat_map(|v| v.as_array().into_iter().flatten())
+                .collect(),
+            _ => Vec::new(),
+        };
+        all.extend(
+            messages
+                .into_iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned),
+        );
+    }
+    all
+}
+
+/// The disaster-recovery case, across two clusters that share only the bucket: an application
+/// with a claim (scheduled on a node of the old cluster, its volume kept on release and
+/// labelled), a StatefulSet's claim template and Velero's hook annotations is backed up in one
+/// kube-sim; a second kube-sim, with a storage class of its own and Velero's
+/// `change-storage-class` ConfigMap, syncs the backup and restores it. Every claim binds there
+/// (no stale node, class mapped), the new volume has the original's reclaim policy and labels
+/// and was provisioned from the old cluster's snapshot, and what hawser did not do (the hooks) is
+/// a warning on the Backup and on the Restore.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disaster_recovery_restore_into_another_cluster_binds_every_claim_and_warns_of_the_hooks()
+{
+    let root = tempfile::tempdir().unwrap();
+    let old = Cluster::start().await;
+    let _old_csi = application(&old, Duration::from_millis(200), "").await;
+    let old_client = client(&old);
+    let claims = dynamic_api(
+        &old_client,
+        "",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        Some("shop"),
+    );
+    patch(
+        &claims,
+        "data",
+        json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "node-of-the-old-cluster"}}}),
+    )
+    .await;
+    let original = old
+        .store()
+        .get("v1", "PersistentVolumeClaim", "shop", "data")
+        .unwrap()["spec"]["volumeName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    patch(
+        &dynamic_api(&old_client, "", "PersistentVolume", "persistentvolumes", None),
+        &original,
+        json!({"metadata": {"labels": {"tier": "gold"}}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}),
+    )
+    .await;
+    patch(
+        &dynamic_api(&old_client, "", "Pod", "pods", Some("shop")),
+        "db-0",
+        json!({"metadata": {"annotations": {
+            "pre.hook.backup.velero.io/command": "[\"/sbin/fsfreeze\", \"--freeze\", \"/data\"]",
+            "post.hook.restore.velero.io/command": "[\"/bin/check-data\"]"
+        }}}),
+    )
+    .await;
+    create(
+        &dynamic_api(&old_client, "apps", "StatefulSet", "statefulsets", Some("shop")),
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "cache", "namespace": "shop"},
+               "spec": {"serviceName": "cache", "replicas": 0, "selector": {"matchLabels": {"app": "cache"}},
+                        "template": {"metadata": {"labels": {"app": "cache"}},
+                                     "spec": {"containers": [{"name": "cache", "image": "valkey:8"}]}},
+                        "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                            "spec": {"storageClassName": csi::STORAGE_CLASS, "accessModes": ["ReadWriteOnce"],
+                                     "resources": {"requests": {"storage": "1Gi"}}}}]}}),
+    )
+    .await;
+    filesystem_location(&old, "default", root.path());
+    let old_server = Server::start(&old, root.path(), FAST).await;
+    create_backup(&old, "dr", json!({"includedNamespaces": ["shop"]}));
+    let done = wait_final(&old, &old_server, "Backup", "dr").await;
+    assert_eq!(
+        phase(&done),
+        "Completed",
+        "{done:#}\n{}",
+        old_server.log_text()
+    );
+    let warnings = warnings_in(&artifact(root.path(), "dr", "dr-results.gz"));
+    assert_eq!(done["status"]["warnings"], 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("pre.hook.backup.velero.io/command")
+            && warnings[0].contains("shop/db-0"),
+        "{warnings:?}"
+    );
+    let handle = serde_json::from_str::<Value>(&gunzip(&artifact(
+        root.path(),
+        "dr",
+        "dr-volumeinfo.json.gz",
+    )))
+    .unwrap()[0]["csiSnapshotInfo"]["snapshotHandle"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    drop(old_server);
+
+    // The new cluster: the same driver under a class of its own, and Velero's ConfigMap mapping
+    // the old class to it.
+    let new = Cluster::start().await;
+    let _new_csi = CsiSim::start(client(&new), CsiConfig::default())
+        .await
+        .unwrap();
+    new.store()
+        .insert(
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "fast-csi"}, "provisioner": csi::DRIVER,
+            "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}),
+        )
+        .unwrap();
+    new.store()
+        .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "change-storage-class-config", "namespace": NS, "labels": {
+                "velero.io/plugin-config": "",
+                "velero.io/change-storage-class": "RestoreItemAction"}},
+            "data": {csi::STORAGE_CLASS: "fast-csi"}}))
+        .unwrap();
+    filesystem_location(&new, "default", root.path());
+    let args: Vec<&str> = FAST
+        .iter()
+        .copied()
+        .chain(["--backup-sync-period", "1s"])
+        .collect();
+    let new_server = Server::start(&new, root.path(), &args).await;
+    poll(
+        &new_server,
+        "the backup synced into the new cluster",
+        || {
+            new.get("velero.io/v1", "Backup", "dr")
+                .filter(|b| b["status"]["phase"] == "Completed")
+        },
+    )
+    .await;
+    create_restore(&new, "dr-back", json!({"backupName": "dr"}));
+    let restored = wait_final(&new, &new_server, "Restore", "dr-back").await;
+    assert_eq!(
+        phase(&restored),
+        "Completed",
+        "{restored:#}\n{}",
+        new_server.log_text()
+    );
+    let warnings = warnings_in(&restore_artifact(
+        root.path(),
+        "dr-back",
+        "restore-dr-back-results.gz",
+    ));
+    assert_eq!(restored["status"]["warnings"], 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("post.hook.restore.velero.io/command")
+            && warnings[0].contains("shop/db-0"),
+        "{warnings:?}"
+    );
+
+    // The claim is bound in the new cluster: mapped class, no node of the old one, its volume
+    // provisioned from the old cluster's snapshot with the original's policy and labels.
+    let claim = new
+        .store()
+        .get("v1", "PersistentVolumeClaim", "shop", "data")
+        .unwrap();
+    assert_eq!(claim["spec"]["storageClassName"], "fast-csi", "{claim:#}");
+    assert!(
+        claim["metadata"]["annotations"]
+            .get("volume.kubernetes.io/selected-node")
+            .is_none(),
+        "{claim:#}"
+    );
+    assert_eq!(claim["status"]["phase"], "Bound", "{claim:#}");
+    let volume = new
+        .store()
+        .get(
+            "v1",
+            "PersistentVolume",
+            "",
+            claim["spec"]["volumeName"].as_str().unwrap(),
+        )
+        .unwrap();
+    assert_eq!(
+        volume["metadata"]["annotations"][csi::RESTORED_FROM],
+        handle.as_str(),
+        "{volume:#}"
+    );
+    assert_eq!(volume["spec"]["storageClassName"], "fast-csi", "{volume:#}");
+    assert_eq!(
+        volume["spec"]["persistentVolumeReclaimPolicy"], "Retain",
+        "{volume:#}"
+    );
+    assert_eq!(volume["metadata"]["labels"]["tier"], "gold", "{volume:#}");
+    let set = new
+        .store()
+        .get("apps/v1", "StatefulSet", "shop", "cache")
+        .unwrap();
+    assert_eq!(
+        set["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"], "fast-csi",
+        "{set:#}"
     );
 }

@@ -6,8 +6,9 @@
 //! VolumeSnapshotClass (labelled `velero.io/csi-volumesnapshot-class: "true"`), then every
 //! [`CsiConfig::tick`]:
 //!
-//! * **provisioner**: a PersistentVolumeClaim of the StorageClass without a volume gets a
-//!   PersistentVolume of the driver (`csi.volumeHandle` `vol-<claim uid>`), bound both ways.
+//! * **provisioner**: a PersistentVolumeClaim without a volume, of any StorageClass whose
+//!   provisioner is the driver, gets a PersistentVolume of the driver (`csi.volumeHandle`
+//!   `vol-<claim uid>`, the class's reclaim policy), bound both ways.
 //!   A claim whose `dataSource` is a VolumeSnapshot waits until that snapshot is ready; its
 //!   volume carries the annotation [`RESTORED_FROM`] with the snapshot's handle.
 //! * **snapshot controller**: a VolumeSnapshot of a claim gets a VolumeSnapshotContent
@@ -226,7 +227,14 @@ async fn round(client: &Client, config: &CsiConfig, state: &mut State) -> Result
     let claim_list = list(client, &claims()).await?;
     let volume_list = list(client, &volumes()).await?;
     let class_list = list(client, &classes()).await?;
-    provision(client, &claim_list, &snapshot_list, &content_list).await?;
+    let storage_class_list = list(client, &storage_classes()).await?;
+    provision(
+        client,
+        (&claim_list, &storage_class_list),
+        &snapshot_list,
+        &content_list,
+    )
+    .await?;
     snapshot(
         client,
         config,
@@ -244,14 +252,19 @@ async fn round(client: &Client, config: &CsiConfig, state: &mut State) -> Result
 /// The provisioner (see the module docs).
 async fn provision(
     client: &Client,
-    claims_now: &[Value],
+    (claims_now, storage_classes_now): (&[Value], &[Value]),
     snapshots_now: &[Value],
     contents_now: &[Value],
 ) -> Result<(), kube::Error> {
     for claim in claims_now {
-        if text(claim, "/spec/storageClassName") != STORAGE_CLASS
-            || !text(claim, "/spec/volumeName").is_empty()
-        {
+        let class_name = text(claim, "/spec/storageClassName");
+        let Some(class) = storage_classes_now
+            .iter()
+            .find(|c| text(c, "/metadata/name") == class_name && text(c, "/provisioner") == DRIVER)
+        else {
+            continue;
+        };
+        if !text(claim, "/spec/volumeName").is_empty() {
             continue;
         }
         let namespace = text(claim, "/metadata/namespace");
@@ -290,8 +303,11 @@ async fn provision(
             "spec": {
                 "capacity": {"storage": size},
                 "accessModes": claim.pointer("/spec/accessModes").cloned().unwrap_or(json!(["ReadWriteOnce"])),
-                "persistentVolumeReclaimPolicy": "Delete",
-                "storageClassName": STORAGE_CLASS,
+                "persistentVolumeReclaimPolicy": match text(class, "/reclaimPolicy") {
+                    "" => "Delete",
+                    policy => policy,
+                },
+                "storageClassName": class_name,
                 "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace, "name": name, "uid": uid},
                 "csi": {"driver": DRIVER, "volumeHandle": format!("vol-{uid}")}
             }
