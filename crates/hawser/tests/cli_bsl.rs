@@ -166,3 +166,92 @@ async fn failures_exit_1_naming_the_object() {
         run.stderr
     );
 }
+
+/// `snapshot-location create|get|set`, with Velero's messages and table; a name that does not
+/// exist is an error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_locations_are_created_listed_and_given_a_credential() {
+    let cluster = Cluster::start().await;
+    for (name, provider) in [("east", "aws"), ("west", "velero.io/gcp")] {
+        let run = cluster
+            .hawser(&[
+                "snapshot-location",
+                "create",
+                name,
+                "--provider",
+                provider,
+                "--config",
+                "region=eu-west-1",
+                "--labels",
+                &format!("side={name}"),
+            ])
+            .await;
+        assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+        assert_eq!(
+            run.stdout,
+            format!("Snapshot volume location {name:?} configured successfully.\n")
+        );
+        assert!(
+            run.stderr
+                .contains("warning: hawser takes no native volume snapshots"),
+            "{}",
+            run.stderr
+        );
+    }
+    let vsl = cluster
+        .get("velero.io/v1", "VolumeSnapshotLocation", "east")
+        .expect("created");
+    assert_eq!(vsl["spec"]["provider"], "aws");
+    assert_eq!(vsl["spec"]["config"]["region"], "eu-west-1");
+
+    let run = cluster.hawser(&["snapshot-location", "get"]).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let rows: Vec<Vec<&str>> = run
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["NAME", "PROVIDER"],
+            vec!["east", "aws"],
+            vec!["west", "velero.io/gcp"]
+        ]
+    );
+    let run = cluster
+        .hawser(&["snapshot-location", "get", "-l", "side=west", "-o", "json"])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let list: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{list:#}");
+    assert_eq!(list["items"][0]["metadata"]["name"], "west");
+
+    let run = cluster
+        .hawser(&[
+            "snapshot-location",
+            "set",
+            "east",
+            "--credential",
+            "cloud-credentials=snapshots",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        "Volume snapshot location \"east\" configured successfully.\n"
+    );
+    let vsl = cluster
+        .get("velero.io/v1", "VolumeSnapshotLocation", "east")
+        .unwrap();
+    assert_eq!(
+        vsl["spec"]["credential"],
+        serde_json::json!({"name": "cloud-credentials", "key": "snapshots"})
+    );
+
+    let run = cluster
+        .hawser(&["snapshot-location", "set", "north", "--credential", "a=b"])
+        .await;
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(run.stderr.contains("north"), "{}", run.stderr);
+}

@@ -26,6 +26,7 @@ mod server;
 pub mod template;
 pub mod uninstall;
 pub mod version;
+pub mod vsl;
 pub mod wait;
 
 use std::process::ExitCode;
@@ -57,6 +58,10 @@ pub enum Command {
     Restore(restore::RestoreArgs),
     /// Work with schedules.
     Schedule(schedule::ScheduleArgs),
+    /// Work with volume snapshot locations (kept for Velero's clients: hawser takes CSI
+    /// snapshots only).
+    #[command(name = "snapshot-location")]
+    SnapshotLocation(vsl::VslArgs),
     /// Install the CRDs and the hawser server into the cluster (or print them).
     Install(Box<install::InstallArgs>),
     /// Run the server: the backup and storage-location controllers, recovery, and /metrics.
@@ -138,6 +143,7 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Backup(args) => backup::run(&cli.global, args).await,
         Command::Restore(args) => restore::run(&cli.global, args).await,
         Command::Schedule(args) => schedule::run(&cli.global, args).await,
+        Command::SnapshotLocation(args) => vsl::run(&cli.global, args).await,
         Command::Install(args) => install::run(&cli.global, *args).await,
         Command::Server(args) => server::run(&cli.global, *args).await,
         Command::Demo(args) => demo_command::run_demo(&cli.global, args).await,
