@@ -109,6 +109,10 @@ impl StatusMetrics {
             "Final statuses computed but not yet stored in the API, held by the re-driver",
             m.pending.clone(),
         );
+        // Zero from the start, so that a dashboard or an alert reads 0 rather than no data.
+        for kind in [KindLabel::Backup, KindLabel::Restore] {
+            m.pending.get_or_create(&KindLabels { kind }).set(0);
+        }
         m
     }
 

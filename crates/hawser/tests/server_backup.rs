@@ -465,3 +465,111 @@ async fn concurrent_backups_with_different_filters_each_hold_exactly_their_items
         "the backups did not all run at once: {intervals:#?}"
     );
 }
+
+/// The Grafana dashboard and the alert rules in `monitoring/` name only metrics the server
+/// exports: every `velero_*` and `hawser_*` name in their expressions is a metric of `/metrics`
+/// (a counter's `_total`, a histogram's `_bucket`/`_sum`/`_count`), and every rule is an alert
+/// with a severity and a summary.
+#[tokio::test]
+async fn monitoring_files_use_only_metrics_the_server_exports() {
+    // Work that makes every series: a backup with a CSI snapshot, and a schedule (paused, so it
+    // starts no backup of its own).
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let _csi = server_support::csi::application(&cluster, Duration::from_millis(100), "").await;
+    filesystem_location(&cluster, "default", root.path());
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Schedule",
+            "metadata": {"name": "nightly", "namespace": NS},
+            "spec": {"schedule": "0 3 * * *", "paused": true,
+                     "template": {"includedNamespaces": ["shop"]}}
+        }))
+        .unwrap();
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(
+        &cluster,
+        "with-data",
+        json!({"includedNamespaces": ["shop"]}),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "with-data").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (metrics, exported) = loop {
+        let metrics = server.metrics().await;
+        let exported = exported_names(&metrics);
+        if exported.contains("velero_schedule_expected_interval_seconds") {
+            break (metrics, exported);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no schedule metric in\n{metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../monitoring");
+    let read = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap();
+    let dashboard: Value = serde_json::from_str(&read("hawser-dashboard.json")).unwrap();
+    let rules: Value = serde_yaml::from_str(&read("hawser-alerts.yaml")).unwrap();
+    let mut expressions = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            expressions.push(target["expr"].as_str().unwrap().to_owned());
+        }
+    }
+    let panels = expressions.len();
+    assert_eq!(rules["kind"], "PrometheusRule");
+    for group in rules["spec"]["groups"].as_array().unwrap() {
+        for rule in group["rules"].as_array().unwrap() {
+            let alert = rule["alert"].as_str().unwrap();
+            assert!(
+                rule["labels"]["severity"].is_string()
+                    && rule["annotations"]["summary"].is_string(),
+                "{alert}: {rule:?}"
+            );
+            expressions.push(rule["expr"].as_str().unwrap().to_owned());
+        }
+    }
+    assert!(
+        panels >= 20 && expressions.len() - panels >= 10,
+        "{expressions:#?}"
+    );
+    let mut missing = Vec::new();
+    for expression in &expressions {
+        let names = expression
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .filter(|t| t.starts_with("velero_") || t.starts_with("hawser_"));
+        for name in names {
+            if !exported.contains(name) {
+                missing.push(format!("{name} (in {expression})"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in /metrics: {missing:#?}\n{metrics}"
+    );
+}
+
+/// The sample names of the metrics in a `/metrics` text (a counter's with `_total`, a
+/// histogram's `_bucket`, `_sum` and `_count`); a family without series is not there.
+fn exported_names(metrics: &str) -> std::collections::BTreeSet<String> {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|rest| {
+            let (name, kind) = rest.split_once(' ')?;
+            Some(match kind {
+                "counter" => vec![format!("{name}_total")],
+                "histogram" => ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .map(|suffix| format!("{name}{suffix}"))
+                    .collect(),
+                _ => vec![name.to_owned()],
+            })
+        })
+        .flatten()
+        .collect()
+}
