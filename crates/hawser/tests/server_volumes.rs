@@ -65,30 +65,7 @@ async fn a_volume_is_snapshotted_through_waiting_and_finalizing_restored_and_del
     let _csi = application(&cluster, Duration::from_millis(1500), "").await;
     // The volume is kept when released and labelled: a restore gives both to the volume it
     // provisions anew (whose class says Delete).
-    let volumes = dynamic_api(
-        &client(&cluster),
-        "",
-        "PersistentVolume",
-        "persistentvolumes",
-        None,
-    );
-    let original = cluster
-        .store()
-        .get("v1", "PersistentVolumeClaim", "shop", "data")
-        .unwrap()["spec"]["volumeName"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let kept = json!({"metadata": {"labels": {"tier": "gold"}},
-                      "spec": {"persistentVolumeReclaimPolicy": "Retain"}});
-    volumes
-        .patch(
-            &original,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&kept),
-        )
-        .await
-        .unwrap();
+    let original = keep_and_label_the_volume(&cluster).await;
     filesystem_location(&cluster, "default", root.path());
     let server = Server::start(&cluster, root.path(), FAST).await;
     let phases = watch_phases(&cluster, "with-data");
@@ -836,6 +813,30 @@ async fn minimal_rbac_enforced_by_a_real_api_server_backs_up_restores_and_delete
     );
 }
 
+/// Sets the reclaim policy of the volume of claim `shop/data` to `Retain` and labels it
+/// `tier: gold`; its name.
+async fn keep_and_label_the_volume(cluster: &Cluster) -> String {
+    let claim = cluster
+        .store()
+        .get("v1", "PersistentVolumeClaim", "shop", "data")
+        .unwrap();
+    let volume = claim["spec"]["volumeName"].as_str().unwrap().to_owned();
+    patch(
+        &dynamic_api(
+            &client(cluster),
+            "",
+            "PersistentVolume",
+            "persistentvolumes",
+            None,
+        ),
+        &volume,
+        json!({"metadata": {"labels": {"tier": "gold"}},
+               "spec": {"persistentVolumeReclaimPolicy": "Retain"}}),
+    )
+    .await;
+    volume
+}
+
 /// A merge patch of the object `name` of `api`.
 async fn patch(api: &Api<DynamicObject>, name: &str, patch: Value) {
     api.patch(
@@ -899,19 +900,7 @@ async fn a_disaster_recovery_restore_into_another_cluster_binds_every_claim_and_
         json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "node-of-the-old-cluster"}}}),
     )
     .await;
-    let original = old
-        .store()
-        .get("v1", "PersistentVolumeClaim", "shop", "data")
-        .unwrap()["spec"]["volumeName"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    patch(
-        &dynamic_api(&old_client, "", "PersistentVolume", "persistentvolumes", None),
-        &original,
-        json!({"metadata": {"labels": {"tier": "gold"}}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}),
-    )
-    .await;
+    keep_and_label_the_volume(&old).await;
     patch(
         &dynamic_api(&old_client, "", "Pod", "pods", Some("shop")),
         "db-0",

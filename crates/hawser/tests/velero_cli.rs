@@ -555,6 +555,16 @@ async fn schedule_create_and_get() {
     assert_eq!(row(&out, "broken")[1], "FailedValidation", "{out}");
 }
 
+/// Requires each of `lines` in `text` after its section `title`.
+fn assert_after(text: &str, title: &str, lines: &[&str]) {
+    let (_, section) = text
+        .split_once(title)
+        .unwrap_or_else(|| panic!("no {title} in:\n{text}"));
+    for line in lines {
+        assert!(section.contains(line), "{line}\n{text}");
+    }
+}
+
 /// Velero's `describe` reads the volume info hawser writes: the backup's CSI snapshot with its
 /// handle and driver, and the restore's CSI snapshot restore into the mapped namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -594,19 +604,18 @@ async fn csi_snapshots_and_their_restores_show_in_velero_describe() {
             .ok(&server, &["backup", "describe", "with-data", "--details"])
             .await,
     );
-    let snapshots = described
-        .split_once("CSI Snapshots:")
-        .map(|(_, rest)| rest)
-        .unwrap_or_else(|| panic!("no CSI Snapshots in:\n{described}"));
-    for line in [
-        "shop/data:",
-        "Snapshot Content Name: snapcontent-",
-        "Storage Snapshot ID: snap-",
-        &format!("CSI Driver: {}", kube_sim::csi::DRIVER),
-        "Result: succeeded",
-    ] {
-        assert!(snapshots.contains(line), "{line}\n{described}");
-    }
+    let driver = format!("CSI Driver: {}", kube_sim::csi::DRIVER);
+    assert_after(
+        &described,
+        "CSI Snapshots:",
+        &[
+            "shop/data:",
+            "Snapshot Content Name: snapcontent-",
+            "Storage Snapshot ID: snap-",
+            &driver,
+            "Result: succeeded",
+        ],
+    );
 
     let out = velero
         .ok(
@@ -632,17 +641,11 @@ async fn csi_snapshots_and_their_restores_show_in_velero_describe() {
             .ok(&server, &["restore", "describe", "back", "--details"])
             .await,
     );
-    let restores = described
-        .split_once("CSI Snapshot Restores:")
-        .map(|(_, rest)| rest)
-        .unwrap_or_else(|| panic!("no CSI Snapshot Restores in:\n{described}"));
-    for line in [
-        "shop-copy/data:",
-        "Storage Snapshot ID: snap-",
-        &format!("CSI Driver: {}", kube_sim::csi::DRIVER),
-    ] {
-        assert!(restores.contains(line), "{line}\n{described}");
-    }
+    assert_after(
+        &described,
+        "CSI Snapshot Restores:",
+        &["shop-copy/data:", "Storage Snapshot ID: snap-", &driver],
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,12 +9,14 @@ use hawser_api::{
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::SecretKeySelector;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
 use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::error::{CliError, ExitStatus};
-use super::flags::{Listing, get_required, parse_duration, parse_key_values, print_objects};
+use super::flags::{
+    Listing, get_required, new_object_meta, parse_duration, parse_key_values, print_objects,
+};
 use super::global::GlobalArgs;
 use super::output::{OutputFormat, Table, encode, or_none};
 
@@ -185,12 +187,7 @@ pub fn location_from_args(
         validation_frequency,
     };
     let mut location = BackupStorageLocation::new(&args.name, spec);
-    location.metadata = ObjectMeta {
-        name: Some(args.name.clone()),
-        namespace: Some(namespace.to_owned()),
-        labels: (!labels.is_empty()).then_some(labels),
-        ..ObjectMeta::default()
-    };
+    location.metadata = new_object_meta(&args.name, namespace, labels);
     Ok(location)
 }
 

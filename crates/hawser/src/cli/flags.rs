@@ -257,3 +257,18 @@ pub fn config_map_ref(name: &str) -> k8s_openapi::api::core::v1::TypedLocalObjec
         name: name.to_owned(),
     }
 }
+
+/// The metadata of a new object of the CLI: its name and namespace, and its labels when there
+/// are any.
+pub fn new_object_meta(
+    name: &str,
+    namespace: &str,
+    labels: std::collections::BTreeMap<String, String>,
+) -> kube::api::ObjectMeta {
+    kube::api::ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        labels: (!labels.is_empty()).then_some(labels),
+        ..kube::api::ObjectMeta::default()
+    }
+}

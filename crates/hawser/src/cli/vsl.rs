@@ -5,11 +5,13 @@
 use clap::{Args, Subcommand};
 use hawser_api::{VolumeSnapshotLocation, VolumeSnapshotLocationSpec};
 use kube::Api;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 
 use super::bsl::parse_credential;
 use super::error::{CliError, ExitStatus};
-use super::flags::{Listing, fetch, get_required, parse_key_values, print_objects};
+use super::flags::{
+    Listing, fetch, get_required, new_object_meta, parse_key_values, print_objects,
+};
 use super::global::GlobalArgs;
 use super::output::{OutputFormat, Table, encode};
 
@@ -104,12 +106,7 @@ pub fn location_from_args(
             .transpose()?,
     };
     let mut location = VolumeSnapshotLocation::new(&args.name, spec);
-    location.metadata = ObjectMeta {
-        name: Some(args.name.clone()),
-        namespace: Some(namespace.to_owned()),
-        labels: (!labels.is_empty()).then_some(labels),
-        ..ObjectMeta::default()
-    };
+    location.metadata = new_object_meta(&args.name, namespace, labels);
     Ok(location)
 }
 
