@@ -480,6 +480,44 @@ async fn ctrl_c_during_a_wait_says_the_phase_it_read_and_exits_130() {
     );
 }
 
+/// Ctrl-C typed at a terminal during `--wait`: what the terminal shows names the phase read
+/// and never a final one, and the exit code is 130.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_at_a_terminal_during_a_wait_stops_waiting_only() {
+    let cluster = Cluster::start().await;
+    let Some(mut child) = cluster.spawn_on_terminal(&["backup", "create", "slow2", "--wait"])
+    else {
+        return;
+    };
+    cluster.until_exists(BACKUP.0, BACKUP.1, "slow2").await;
+    cluster.set_status(BACKUP.0, BACKUP.1, "slow2", json!({"phase": "InProgress"}));
+    // Time for the watch to read it.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let mut terminal = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut terminal, b"\x03")
+        .await
+        .unwrap();
+    let run = finished(child).await;
+    assert_eq!(run.code, 130, "terminal: {}", run.stdout);
+    assert!(
+        run.stdout.contains(
+            "Stopped waiting: Backup slow2 was last seen InProgress; it goes on in the background."
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("completed with status"),
+        "{}",
+        run.stdout
+    );
+    let backup = cluster.get(BACKUP.0, BACKUP.1, "slow2").unwrap();
+    assert_eq!(
+        backup["status"]["phase"], "InProgress",
+        "the backup goes on"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_exits_3_when_the_backup_fails() {
     let cluster = Cluster::start().await;

@@ -295,6 +295,52 @@ async fn get_and_describe_show_backup_phase_and_counts() {
     assert!(warnings.ends_with(" 4"), "{warnings}");
 }
 
+/// Ctrl-C typed at a terminal during a restore's `--wait` stops the waiting only (exit 130),
+/// naming the phase read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_at_a_terminal_during_a_wait_stops_waiting_only() {
+    let cluster = Cluster::start().await;
+    cluster.add_backup("nightly");
+    let Some(mut child) = cluster.spawn_on_terminal(&[
+        "restore",
+        "create",
+        "rt",
+        "--from-backup",
+        "nightly",
+        "--wait",
+    ]) else {
+        return;
+    };
+    cluster.until_exists(RESTORE.0, RESTORE.1, "rt").await;
+    cluster.set_status(
+        RESTORE.0,
+        RESTORE.1,
+        "rt",
+        json!({"phase": "InProgress", "progress": {"totalItems": 8, "itemsRestored": 2}}),
+    );
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let mut terminal = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut terminal, b"\x03")
+        .await
+        .unwrap();
+    let run = finished(child).await;
+    assert_eq!(run.code, 130, "terminal: {}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("Restore rt: InProgress, 2 of 8 items restored")
+            && run
+                .stdout
+                .contains("Stopped waiting: Restore rt was last seen InProgress"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("completed with status"),
+        "{}",
+        run.stdout
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_follows_the_restore_and_exits_3_when_partially_failed() {
     let cluster = Cluster::start().await;

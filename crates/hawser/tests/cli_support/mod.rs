@@ -324,6 +324,43 @@ impl Cluster {
             .expect("hawser starts")
     }
 
+    /// Runs `hawser ARGS` on a pseudo-terminal (util-linux `script`), as a user at a terminal
+    /// runs it: its stdout and stderr both go to the terminal, which is the child's stdout;
+    /// what is written to the child's stdin is typed at the terminal (`\x03` is Ctrl-C, which
+    /// the terminal turns into SIGINT). `None` (after one line saying why) when `script` is
+    /// missing, which fails the test under `HAWSER_TEST_REQUIRE_REAL=1`.
+    pub fn spawn_on_terminal(&self, args: &[&str]) -> Option<tokio::process::Child> {
+        let found = std::process::Command::new("script")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            assert!(
+                std::env::var("HAWSER_TEST_REQUIRE_REAL").as_deref() != Ok("1"),
+                "util-linux `script` is not installed and HAWSER_TEST_REQUIRE_REAL=1"
+            );
+            println!("did not run: util-linux `script` (a pseudo-terminal) is not installed");
+            return None;
+        }
+        let command = std::iter::once(env!("CARGO_BIN_EXE_hawser"))
+            .chain(args.iter().copied())
+            .map(|a| format!("'{a}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let child = tokio::process::Command::new("script")
+            .args(["--quiet", "--return", "--command", &command, "/dev/null"])
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("SHELL", "/bin/sh")
+            .env_remove("VELERO_NAMESPACE")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("script starts");
+        Some(child)
+    }
+
     /// Waits (up to 10 s) until the object exists, and returns it.
     pub async fn until_exists(&self, api_version: &str, kind: &str, name: &str) -> Value {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
