@@ -254,6 +254,66 @@ async fn output_flag_prints_without_creating() {
     assert_eq!(value["metadata"]["namespace"], "velero");
     assert_eq!(value["spec"]["ttl"], "1h0m0s");
     assert!(cluster.get(BACKUP.0, BACKUP.1, "dry").is_none());
+
+    // `-o table`, as Velero's: the `get` table of the object that was not created.
+    for (command, header) in [
+        (&["backup", "create", "dry", "-o", "table"][..], "NAME"),
+        (
+            &[
+                "restore",
+                "create",
+                "dry",
+                "--from-backup",
+                "b",
+                "-o",
+                "table",
+            ][..],
+            "BACKUP",
+        ),
+        (
+            &[
+                "schedule",
+                "create",
+                "dry",
+                "--schedule",
+                "@daily",
+                "-o",
+                "table",
+            ][..],
+            "SCHEDULE",
+        ),
+        (
+            &[
+                "snapshot-location",
+                "create",
+                "dry",
+                "--provider",
+                "aws",
+                "-o",
+                "table",
+            ][..],
+            "PROVIDER",
+        ),
+    ] {
+        let run = cluster.hawser(command).await;
+        assert_eq!(run.code, 0, "{command:?}: {}", run.stderr);
+        let lines: Vec<&str> = run.stdout.lines().collect();
+        assert_eq!(lines.len(), 2, "{command:?}: {}", run.stdout);
+        assert!(
+            lines[0].starts_with("NAME") && lines[0].contains(header),
+            "{command:?}: {}",
+            run.stdout
+        );
+        assert!(lines[1].starts_with("dry "), "{command:?}: {}", run.stdout);
+    }
+    let created = cluster.store().list("velero.io/v1", "Backup", None).len()
+        + cluster.store().list("velero.io/v1", "Restore", None).len()
+        + cluster.store().list("velero.io/v1", "Schedule", None).len()
+        + cluster
+            .store()
+            .list("velero.io/v1", "VolumeSnapshotLocation", None)
+            .len();
+    assert_eq!(created, 0, "nothing is created");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,7 +17,7 @@ use super::error::{CliError, ExitStatus};
 use super::flags::{Listing, MetaArgs, fetch, get_required, print_objects, require_location};
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, Table, count, encode, or_none, until, when};
+use super::output::{OutputFormat, Table, count, or_none, print_uncreated, until, when};
 use super::template::{BackupSpecArgs, SPEC_FLAG_IDS, backup_from_schedule};
 use super::wait::wait_for_final;
 
@@ -186,7 +186,7 @@ async fn create_backup(
         None => (backup_from_args(namespace, &args)?, None),
     };
     if let Some(format) = args.output {
-        print!("{}", encode(&backup, format)?);
+        print_uncreated(&backup, format, |b| backups_table(b, Timestamp::now()))?;
         return Ok(ExitStatus::Success);
     }
     let client = match client {

@@ -18,7 +18,7 @@ use super::flags::{
     Listing, get_required, new_object_meta, parse_duration, parse_key_values, print_objects,
 };
 use super::global::GlobalArgs;
-use super::output::{OutputFormat, Table, encode, or_none};
+use super::output::{OutputFormat, Table, or_none, print_uncreated};
 
 /// `backup-location` subcommands.
 #[derive(Args, Debug)]
@@ -194,7 +194,7 @@ pub fn location_from_args(
 async fn create_location(global: &GlobalArgs, args: BslCreateArgs) -> Result<ExitStatus, CliError> {
     let location = location_from_args(&global.namespace, &args)?;
     if let Some(format) = args.output {
-        print!("{}", encode(&location, format)?);
+        print_uncreated(&location, format, locations_table)?;
         return Ok(ExitStatus::Success);
     }
     let client = global.client().await?;

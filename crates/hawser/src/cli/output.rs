@@ -38,6 +38,23 @@ pub fn encode<T: Serialize>(value: &T, format: OutputFormat) -> Result<String, C
     }
 }
 
+/// Prints the object a `create -o FORMAT` describes instead of creating it: its `get` table
+/// for `table` (as Velero's CLI prints it), else the object encoded.
+pub fn print_uncreated<T: Serialize>(
+    object: &T,
+    format: OutputFormat,
+    table: impl FnOnce(&[T]) -> Table,
+) -> Result<(), CliError>
+where
+    T: Clone,
+{
+    match format {
+        OutputFormat::Table => print!("{}", table(std::slice::from_ref(object))),
+        OutputFormat::Json | OutputFormat::Yaml => print!("{}", encode(object, format)?),
+    }
+    Ok(())
+}
+
 /// A `get` table before it is printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Table {

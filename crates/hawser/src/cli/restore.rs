@@ -17,7 +17,7 @@ use super::flags::{
 };
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, Table, count, encode, or_none, when};
+use super::output::{OutputFormat, Table, count, or_none, print_uncreated, when};
 use super::wait::wait_for_final;
 
 /// `restore` subcommands.
@@ -292,7 +292,7 @@ async fn create_restore(
                 "-o prints the restore without creating it, so there is nothing to wait for",
             ));
         }
-        print!("{}", encode(&restore, format)?);
+        print_uncreated(&restore, format, restores_table)?;
         return Ok(ExitStatus::Success);
     }
     let client = global.client().await?;

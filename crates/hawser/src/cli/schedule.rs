@@ -12,7 +12,7 @@ use super::error::{CliError, ExitStatus};
 use super::flags::{Listing, MetaArgs, fetch, print_objects, require_location};
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, Table, ago, encode, or_none, when};
+use super::output::{OutputFormat, Table, ago, or_none, print_uncreated, when};
 use super::template::BackupSpecArgs;
 
 /// `schedule` subcommands.
@@ -163,7 +163,7 @@ async fn create_schedule(
 ) -> Result<ExitStatus, CliError> {
     let schedule = schedule_from_args(&global.namespace, &args)?;
     if let Some(format) = args.output {
-        print!("{}", encode(&schedule, format)?);
+        print_uncreated(&schedule, format, |s| schedules_table(s, Timestamp::now()))?;
         return Ok(ExitStatus::Success);
     }
     let client = global.client().await?;

@@ -13,7 +13,7 @@ use super::flags::{
     Listing, fetch, get_required, new_object_meta, parse_key_values, print_objects,
 };
 use super::global::GlobalArgs;
-use super::output::{OutputFormat, Table, encode};
+use super::output::{OutputFormat, Table, print_uncreated};
 
 /// `snapshot-location` subcommands.
 #[derive(Args, Debug)]
@@ -113,7 +113,7 @@ pub fn location_from_args(
 async fn create_location(global: &GlobalArgs, args: VslCreateArgs) -> Result<ExitStatus, CliError> {
     let location = location_from_args(&global.namespace, &args)?;
     if let Some(format) = args.output {
-        print!("{}", encode(&location, format)?);
+        print_uncreated(&location, format, locations_table)?;
         return Ok(ExitStatus::Success);
     }
     let api: Api<VolumeSnapshotLocation> =
