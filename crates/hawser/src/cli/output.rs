@@ -44,10 +44,7 @@ pub fn print_uncreated<T: Serialize>(
     object: &T,
     format: OutputFormat,
     table: impl FnOnce(&[T]) -> Table,
-) -> Result<(), CliError>
-where
-    T: Clone,
-{
+) -> Result<(), CliError> {
     match format {
         OutputFormat::Table => print!("{}", table(std::slice::from_ref(object))),
         OutputFormat::Json | OutputFormat::Yaml => print!("{}", encode(object, format)?),
