@@ -17,7 +17,7 @@ use super::error::{CliError, ExitStatus};
 use super::flags::{Listing, MetaArgs, fetch, get_required, print_objects, require_location};
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, Table, count, or_none, print_uncreated, until, when};
+use super::output::{OutputFormat, Table, count, from_now, or_none, print_uncreated, when};
 use super::template::{BackupSpecArgs, SPEC_FLAG_IDS, backup_from_schedule};
 use super::wait::wait_for_final;
 
@@ -362,6 +362,17 @@ async fn delete_backups(
     Ok(tally.status())
 }
 
+/// When `backup` expires, as Velero's `get` reads it: `status.expiration`, else its creation
+/// plus `spec.ttl`.
+fn expiration(backup: &Backup) -> Option<Timestamp> {
+    let recorded = backup.status.as_ref().and_then(|s| s.expiration.as_ref());
+    recorded.map(|t| t.0).or_else(|| {
+        let created = backup.metadata.creation_timestamp.as_ref()?.0;
+        let ttl = backup.spec.ttl.filter(|t| !t.is_zero())?.to_std()?;
+        created.checked_add(ttl).ok()
+    })
+}
+
 /// The `backup get` table (velero-compat §9 columns). `now` is the time EXPIRES counts from;
 /// QUEUE POSITION is shown for `Queued` backups only.
 pub fn backups_table(backups: &[Backup], now: Timestamp) -> Table {
@@ -375,7 +386,7 @@ pub fn backups_table(backups: &[Backup], now: Timestamp) -> Table {
                 count(status.and_then(|s| s.errors)),
                 count(status.and_then(|s| s.warnings)),
                 when(b.metadata.creation_timestamp.as_ref()),
-                until(status.and_then(|s| s.expiration.as_ref()), now),
+                from_now(expiration(b), now),
                 or_none(b.spec.storage_location.clone()),
                 status
                     .filter(|s| s.phase == BackupPhase::Queued)

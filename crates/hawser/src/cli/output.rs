@@ -146,37 +146,30 @@ pub fn when(time: Option<&Time>) -> String {
     )
 }
 
-/// How long until `time`, in its largest unit (`29d`, `5h`, `3m`, `12s`); `expired` once past;
-/// `<none>` when unset.
-pub fn until(time: Option<&Time>, now: Timestamp) -> String {
-    let Some(time) = time else {
-        return "<none>".to_owned();
-    };
-    let seconds = time.0.as_second() - now.as_second();
-    if seconds <= 0 {
-        "expired".to_owned()
-    } else {
-        short_duration(seconds)
-    }
-}
-
-/// How long ago `time` was, in its largest unit (`5m ago`); `n/a` when unset (Velero's LAST
-/// BACKUP column). A time in the future reads as `0s ago`.
-pub fn ago(time: Option<&Time>, now: Timestamp) -> String {
+/// Velero's relative times (its `humanReadableTimeFromNow`, in the EXPIRES and LAST BACKUP
+/// columns): `n/a` when unset; a time to come as Kubernetes' short duration (`29d`, `5h`,
+/// `3m`, `12s`, `1y`); a time past as the same with ` ago`.
+pub fn from_now(time: Option<Timestamp>, now: Timestamp) -> String {
     let Some(time) = time else {
         return "n/a".to_owned();
     };
-    let seconds = (now.as_second() - time.0.as_second()).max(0);
-    format!("{} ago", short_duration(seconds))
+    let seconds = time.as_second() - now.as_second();
+    if seconds >= 0 {
+        short_human_duration(seconds)
+    } else {
+        format!("{} ago", short_human_duration(-seconds))
+    }
 }
 
-/// A non-negative number of seconds in its largest unit: `29d`, `5h`, `3m`, `12s`.
-fn short_duration(seconds: i64) -> String {
+/// Kubernetes' `ShortHumanDuration` of a non-negative number of seconds: the largest unit it
+/// fills, truncated (`59s`, `1m`, `23h`, `1d`, `364d`, `1y`).
+fn short_human_duration(seconds: i64) -> String {
     match seconds {
-        s if s >= 2 * 86_400 => format!("{}d", s / 86_400),
-        s if s >= 2 * 3_600 => format!("{}h", s / 3_600),
-        s if s >= 2 * 60 => format!("{}m", s / 60),
-        s => format!("{s}s"),
+        s if s < 60 => format!("{s}s"),
+        s if s < 3_600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3_600),
+        s if s < 365 * 86_400 => format!("{}d", s / 86_400),
+        s => format!("{}y", s / (365 * 86_400)),
     }
 }
 
@@ -232,15 +225,18 @@ mod tests {
             "2024-03-01 10:00:00 UTC"
         );
         assert_eq!(when(None), "<none>");
-        assert_eq!(until(Some(&at("2024-03-31T10:00:00Z")), now), "30d");
-        assert_eq!(until(Some(&at("2024-03-02T09:00:00Z")), now), "23h");
-        assert_eq!(until(Some(&at("2024-03-01T10:05:00Z")), now), "5m");
-        assert_eq!(until(Some(&at("2024-03-01T10:00:30Z")), now), "30s");
-        assert_eq!(until(Some(&at("2024-03-01T09:00:00Z")), now), "expired");
-        assert_eq!(until(None, now), "<none>");
-        assert_eq!(ago(Some(&at("2024-03-01T09:55:00Z")), now), "5m ago");
-        assert_eq!(ago(Some(&at("2024-02-01T10:00:00Z")), now), "29d ago");
-        assert_eq!(ago(Some(&at("2024-03-01T10:00:10Z")), now), "0s ago");
-        assert_eq!(ago(None, now), "n/a");
+        let from_now = |t: &str| from_now(Some(t.parse().unwrap()), now);
+        assert_eq!(from_now("2024-03-31T10:00:00Z"), "30d");
+        assert_eq!(from_now("2024-03-02T09:00:00Z"), "23h");
+        assert_eq!(from_now("2024-03-02T22:00:00Z"), "1d");
+        assert_eq!(from_now("2024-03-01T10:05:00Z"), "5m");
+        assert_eq!(from_now("2024-03-01T10:01:30Z"), "1m");
+        assert_eq!(from_now("2024-03-01T10:00:30Z"), "30s");
+        assert_eq!(from_now("2024-03-01T10:00:00Z"), "0s");
+        assert_eq!(from_now("2025-03-05T10:00:00Z"), "1y");
+        assert_eq!(from_now("2024-03-01T09:00:00Z"), "1h ago");
+        assert_eq!(from_now("2024-03-01T09:55:00Z"), "5m ago");
+        assert_eq!(from_now("2024-02-01T10:00:00Z"), "29d ago");
+        assert_eq!(super::from_now(None, now), "n/a");
     }
 }

@@ -12,7 +12,7 @@ use super::error::{CliError, ExitStatus};
 use super::flags::{Listing, MetaArgs, fetch, print_objects, require_location};
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, Table, ago, or_none, print_uncreated, when};
+use super::output::{OutputFormat, Table, from_now, or_none, print_uncreated, when};
 use super::template::BackupSpecArgs;
 
 /// `schedule` subcommands.
@@ -294,7 +294,10 @@ pub fn schedules_table(schedules: &[Schedule], now: Timestamp) -> Table {
                 when(s.metadata.creation_timestamp.as_ref()),
                 s.spec.schedule.clone(),
                 or_none(template.ttl.map(|t| t.to_string())),
-                ago(status.and_then(|st| st.last_backup.as_ref()), now),
+                from_now(
+                    status.and_then(|st| st.last_backup.as_ref()).map(|t| t.0),
+                    now,
+                ),
                 selector_column(
                     template.label_selector.as_ref(),
                     template.or_label_selectors.as_deref(),
