@@ -551,6 +551,45 @@ async fn monitoring_files_use_only_metrics_the_server_exports() {
         missing.is_empty(),
         "not in /metrics: {missing:#?}\n{metrics}"
     );
+    parsed_by_prometheus(&rules, &expressions[..panels]);
+}
+
+/// Checks the rule groups of `rules` (a PrometheusRule) and the dashboard's `expressions` with
+/// Prometheus's own parsers: `promql-check` (named by `PROMQL_CHECK`, built by
+/// `scripts/build-promql-check.sh`). Without it the check says so and is left out, unless
+/// `HAWSER_TEST_REQUIRE_REAL=1`.
+fn parsed_by_prometheus(rules: &Value, expressions: &[String]) {
+    let Some(check) = std::env::var_os("PROMQL_CHECK").filter(|v| !v.is_empty()) else {
+        assert!(
+            std::env::var("HAWSER_TEST_REQUIRE_REAL").as_deref() != Ok("1"),
+            "PROMQL_CHECK is not set and HAWSER_TEST_REQUIRE_REAL=1; \
+             run with PROMQL_CHECK=$(scripts/build-promql-check.sh)"
+        );
+        println!(
+            "the Prometheus parser check did not run: PROMQL_CHECK is not set \
+             (PROMQL_CHECK=$(scripts/build-promql-check.sh) runs it)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rules.yaml");
+    let groups = json!({"groups": rules["spec"]["groups"]});
+    std::fs::write(&file, serde_yaml::to_string(&groups).unwrap()).unwrap();
+    let mut child = std::process::Command::new(check)
+        .arg(&file)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = expressions.join("\n");
+    input.push('\n');
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// The sample names of the metrics in a `/metrics` text (a counter's with `_total`, a
