@@ -255,3 +255,81 @@ async fn snapshot_locations_are_created_listed_and_given_a_credential() {
     assert_ne!(run.code, 0, "{}", run.stdout);
     assert!(run.stderr.contains("north"), "{}", run.stderr);
 }
+
+/// `client config get|set` read and write Velero's file under the home directory, and its
+/// `namespace` is the namespace of every command unless `-n` is given; it wins over
+/// `VELERO_NAMESPACE`, as in Velero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_configuration_file_sets_the_namespace() {
+    let cluster = Cluster::start().await;
+    cluster
+        .store()
+        .insert(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "backups"}}))
+        .unwrap();
+    let run = cluster
+        .hawser(&[
+            "client",
+            "config",
+            "set",
+            "namespace=backups",
+            "colorized=false",
+            "junk",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, "WARNING: invalid KEY=VALUE: \"junk\"\n");
+    let file = cluster.dir().join(".config/velero/config.json");
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(
+        saved,
+        serde_json::json!({"colorized": "false", "namespace": "backups"})
+    );
+    let run = cluster.hawser(&["client", "config", "get"]).await;
+    assert_eq!(run.stdout, "colorized: false\nnamespace: backups\n");
+    let run = cluster
+        .hawser(&["client", "config", "get", "namespace", "features"])
+        .await;
+    assert_eq!(run.stdout, "namespace: backups\nfeatures: <NOT SET>\n");
+
+    let create = |name: &'static str| {
+        [
+            "backup-location",
+            "create",
+            name,
+            "--provider",
+            "aws",
+            "--bucket",
+            "b",
+        ]
+    };
+    let run = cluster
+        .hawser_with(&create("from-file"), &[("VELERO_NAMESPACE", "velero")])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = cluster
+        .hawser(&[&create("from-flag")[..], &["-n", "velero"]].concat())
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let store = cluster.store();
+    assert!(store.get(BSL.0, BSL.1, "backups", "from-file").is_some());
+    assert!(store.get(BSL.0, BSL.1, "velero", "from-flag").is_some());
+
+    // An empty value removes the key; a broken file is a warning, and commands go on.
+    let run = cluster
+        .hawser(&["client", "config", "set", "namespace="])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = cluster.hawser(&["client", "config", "get"]).await;
+    assert_eq!(run.stdout, "colorized: false\n");
+    std::fs::write(&file, "{not json").unwrap();
+    let run = cluster.hawser(&["backup-location", "get"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .starts_with("WARNING: Error reading config file: the client configuration file"),
+        "{}",
+        run.stderr
+    );
+    let run = cluster.hawser(&["client", "config", "get"]).await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+}

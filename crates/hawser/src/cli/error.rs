@@ -149,6 +149,15 @@ pub enum CliError {
         /// What to do about it.
         hint: String,
     },
+    /// The client configuration file (`client config`) cannot be read or written.
+    #[error("the client configuration file {path} cannot be used")]
+    ClientConfig {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: anyhow::Error,
+    },
     /// Printing or encoding output failed.
     #[error("could not write the output")]
     Output {

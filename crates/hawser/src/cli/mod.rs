@@ -7,6 +7,7 @@
 pub mod backup;
 pub mod bsl;
 pub mod bulk;
+pub mod client_config;
 pub mod demo_command;
 pub mod describe;
 pub mod download;
@@ -31,7 +32,7 @@ pub mod wait;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use error::{CliError, ExitStatus};
 pub use global::GlobalArgs;
@@ -58,6 +59,8 @@ pub enum Command {
     Restore(restore::RestoreArgs),
     /// Work with schedules.
     Schedule(schedule::ScheduleArgs),
+    /// Client-side settings: `client config get|set` (Velero's configuration file).
+    Client(client_config::ClientArgs),
     /// Work with volume snapshot locations (kept for Velero's clients: hawser takes CSI
     /// snapshots only).
     #[command(name = "snapshot-location")]
@@ -88,7 +91,7 @@ pub enum Command {
 /// Parses the process arguments, runs the command and turns the outcome into an exit code.
 pub fn main() -> ExitCode {
     quiet_on_closed_pipe();
-    let cli = Cli::parse();
+    let cli = parse();
     // The demo logs to a file of its own, so that the log does not interleave with its story.
     // The server logs at info by default, as Velero's; the other commands at warn.
     let logging = match cli.command {
@@ -114,6 +117,30 @@ pub fn main() -> ExitCode {
             err.exit_status().into()
         }
     }
+}
+
+/// The command line, with the namespace of Velero's client configuration file when `-n` is
+/// not given (it wins over `VELERO_NAMESPACE`, as in Velero); a file that cannot be read is a
+/// warning, as in Velero.
+fn parse() -> Cli {
+    let matches = Cli::command().get_matches();
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
+    if matches.value_source("namespace") != Some(clap::parser::ValueSource::CommandLine)
+        && !matches!(cli.command, Command::Client(_))
+    {
+        match client_config::load() {
+            Ok(config) => {
+                if let Some(namespace) = client_config::namespace(&config) {
+                    cli.global.namespace = namespace;
+                }
+            }
+            Err(err) => eprintln!("WARNING: Error reading config file: {}", err.line()),
+        }
+    }
+    cli
 }
 
 /// Output piped into a reader that stops early (`hawser install --dry-run | head -1`) ends the
@@ -144,6 +171,7 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Restore(args) => restore::run(&cli.global, args).await,
         Command::Schedule(args) => schedule::run(&cli.global, args).await,
         Command::SnapshotLocation(args) => vsl::run(&cli.global, args).await,
+        Command::Client(args) => client_config::run(args),
         Command::Install(args) => install::run(&cli.global, *args).await,
         Command::Server(args) => server::run(&cli.global, *args).await,
         Command::Demo(args) => demo_command::run_demo(&cli.global, args).await,

@@ -259,12 +259,20 @@ impl Cluster {
         self.dir.path()
     }
 
-    /// Runs `hawser ARGS` against this cluster.
+    /// Runs `hawser ARGS` against this cluster, with a home of the cluster's own (where the
+    /// client configuration file lives).
     pub async fn hawser(&self, args: &[&str]) -> Run {
+        self.hawser_with(args, &[]).await
+    }
+
+    /// [`hawser`](Self::hawser) with environment variables `env` set.
+    pub async fn hawser_with(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
             .args(args)
             .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir())
             .env_remove("VELERO_NAMESPACE")
+            .envs(env.iter().copied())
             .output()
             .await
             .expect("hawser runs");
@@ -316,6 +324,7 @@ impl Cluster {
         tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
             .args(args)
             .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir())
             .env_remove("VELERO_NAMESPACE")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -350,6 +359,7 @@ impl Cluster {
         let child = tokio::process::Command::new("script")
             .args(["--quiet", "--return", "--command", &command, "/dev/null"])
             .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir())
             .env("SHELL", "/bin/sh")
             .env_remove("VELERO_NAMESPACE")
             .stdin(std::process::Stdio::piped())
