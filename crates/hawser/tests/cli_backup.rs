@@ -10,6 +10,7 @@ use cli_support::{Cluster, finished};
 use serde_json::{Value, json};
 
 const BACKUP: (&str, &str) = ("velero.io/v1", "Backup");
+const RESTORE_KIND: (&str, &str) = ("velero.io/v1", "Restore");
 
 fn spec_keys(spec: &Value) -> Vec<&str> {
     let mut keys: Vec<&str> = spec
@@ -715,4 +716,152 @@ async fn bad_values_get_their_flags_message_and_completion_scripts_print() {
         );
         assert!(run.stdout.contains("backup-location"), "{shell}");
     }
+}
+
+/// Velero's flags: `--ordered-resources` and the defaults of what is not built are written as
+/// Velero writes them; a flag that asks for what hawser does not do yet is refused (exit 2)
+/// naming it, and nothing is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn velero_flags_are_written_or_refused_by_name() {
+    let cluster = Cluster::start().await;
+    let run = cluster
+        .hawser(&[
+            "backup",
+            "create",
+            "ordered",
+            "--ordered-resources",
+            "pods=ns1/pod1,ns1/pod2; persistentvolumes=pv4,pv8",
+            "--snapshot-move-data=false",
+            "--default-volumes-to-fs-backup=false",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let spec = &cluster.get(BACKUP.0, BACKUP.1, "ordered").unwrap()["spec"];
+    assert_eq!(
+        spec["orderedResources"],
+        json!({"pods": "ns1/pod1,ns1/pod2", "persistentvolumes": "pv4,pv8"})
+    );
+    assert_eq!(spec["snapshotMoveData"], false);
+    assert_eq!(spec["defaultVolumesToFsBackup"], false);
+    let run = cluster
+        .hawser(&[
+            "restore",
+            "create",
+            "back",
+            "--from-backup",
+            "ordered",
+            "--item-operation-timeout",
+            "2h",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let spec = &cluster.get(RESTORE_KIND.0, RESTORE_KIND.1, "back").unwrap()["spec"];
+    assert_eq!(spec["itemOperationTimeout"], "2h0m0s");
+
+    for (command, flag) in [
+        (
+            &["backup", "create", "r1", "--snapshot-move-data"][..],
+            "--snapshot-move-data",
+        ),
+        (
+            &["backup", "create", "r2", "--default-volumes-to-fs-backup"][..],
+            "--default-volumes-to-fs-backup",
+        ),
+        (
+            &["backup", "create", "r3", "--data-mover", "velero"][..],
+            "--data-mover",
+        ),
+        (
+            &["backup", "create", "r4", "--parallel-files-upload", "4"][..],
+            "--parallel-files-upload",
+        ),
+        (
+            &[
+                "schedule",
+                "create",
+                "r5",
+                "--schedule",
+                "@daily",
+                "--volume-snapshot-locations",
+                "aws-1",
+            ][..],
+            "--volume-snapshot-locations",
+        ),
+        (
+            &[
+                "restore",
+                "create",
+                "r6",
+                "--from-backup",
+                "ordered",
+                "--write-sparse-files",
+            ][..],
+            "--write-sparse-files",
+        ),
+        (
+            &[
+                "restore",
+                "create",
+                "r7",
+                "--from-backup",
+                "ordered",
+                "--parallel-files-download",
+                "2",
+            ][..],
+            "--parallel-files-download",
+        ),
+        (
+            &[
+                "restore",
+                "create",
+                "r8",
+                "--from-schedule",
+                "s",
+                "--allow-partially-failed",
+            ][..],
+            "--allow-partially-failed",
+        ),
+        (
+            &[
+                "restore",
+                "create",
+                "r9",
+                "--from-backup",
+                "ordered",
+                "--resource-policies-configmap",
+                "p",
+            ][..],
+            "--resource-policies-configmap",
+        ),
+        (
+            &["backup", "create", "r10", "--ordered-resources", "pods"][..],
+            "--ordered-resources",
+        ),
+    ] {
+        let run = cluster.hawser(command).await;
+        assert_eq!(run.code, 2, "{command:?}: {}", run.stderr);
+        assert!(
+            run.stderr.starts_with(&format!("error: {flag} "))
+                || run
+                    .stderr
+                    .starts_with(&format!("error: invalid value for {flag}")),
+            "{command:?}: {}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("use '--"), "{}", run.stderr);
+    }
+    assert_eq!(cluster.store().list(BACKUP.0, BACKUP.1, None).len(), 1);
+    assert_eq!(
+        cluster
+            .store()
+            .list(RESTORE_KIND.0, RESTORE_KIND.1, None)
+            .len(),
+        1
+    );
+    assert!(
+        cluster
+            .store()
+            .list("velero.io/v1", "Schedule", None)
+            .is_empty()
+    );
 }

@@ -149,6 +149,15 @@ pub enum CliError {
         /// What to do about it.
         hint: String,
     },
+    /// A Velero flag that asks for what hawser does not do yet (exit 2): refused, so that
+    /// nothing is asked for that would not happen.
+    #[error("{flag} asks for {what}, which hawser does not do yet")]
+    NotBuilt {
+        /// The flag, e.g. `--snapshot-move-data`.
+        flag: &'static str,
+        /// What it asks for.
+        what: &'static str,
+    },
     /// The client configuration file (`client config`) cannot be read or written.
     #[error("the client configuration file {path} cannot be used")]
     ClientConfig {
@@ -171,7 +180,7 @@ impl CliError {
     /// The exit status this error ends the process with.
     pub fn exit_status(&self) -> ExitStatus {
         match self {
-            Self::Usage { .. } => ExitStatus::Usage,
+            Self::Usage { .. } | Self::NotBuilt { .. } => ExitStatus::Usage,
             _ => ExitStatus::Failure,
         }
     }
@@ -210,6 +219,9 @@ impl CliError {
                     .to_owned(),
             ),
             Self::Api { source, .. } => api_case(source).hint(),
+            Self::NotBuilt { flag, .. } => Some(format!(
+                "leave {flag} out (or give it its default); Velero's other flags work as in Velero"
+            )),
             _ => None,
         }
     }

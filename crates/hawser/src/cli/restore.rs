@@ -13,7 +13,8 @@ use super::bulk::{ConfirmArgs, SelectArgs, select};
 use super::describe;
 use super::error::{CliError, ExitStatus};
 use super::flags::{
-    Listing, MetaArgs, SelectorArgs, config_map_ref, fetch, get_required, list, print_objects,
+    Listing, MetaArgs, SelectorArgs, config_map_ref, fetch, get_required, list, parse_duration,
+    print_objects,
 };
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
@@ -94,6 +95,24 @@ pub struct RestoreCreateArgs {
     /// items.
     #[arg(long)]
     pub resource_modifier_configmap: Option<String>,
+    /// How long asynchronous item operations may take (Go duration); written into the spec as
+    /// Velero does (hawser's restores have none).
+    #[arg(long, allow_hyphen_values = true)]
+    pub item_operation_timeout: Option<String>,
+    /// Velero's restore resource policies; not built, so it is refused.
+    #[arg(long)]
+    pub resource_policies_configmap: Option<String>,
+    /// Velero's choice of `PartiallyFailed` backups with `--from-schedule`; not built, so
+    /// `true` is refused.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub allow_partially_failed: Option<bool>,
+    /// Velero's parallel downloads of file-system restores and moved snapshot data; not built,
+    /// so it is refused.
+    #[arg(long)]
+    pub parallel_files_download: Option<i64>,
+    /// Velero's sparse files in restored volume data; not built, so `true` is refused.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub write_sparse_files: Option<bool>,
     #[command(flatten)]
     pub meta: MetaArgs,
     /// Print the restore in this format instead of creating it.
@@ -223,11 +242,43 @@ fn restore_source(args: &RestoreCreateArgs) -> Result<Source, CliError> {
     }
 }
 
+/// Refuses Velero's flags that ask for what hawser does not do yet (see
+/// [`CliError::NotBuilt`]).
+fn refuse_what_is_not_built(args: &RestoreCreateArgs) -> Result<(), CliError> {
+    let refused = [
+        (
+            args.resource_policies_configmap.is_some(),
+            "--resource-policies-configmap",
+            "restore resource policies",
+        ),
+        (
+            args.allow_partially_failed == Some(true),
+            "--allow-partially-failed",
+            "restoring a schedule's newest PartiallyFailed backup",
+        ),
+        (
+            args.parallel_files_download.is_some(),
+            "--parallel-files-download",
+            "parallel downloads of file-system backups and moved snapshot data",
+        ),
+        (
+            args.write_sparse_files == Some(true),
+            "--write-sparse-files",
+            "sparse files in restored volume data",
+        ),
+    ];
+    match refused.into_iter().find(|(given, ..)| *given) {
+        Some((_, flag, what)) => Err(CliError::NotBuilt { flag, what }),
+        None => Ok(()),
+    }
+}
+
 pub fn restore_from_args(
     namespace: &str,
     args: &RestoreCreateArgs,
     now: &Zoned,
 ) -> Result<Restore, CliError> {
+    refuse_what_is_not_built(args)?;
     let source = restore_source(args)?;
     let (label_selector, or_label_selectors) = args.selectors.resolve()?;
     let mappings = parse_namespace_mappings(&args.namespace_mappings)?;
@@ -268,6 +319,11 @@ pub fn restore_from_args(
             .resource_modifier_configmap
             .as_deref()
             .map(config_map_ref),
+        item_operation_timeout: args
+            .item_operation_timeout
+            .as_deref()
+            .map(|t| parse_duration("--item-operation-timeout", t))
+            .transpose()?,
         ..RestoreSpec::default()
     };
     let name = args

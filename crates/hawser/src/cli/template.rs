@@ -32,6 +32,12 @@ pub const SPEC_FLAG_IDS: &[&str] = &[
     "csi_snapshot_timeout",
     "item_operation_timeout",
     "resource_policies_configmap",
+    "ordered_resources",
+    "snapshot_move_data",
+    "default_volumes_to_fs_backup",
+    "data_mover",
+    "parallel_files_upload",
+    "volume_snapshot_locations",
 ];
 
 /// The flags that make a Backup spec (velero-compat §9, `backup create`).
@@ -87,6 +93,45 @@ pub struct BackupSpecArgs {
     /// ConfigMap in the server's namespace with the backup's resource policies.
     #[arg(long)]
     pub resource_policies_configmap: Option<String>,
+    /// The order in which items of a kind are backed up:
+    /// `pods=ns1/pod1,ns1/pod2;persistentvolumes=pv4,pv8`.
+    #[arg(long)]
+    pub ordered_resources: Option<String>,
+    /// Velero's CSI snapshot data movement; not built, so `true` is refused (`false` is
+    /// written as given).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub snapshot_move_data: Option<bool>,
+    /// Velero's file-system backup of pod volumes by default; not built, so `true` is refused
+    /// (`false` is written as given).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub default_volumes_to_fs_backup: Option<bool>,
+    /// Velero's data mover of moved snapshot data; not built, so it is refused.
+    #[arg(long)]
+    pub data_mover: Option<String>,
+    /// Velero's parallel uploads of file-system backups and data movement; not built, so it is
+    /// refused.
+    #[arg(long)]
+    pub parallel_files_upload: Option<i64>,
+    /// Velero's native volume snapshot locations; hawser takes CSI snapshots only, so a
+    /// location is refused.
+    #[arg(long, value_delimiter = ',')]
+    pub volume_snapshot_locations: Vec<String>,
+}
+
+/// Velero's `--ordered-resources`: `kind=name,name;kind=name`, each entry one `=`.
+pub fn parse_ordered_resources(value: &str) -> Result<BTreeMap<String, String>, CliError> {
+    value
+        .split(';')
+        .map(
+            |entry| match entry.split('=').collect::<Vec<_>>().as_slice() {
+                [kind, order] => Ok((kind.trim().to_owned(), order.trim().to_owned())),
+                _ => Err(CliError::usage(
+                    "--ordered-resources",
+                    format!("{entry:?} is not kind=name,name (entries separated by ';')"),
+                )),
+            },
+        )
+        .collect()
 }
 
 impl BackupSpecArgs {
@@ -108,6 +153,7 @@ impl BackupSpecArgs {
                  --include/exclude-namespace-scoped-resources flags; use one family",
             ));
         }
+        self.refuse_what_is_not_built()?;
         let (label_selector, or_label_selectors) = self.selectors.resolve()?;
         let ttl = duration("--ttl", self.ttl.as_deref())?;
         let csi_snapshot_timeout = duration(
@@ -139,8 +185,51 @@ impl BackupSpecArgs {
                 .resource_policies_configmap
                 .as_deref()
                 .map(config_map_ref),
+            ordered_resources: self
+                .ordered_resources
+                .as_deref()
+                .map(parse_ordered_resources)
+                .transpose()?,
+            snapshot_move_data: self.snapshot_move_data,
+            default_volumes_to_fs_backup: self.default_volumes_to_fs_backup,
             ..BackupSpec::default()
         })
+    }
+
+    /// Refuses Velero's flags that ask for what hawser does not do yet (see
+    /// [`CliError::NotBuilt`]).
+    fn refuse_what_is_not_built(&self) -> Result<(), CliError> {
+        let refused = [
+            (
+                self.snapshot_move_data == Some(true),
+                "--snapshot-move-data",
+                "CSI snapshot data movement",
+            ),
+            (
+                self.default_volumes_to_fs_backup == Some(true),
+                "--default-volumes-to-fs-backup",
+                "file-system backup of pod volumes",
+            ),
+            (
+                self.data_mover.as_deref().is_some_and(|m| !m.is_empty()),
+                "--data-mover",
+                "a data mover of CSI snapshot data",
+            ),
+            (
+                self.parallel_files_upload.is_some(),
+                "--parallel-files-upload",
+                "parallel uploads of file-system backups and moved snapshot data",
+            ),
+            (
+                !self.volume_snapshot_locations.is_empty(),
+                "--volume-snapshot-locations",
+                "native volume snapshots (hawser takes CSI snapshots only)",
+            ),
+        ];
+        match refused.into_iter().find(|(given, ..)| *given) {
+            Some((_, flag, what)) => Err(CliError::NotBuilt { flag, what }),
+            None => Ok(()),
+        }
     }
 }
 
