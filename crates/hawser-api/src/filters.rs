@@ -1,7 +1,7 @@
 //! From a Backup's or a Restore's spec to the filters `hawser-core` plans with: the typed
 //! boundary between the API objects and the pure logic, with no JSON in between.
 
-use hawser_core::restore::{RestoreFilters, RestoreStatusFilter};
+use hawser_core::restore::{InitHookSpec, RestoreFilters, RestoreStatusFilter};
 use hawser_core::selection::{BackupFilters, LabelSelector, LabelSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
@@ -77,6 +77,32 @@ impl From<&RestoreSpec> for RestoreFilters {
             preserve_node_ports: spec.preserve_node_ports,
             existing_resource_policy: spec.existing_resource_policy.clone(),
         }
+    }
+}
+
+impl RestoreSpec {
+    /// The init-container hooks of `spec.hooks.resources`, one per entry, in order.
+    #[must_use]
+    pub fn init_hook_specs(&self) -> Vec<InitHookSpec> {
+        let resources = self.hooks.as_ref().and_then(|h| h.resources.as_deref());
+        resources
+            .unwrap_or_default()
+            .iter()
+            .map(|r| InitHookSpec {
+                name: r.name.clone(),
+                included_namespaces: list(r.included_namespaces.as_ref()),
+                excluded_namespaces: list(r.excluded_namespaces.as_ref()),
+                label_selector: r.label_selector.as_ref().map(selector),
+                containers: r
+                    .post_hooks
+                    .iter()
+                    .flatten()
+                    .filter_map(|hook| hook.init.as_ref())
+                    .flat_map(|init| init.init_containers.iter().flatten())
+                    .map(|raw| raw.0.clone())
+                    .collect(),
+            })
+            .collect()
     }
 }
 

@@ -95,9 +95,16 @@ impl RestoreSpec {
     #[must_use]
     pub fn unsupported_fields(&self) -> Vec<String> {
         let hooks = self.hooks.as_ref().and_then(|h| h.resources.as_deref());
+        // Init-container hooks are put into the pods; exec hooks are not run.
+        let with_exec = hooks.unwrap_or_default().iter().filter(|h| {
+            h.post_hooks
+                .iter()
+                .flatten()
+                .any(|hook| hook.exec.is_some())
+        });
         let mut warnings: Vec<String> = hooks_warning(
-            "restore hooks are not run by hawser; the items were restored",
-            hooks.unwrap_or_default().iter().map(|h| h.name.as_str()),
+            "restore exec hooks are not run by hawser; the items were restored",
+            with_exec.map(|h| h.name.as_str()),
         )
         .into_iter()
         .collect();
@@ -141,7 +148,10 @@ fn hooks_warning<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Option
 #[allow(clippy::unwrap_used)] // failed unwraps are failed tests
 mod tests {
     use super::*;
-    use crate::{BackupHooks, BackupResourceHookSpec, RestoreHooks, RestoreResourceHookSpec};
+    use crate::{
+        BackupHooks, BackupResourceHookSpec, ExecRestoreHook, InitRestoreHook, RestoreHooks,
+        RestoreResourceHook, RestoreResourceHookSpec,
+    };
 
     /// What hawser does with a spec field that is set.
     enum Outcome {
@@ -212,7 +222,13 @@ mod tests {
         ("restoreStatus", Acted("status written for the named kinds")),
         ("preserveNodePorts", Acted("node ports kept or cleared")),
         ("includeClusterResources", Acted("selection")),
-        ("hooks", Warned(r#"{"resources": [{"name": "migrate"}]}"#)),
+        // Init-container hooks are acted on (put into the pods); exec hooks are warned.
+        (
+            "hooks",
+            Warned(
+                r#"{"resources": [{"name": "migrate", "postHooks": [{"exec": {"command": ["x"]}}]}]}"#,
+            ),
+        ),
         (
             "existingResourcePolicy",
             Acted("existing items updated or left"),
@@ -338,17 +354,35 @@ mod tests {
     fn restore_fields_are_named() {
         let spec = RestoreSpec {
             hooks: Some(RestoreHooks {
-                resources: Some(vec![RestoreResourceHookSpec {
-                    name: "migrate".to_owned(),
-                    ..RestoreResourceHookSpec::default()
-                }]),
+                resources: Some(vec![
+                    RestoreResourceHookSpec {
+                        name: "migrate".to_owned(),
+                        post_hooks: Some(vec![RestoreResourceHook {
+                            exec: Some(ExecRestoreHook::default()),
+                            ..RestoreResourceHook::default()
+                        }]),
+                        ..RestoreResourceHookSpec::default()
+                    },
+                    RestoreResourceHookSpec {
+                        name: "prepare".to_owned(),
+                        post_hooks: Some(vec![RestoreResourceHook {
+                            init: Some(InitRestoreHook::default()),
+                            ..RestoreResourceHook::default()
+                        }]),
+                        ..RestoreResourceHookSpec::default()
+                    },
+                ]),
             }),
             restore_pvs: Some(true),
             ..RestoreSpec::default()
         };
         let warnings = spec.unsupported_fields();
         assert_eq!(warnings.len(), 1, "restorePVs is acted on: {warnings:?}");
-        assert!(warnings[0].contains("hook spec migrate"));
+        // Only the spec with an exec hook: init hooks are put into the pods.
+        assert!(
+            warnings[0].contains("hook spec migrate") && !warnings[0].contains("prepare"),
+            "{warnings:?}"
+        );
         let unset = RestoreSpec {
             restore_pvs: Some(false),
             ..RestoreSpec::default()

@@ -20,8 +20,6 @@ const BACKUP_HOOKS: &str =
     "backup hooks are not run by hawser; the pods were backed up without running them";
 const RESTORE_EXEC_HOOKS: &str =
     "restore exec hooks are not run by hawser; the pods were restored without running them";
-const RESTORE_INIT_HOOKS: &str =
-    "restore init-container hooks are not added by hawser; the pods were restored without them";
 
 /// Annotations a backup meets on the Pods it backs up (Velero's backup hooks, with and without
 /// a phase, and the file-system backup opt-in).
@@ -44,17 +42,12 @@ pub const BACKUP: &[Unacted] = &[
     },
 ];
 
-/// Annotations a restore meets on the Pods it restores (Velero's restore hooks).
-pub const RESTORE: &[Unacted] = &[
-    Unacted {
-        key: "post.hook.restore.velero.io/command",
-        undone: RESTORE_EXEC_HOOKS,
-    },
-    Unacted {
-        key: "init.hook.restore.velero.io/container-image",
-        undone: RESTORE_INIT_HOOKS,
-    },
-];
+/// Annotations a restore meets on the Pods it restores (Velero's restore exec hooks; its
+/// init-container hooks are acted on: [`crate::restore::init_hooks`]).
+pub const RESTORE: &[Unacted] = &[Unacted {
+    key: "post.hook.restore.velero.io/command",
+    undone: RESTORE_EXEC_HOOKS,
+}];
 
 /// Pods named in one warning; the others are counted.
 const NAMES_PER_WARNING: usize = 10;

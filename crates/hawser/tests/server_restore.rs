@@ -1291,3 +1291,98 @@ resourceModifierRules:
         );
     }
 }
+
+/// Velero's restore init-container hooks: a Pod's `init.hook.restore.velero.io/*` annotations
+/// and the Restore's `spec.hooks` init containers (by target namespace and labels) are put in
+/// front of the restored Pods' own init containers, without a warning; a hook container
+/// without a command fails its Pod alone.
+#[tokio::test]
+async fn restore_init_hooks_are_put_into_the_restored_pods() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let store = cluster.store();
+    store
+        .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}))
+        .unwrap();
+    store
+        .insert(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": "shop"}}))
+        .unwrap();
+    let pod = |name: &str, app: &str, annotations: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "shop", "labels": {"app": app},
+                         "annotations": annotations},
+            "spec": {"initContainers": [{"name": "own", "image": "busybox", "command": ["true"]}],
+                     "containers": [{"name": app, "image": "busybox"}]}})
+    };
+    store
+        .insert(pod(
+            "db-0",
+            "db",
+            json!({"init.hook.restore.velero.io/container-image": "busybox",
+                   "init.hook.restore.velero.io/container-name": "prepare-db",
+                   "init.hook.restore.velero.io/command": "[\"/bin/sh\", \"-c\", \"echo ready\"]"}),
+        ))
+        .unwrap();
+    store.insert(pod("web-0", "web", json!({}))).unwrap();
+    store.insert(pod("cache-0", "cache", json!({}))).unwrap();
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "hooked", json!({"includedNamespaces": ["shop"]}));
+    let done = wait_final(&cluster, &server, "Backup", "hooked").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+
+    let hooks = |container: Value| {
+        json!({"resources": [{"name": "warm", "includedNamespaces": ["shop-*"],
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "postHooks": [{"init": {"initContainers": [container]}}]}]})
+    };
+    create_restore(
+        &cluster,
+        "hooked-back",
+        json!({"backupName": "hooked", "namespaceMapping": {"shop": "shop-copy"},
+               "hooks": hooks(json!({"name": "warm-cache", "image": "busybox", "command": ["true"]}))}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "hooked-back").await;
+    assert_eq!(phase(&restored), "Completed", "{restored:#}");
+    assert!(
+        restored["status"].get("warnings").is_none_or(|w| w == 0),
+        "{restored:#}"
+    );
+    let init_names = |namespace: &str, name: &str| -> Vec<String> {
+        let pod = store.get("v1", "Pod", namespace, name).unwrap();
+        pod["spec"]["initContainers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(init_names("shop-copy", "db-0"), ["prepare-db", "own"]);
+    let db = store.get("v1", "Pod", "shop-copy", "db-0").unwrap();
+    assert_eq!(
+        db["spec"]["initContainers"][0]["command"],
+        json!(["/bin/sh", "-c", "echo ready"])
+    );
+    assert_eq!(init_names("shop-copy", "web-0"), ["warm-cache", "own"]);
+    assert_eq!(init_names("shop-copy", "cache-0"), ["own"]);
+
+    // A hook container without a command: its Pod fails alone.
+    create_restore(
+        &cluster,
+        "bad-hook",
+        json!({"backupName": "hooked", "namespaceMapping": {"shop": "shop-bad"},
+               "hooks": hooks(json!({"name": "warm-cache", "image": "busybox"}))}),
+    );
+    let restored = wait_final(&cluster, &server, "Restore", "bad-hook").await;
+    assert_eq!(phase(&restored), "PartiallyFailed", "{restored:#}");
+    let errors = errors_of(root.path(), "bad-hook");
+    assert!(
+        errors.len() == 1
+            && errors[0].contains("pods/shop-bad/web-0")
+            && errors[0].contains("hook spec warm: it has no command"),
+        "{errors:?}"
+    );
+    assert!(store.get("v1", "Pod", "shop-bad", "web-0").is_none());
+    assert_eq!(init_names("shop-bad", "db-0"), ["prepare-db", "own"]);
+}

@@ -46,6 +46,8 @@
 //!   version's schema gets `x-kubernetes-preserve-unknown-fields: true`.
 //! * Mutating and validating webhook configurations `v1`: a webhook's `sideEffects` other than
 //!   `None` or `NoneOnDryRun` becomes `None`.
+//! * Pods: Velero's restore init-container hooks ([`super::init_hooks`]), from the Pod's
+//!   annotations or the Restore's `spec.hooks`; an invalid one refuses the Pod.
 //! * Then the restore's resource modifiers ([`super::modifiers`]), which see the item with its
 //!   archived namespace and labels, as in Velero.
 //! * Last, on namespaced objects, `metadata.namespace` set to the target namespace of the
@@ -56,6 +58,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value};
 
 use super::images::ImageNames;
+use super::init_hooks::InitHooks;
 use super::modifiers::ResourceModifiers;
 use crate::label::valid_label_value;
 
@@ -168,6 +171,8 @@ pub struct CleanContext<'a> {
     /// The restore's resource modifiers, applied after the cleaning of the item's type and
     /// before the restore labels and the target namespace are set.
     pub modifiers: Option<&'a ResourceModifiers>,
+    /// The restore's init-container hooks, put into Pods ([`super::init_hooks`]).
+    pub init_hooks: &'a InitHooks,
 }
 
 impl CleanContext<'_> {
@@ -187,6 +192,8 @@ pub struct Cleaned {
     pub status: Option<Value>,
     /// The errors of resource-modifier rules that failed (the object is as they found it).
     pub modifier_errors: Vec<String>,
+    /// Why the object must not be created (a restore init hook of a Pod that is not valid).
+    pub refused: Option<String>,
 }
 
 fn str_at<'v>(obj: &'v Value, pointer: &str) -> Option<&'v str> {
@@ -250,6 +257,10 @@ pub fn clean(
     let status = status.filter(|s| with_status && !s.is_null());
     strip_metadata(&mut obj);
     clean_type(group_resource, &mut obj, source_namespace, ctx);
+    let refused = match (group_resource, source_namespace) {
+        ("pods", Some(ns)) => ctx.init_hooks.apply(&mut obj, ctx.target(ns)).err(),
+        _ => None,
+    };
     // As in Velero: the modifiers see the item with its archived namespace and labels.
     let modifier_errors = ctx
         .modifiers
@@ -270,6 +281,7 @@ pub fn clean(
         object: obj,
         status,
         modifier_errors,
+        refused,
     }
 }
 

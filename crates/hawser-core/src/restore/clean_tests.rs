@@ -8,6 +8,7 @@ static NO_PVS: BTreeSet<String> = BTreeSet::new();
 static NO_SNAPSHOTS: BTreeMap<(String, String), String> = BTreeMap::new();
 static NO_CLASSES: BTreeMap<String, String> = BTreeMap::new();
 static NO_IMAGES: ImageNames = ImageNames::EMPTY;
+static NO_HOOKS: InitHooks = InitHooks::EMPTY;
 
 fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
     CleanContext {
@@ -21,6 +22,7 @@ fn ctx(mapping: &BTreeMap<String, String>) -> CleanContext<'_> {
         storage_classes: &NO_CLASSES,
         image_names: &NO_IMAGES,
         modifiers: None,
+        init_hooks: &NO_HOOKS,
     }
 }
 

@@ -9,6 +9,7 @@ pub mod existing;
 mod extensions;
 pub mod filters;
 pub mod images;
+pub mod init_hooks;
 pub mod modifiers;
 pub mod order;
 pub mod priorities;
@@ -29,6 +30,7 @@ pub use filters::{
     RestoreFilters, RestoreSelection, RestoreStatusFilter,
 };
 pub use images::ImageNames;
+pub use init_hooks::{InitHookSpec, InitHooks};
 pub use modifiers::ResourceModifiers;
 pub use order::{CRDS, Tier, is_crd, restore_order};
 pub use priorities::{Priorities, PrioritiesError, Resolved};

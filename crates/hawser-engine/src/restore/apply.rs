@@ -13,7 +13,7 @@ use hawser_core::csi::{
 };
 use hawser_core::pod_annotations::{self, AnnotatedPods};
 use hawser_core::restore::{
-    CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, ImageNames, NonCanonicalType,
+    CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, ImageNames, InitHooks, NonCanonicalType,
     ResourceModifiers, RestoreSelection, clean, decide, made_by_restore,
 };
 use hawser_core::selection::related::{PERSISTENT_VOLUMES, PODS};
@@ -61,6 +61,8 @@ pub(crate) struct Restorer {
     pub image_names: ImageNames,
     /// The restore's resource modifiers (see [`super::plugin_config::resource_modifiers`]).
     pub modifiers: Option<ResourceModifiers>,
+    /// The restore's init-container hooks ([`hawser_core::restore::init_hooks`]).
+    pub init_hooks: InitHooks,
 }
 
 /// What shows that an archived snapshot handle is the backup's own (see
@@ -158,6 +160,7 @@ impl Restorer {
             storage_classes: &self.storage_classes,
             image_names: &self.image_names,
             modifiers: self.modifiers.as_ref(),
+            init_hooks: &self.init_hooks,
         }
     }
 
@@ -359,7 +362,12 @@ impl Restorer {
             mut object,
             status,
             modifier_errors,
+            refused,
         } = clean(t.gr, obj, source_ns, &self.clean_context(), with_status);
+        if let Some(why) = refused {
+            self.fail(t, why);
+            return;
+        }
         for e in modifier_errors {
             self.report.error(t.scope(), format!("{}: {e}", t.id()));
         }

@@ -69,7 +69,8 @@ use hawser_core::pod_annotations;
 use hawser_core::poll::poll_until;
 use hawser_core::restore::volume_data;
 use hawser_core::restore::{
-    ArchiveTypes, ExistingPolicy, ImageNames, RestoreFilters, RestoreSelection, Tier, restore_order,
+    ArchiveTypes, ExistingPolicy, ImageNames, InitHooks, RestoreFilters, RestoreSelection, Tier,
+    restore_order,
 };
 use hawser_core::selection::NAMESPACES;
 use hawser_store::Location;
@@ -266,6 +267,13 @@ async fn run_named(
             reference.name
         ));
     }
+    let init_hooks = InitHooks::new(
+        restore.spec.init_hook_specs(),
+        restore.metadata.uid.as_deref().unwrap_or(&name),
+    )
+    .map_err(|message| RestoreError::Validation {
+        messages: vec![format!("spec.hooks: {message}")],
+    })?;
     let layout = Layout::new(None);
     let checks = Arc::new(Checks {
         selection: selection.clone(),
@@ -297,6 +305,7 @@ async fn run_named(
         storage_classes: BTreeMap::new(),
         image_names: ImageNames::default(),
         modifiers: options.modifiers.clone(),
+        init_hooks,
     };
     let namespace = restore.metadata.namespace.clone().unwrap_or_default();
     let (storage_classes, warnings) =
