@@ -331,6 +331,7 @@ impl FlagTable for ServerFlags {
         VeleroFlag::new("vmodule", Text, "").hidden(),
         VeleroFlag::new("logtostderr", Bool, "true").hidden(),
         VeleroFlag::new("alsologtostderr", Bool, "false").hidden(),
+        VeleroFlag::new("alsologtostderrthreshold", Text, "ERROR").hidden(),
         VeleroFlag::new("stderrthreshold", Text, "INFO").hidden(),
         VeleroFlag::new("log_dir", Text, "").hidden(),
         VeleroFlag::new("log_file", Text, "").hidden(),

@@ -14,7 +14,8 @@ use std::time::Duration;
 use cli_support::{Cluster, NS};
 use serde_json::json;
 use server_support::{
-    FAST, Server, create_backup, create_restore, filesystem_location, phase, poll, seed, wait_final,
+    FAST, Server, artifact, create_backup, create_restore, filesystem_location, gunzip, phase,
+    poll, seed, wait_final,
 };
 
 /// What the log says for each flag accepted without effect.
@@ -182,10 +183,20 @@ async fn a_long_velero_argument_list_runs_and_each_unused_flag_is_logged_once() 
             "--resource-timeout=10m",
             "--default-backup-storage-location=default",
             "--status-resync-period=1s",
+            "--global-backup-volume-policies-configmap=global-volumes",
         ],
     )
     .await;
     backup_completes(&cluster, &server, root.path()).await;
+    // A Velero 1.18 setting hawser does not act on is a warning on every backup (beside the
+    // one of --default-volumes-to-fs-backup).
+    let done = cluster.get("velero.io/v1", "Backup", "first").unwrap();
+    assert_eq!(done["status"]["warnings"], 2, "{done:#}");
+    let results = gunzip(&artifact(root.path(), "first", "first-results.gz"));
+    assert!(
+        results.contains("server flag --global-backup-volume-policies-configmap: hawser does not merge global volume policies into backups, so those of ConfigMap global-volumes were not used"),
+        "{results}"
+    );
     let log = server.log_text();
     assert_reported_once(&log, &not_implemented, |flag| {
         format!("\"flag\":\"{flag}\"")

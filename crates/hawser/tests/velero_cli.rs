@@ -555,7 +555,47 @@ async fn schedule_create_and_get() {
     assert_eq!(row(&out, "broken")[1], "FailedValidation", "{out}");
 }
 
-/// Requires each of `lines` in `text` after its section `title`.
+/// Every flag `velero server --help` lists (Velero's own binary) is one `hawser server` takes
+/// (acted on, or accepted and logged), so that a Velero Deployment's arguments start hawser.
+#[test]
+fn every_flag_of_velero_server_is_taken_by_hawser_server() {
+    let Some(binary) = velero_binary("every_flag_of_velero_server_is_taken_by_hawser_server")
+    else {
+        return;
+    };
+    let help = std::process::Command::new(binary)
+        .args(["server", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    // Definition lines: indented, a flag first (`  -h, --help`, `      --features string`).
+    let velero: std::collections::BTreeSet<String> = help
+        .lines()
+        .filter(|l| l.starts_with(' '))
+        .filter_map(|l| {
+            let first = l.split_whitespace().find(|w| w.starts_with("--"))?;
+            let defines = l.trim_start().starts_with("--")
+                || (l.trim_start().starts_with('-') && l.trim_start().get(2..4) == Some(", "));
+            defines.then(|| first.trim_start_matches("--").to_owned())
+        })
+        .collect();
+    assert!(velero.len() > 40, "{help}");
+    let mut root = <hawser::cli::Cli as clap::CommandFactory>::command();
+    root.build();
+    let server = root.find_subcommand("server").unwrap();
+    let hawser: std::collections::BTreeSet<String> = server
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .map(str::to_owned)
+        .collect();
+    let missing: Vec<&String> = velero.difference(&hawser).collect();
+    assert!(
+        missing.is_empty(),
+        "velero server flags hawser does not take: {missing:?}"
+    );
+}
+
+/// Requires each of `lines` in `text` after its section `title`./// Requires each of `lines` in `text` after its section `title`.
 fn assert_after(text: &str, title: &str, lines: &[&str]) {
     let (_, section) = text
         .split_once(title)

@@ -217,7 +217,12 @@ impl Notes {
         for line in &options.log_warnings {
             notes.log.line("warning", line);
         }
-        for warning in backup.spec.unsupported_fields() {
+        for warning in backup
+            .spec
+            .unsupported_fields()
+            .into_iter()
+            .chain(options.warnings.iter().cloned())
+        {
             notes.warn(warning);
         }
         let policy_name = backup

@@ -38,6 +38,9 @@ pub struct BackupOptions {
     /// Lines written as warnings at the start of the log (e.g. that the work was interrupted
     /// and is run again); not counted among the results' warnings.
     pub log_warnings: Vec<String>,
+    /// Warnings of the caller (e.g. a server setting hawser does not act on), counted in the
+    /// results.
+    pub warnings: Vec<String>,
     /// The backup's resource policies, read when it was validated
     /// ([`resource_policies`](super::resource_policies)); none by default.
     pub policies: Option<ResourcePolicies>,
@@ -53,6 +56,7 @@ impl Default for BackupOptions {
             clock: hawser_core::clock::Clock::system(),
             api_retry: RETRY_BUDGET,
             log_warnings: Vec::new(),
+            warnings: Vec::new(),
             policies: None,
         }
     }
@@ -117,6 +121,13 @@ impl BackupOptions {
     #[must_use]
     pub fn with_log_warning(mut self, line: Option<String>) -> Self {
         self.log_warnings.extend(line);
+        self
+    }
+
+    /// Adds `warning`, when given, to the backup's warnings.
+    #[must_use]
+    pub fn with_warning(mut self, warning: Option<String>) -> Self {
+        self.warnings.extend(warning);
         self
     }
 }

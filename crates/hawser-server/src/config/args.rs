@@ -216,6 +216,11 @@ pub struct ServerArgs {
     )]
     pub default_item_operation_timeout: GoDuration,
 
+    /// Velero's ConfigMap of global backup volume policies, merged into every backup. Not
+    /// built: each backup then carries a warning that they were not used.
+    #[arg(long, env = "HAWSER_GLOBAL_BACKUP_VOLUME_POLICIES_CONFIGMAP")]
+    pub global_backup_volume_policies_configmap: Option<String>,
+
     /// On SIGTERM, how long running backups and restores may take to finish before the server
     /// stops anyway (what is unfinished is resolved by the next leader's recovery). Keep it
     /// below the Pod's terminationGracePeriodSeconds.
@@ -365,6 +370,7 @@ impl ServerArgs {
             default_volumes_to_fs_backup,
             default_snapshot_move_data,
             default_item_operation_timeout,
+            global_backup_volume_policies_configmap,
             shutdown_grace_period,
             filesystem_roots,
             allow_ambient_credentials,
@@ -449,6 +455,8 @@ impl ServerArgs {
                     )?;
                     default_item_operation_timeout
                 },
+                global_volume_policies: global_backup_volume_policies_configmap
+                    .filter(|name| !name.is_empty()),
             },
             restore: RestoreSettings {
                 resource_priorities: Priorities::from_flag(restore_resource_priorities.as_deref())

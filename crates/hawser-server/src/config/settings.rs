@@ -74,6 +74,8 @@ pub(crate) struct BackupSettings {
     pub(crate) default_snapshot_move_data: bool,
     /// `--default-item-operation-timeout`: written into a spec that leaves it unset or zero.
     pub(crate) default_item_operation_timeout: GoDuration,
+    /// `--global-backup-volume-policies-configmap`: not built, a warning on every backup.
+    pub(crate) global_volume_policies: Option<String>,
 }
 
 /// The restore controller.

@@ -156,6 +156,11 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         .with_progress(progress)
         .with_clock(ctx.clock.clone())
         .with_log_warning(taken.resumed_note())
+        .with_warning(ctx.settings.backup.global_volume_policies.as_ref().map(|name| {
+            format!(
+                "server flag --global-backup-volume-policies-configmap: hawser does not merge global volume policies into backups, so those of ConfigMap {name} were not used (the backup's own resource policies were)"
+            )
+        }))
         .with_policies(policies);
     let result = backup::run(ctx.client.clone(), &location, &backup, options).await;
     reporter.abort();
