@@ -11,8 +11,10 @@
 //!   read (the API unreachable past the read budget) stays as it was until the next round.
 //! * [`store`] / [`load`]: `<backup>-itemoperations.json.gz`, stored after every round that
 //!   changed something.
-//! * [`SnapshotOperations::finalize`]: reads each snapshot once more for
-//!   `<backup>-volumeinfo.json.gz`, deletes the VolumeSnapshot objects (their contents, set to
+//! * [`SnapshotOperations::finalize`]: reads each snapshot once more and writes its result
+//!   into its entry of `<backup>-volumeinfo.json.gz` (stored when the backup left
+//!   `InProgress`; made again from the operations when it does not decode), deletes the
+//!   VolumeSnapshot objects (their contents, set to
 //!   `Retain` when cut, keep the snapshots, as in Velero), adds one error per failed operation to
 //!   the results file and the log (once, should finalizing run again), and returns the final
 //!   phase. The archive keeps the VolumeSnapshots and contents as they were when cut (with their
@@ -266,8 +268,16 @@ impl SnapshotOperations {
     ) -> Result<super::BackupOutcome, BackupError> {
         let name = backup.metadata.name.clone().unwrap_or_default();
         let layout = Layout::new(None);
-        // Stored when the backup left InProgress; each snapshot's entry gets its result.
-        let mut volume_info = load_volume_info(location, &name).await?;
+        // Stored when the backup left InProgress; each snapshot's entry gets its result. A
+        // file that does not decode (not hawser's writing) is made again from the operations.
+        let mut volume_info = match load_volume_info(location, &name).await {
+            Ok(info) => info,
+            Err(e @ BackupError::Decode { .. }) => {
+                tracing::warn!(backup = %name, error = %e.full_message(), "the stored volume info does not decode; it is made again from the snapshots");
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
         for operation in operations {
             let r = &operation.spec.resource_identifier;
             let read = read_snapshot(
