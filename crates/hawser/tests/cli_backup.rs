@@ -6,7 +6,7 @@ mod cli_support;
 
 use std::time::Duration;
 
-use cli_support::{Cluster, finished};
+use cli_support::{Cluster, ctrl_c_at_terminal, finished};
 use serde_json::{Value, json};
 
 const BACKUP: (&str, &str) = ("velero.io/v1", "Backup");
@@ -547,19 +547,14 @@ async fn ctrl_c_during_a_wait_says_the_phase_it_read_and_exits_130() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_at_a_terminal_during_a_wait_stops_waiting_only() {
     let cluster = Cluster::start().await;
-    let Some(mut child) = cluster.spawn_on_terminal(&["backup", "create", "slow2", "--wait"])
-    else {
+    let Some(child) = cluster.spawn_on_terminal(&["backup", "create", "slow2", "--wait"]) else {
         return;
     };
     cluster.until_exists(BACKUP.0, BACKUP.1, "slow2").await;
     cluster.set_status(BACKUP.0, BACKUP.1, "slow2", json!({"phase": "InProgress"}));
     // Time for the watch to read it.
     tokio::time::sleep(Duration::from_millis(1300)).await;
-    let mut terminal = child.stdin.take().unwrap();
-    tokio::io::AsyncWriteExt::write_all(&mut terminal, b"\x03")
-        .await
-        .unwrap();
-    let run = finished(child).await;
+    let run = ctrl_c_at_terminal(child).await;
     assert_eq!(run.code, 130, "terminal: {}", run.stdout);
     assert!(
         run.stdout.contains(

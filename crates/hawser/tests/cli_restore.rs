@@ -6,7 +6,7 @@ mod cli_support;
 
 use std::time::Duration;
 
-use cli_support::{Cluster, finished};
+use cli_support::{Cluster, ctrl_c_at_terminal, finished};
 use serde_json::{Value, json};
 
 const RESTORE: (&str, &str) = ("velero.io/v1", "Restore");
@@ -301,7 +301,7 @@ async fn get_and_describe_show_backup_phase_and_counts() {
 async fn ctrl_c_at_a_terminal_during_a_wait_stops_waiting_only() {
     let cluster = Cluster::start().await;
     cluster.add_backup("nightly");
-    let Some(mut child) = cluster.spawn_on_terminal(&[
+    let Some(child) = cluster.spawn_on_terminal(&[
         "restore",
         "create",
         "rt",
@@ -319,11 +319,7 @@ async fn ctrl_c_at_a_terminal_during_a_wait_stops_waiting_only() {
         json!({"phase": "InProgress", "progress": {"totalItems": 8, "itemsRestored": 2}}),
     );
     tokio::time::sleep(Duration::from_millis(1300)).await;
-    let mut terminal = child.stdin.take().unwrap();
-    tokio::io::AsyncWriteExt::write_all(&mut terminal, b"\x03")
-        .await
-        .unwrap();
-    let run = finished(child).await;
+    let run = ctrl_c_at_terminal(child).await;
     assert_eq!(run.code, 130, "terminal: {}", run.stdout);
     assert!(
         run.stdout

@@ -108,6 +108,16 @@ pub async fn finished(child: tokio::process::Child) -> Run {
     }
 }
 
+/// Types Ctrl-C at the terminal of `child` (from [`Cluster::spawn_on_terminal`]) and waits for
+/// it to end; what the terminal showed is the run's stdout.
+pub async fn ctrl_c_at_terminal(mut child: tokio::process::Child) -> Run {
+    let mut terminal = child.stdin.take().expect("the terminal's input");
+    tokio::io::AsyncWriteExt::write_all(&mut terminal, b"\x03")
+        .await
+        .expect("Ctrl-C typed");
+    finished(child).await
+}
+
 /// What one run of the binary produced.
 pub struct Run {
     pub code: i32,
