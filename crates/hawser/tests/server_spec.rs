@@ -301,10 +301,13 @@ async fn pod_annotations_and_server_defaults_hawser_does_not_act_on_are_warned()
     // Deleting the backup deletes its files; the request says what stays.
     server_support::request_deletion(&cluster, "delete-annotated", "annotated");
     server_support::until_gone(&cluster, &server, "Backup", "annotated").await;
-    let request = cluster
-        .get("velero.io/v1", "DeleteBackupRequest", "delete-annotated")
-        .expect("kept: it reports what was left");
-    assert_eq!(request["status"]["phase"], "Processed", "{request:#}");
+    // Kept, to report what was left; its final status is written after the Backup goes.
+    let request = server_support::poll(&server, "the request Processed", || {
+        cluster
+            .get("velero.io/v1", "DeleteBackupRequest", "delete-annotated")
+            .filter(|r| r["status"]["phase"] == "Processed")
+    })
+    .await;
     let errors = request["status"]["errors"].to_string();
     assert!(
         errors.contains("the backup's file-system backups of 1 pod volumes (shop/db-0 volume data) were not deleted: hawser does not manage the backup repositories"),

@@ -657,11 +657,13 @@ async fn a_forged_backup_that_names_another_backups_snapshot_neither_restores_no
     let still = contents.get_opt(&content).await.unwrap();
     let still = still.expect("the real backup's snapshot content was deleted");
     assert_eq!(still.data["spec"]["deletionPolicy"], "Retain");
-    // The request says what it left alone.
-    let request = cluster
-        .get("velero.io/v1", "DeleteBackupRequest", "delete-forged")
-        .expect("the request is kept with what it left alone");
-    assert_eq!(request["status"]["phase"], "Processed");
+    // The request says what it left alone (its final status is written after the Backup goes).
+    let request = poll(&server, "the request Processed", || {
+        cluster
+            .get("velero.io/v1", "DeleteBackupRequest", "delete-forged")
+            .filter(|r| r["status"]["phase"] == "Processed")
+    })
+    .await;
     let errors = request["status"]["errors"].to_string();
     assert!(
         errors.contains(&format!(
