@@ -269,19 +269,28 @@ impl Cluster {
         self.dir.path()
     }
 
-    /// Runs `hawser ARGS` against this cluster, with a home of the cluster's own (where the
-    /// client configuration file lives).
+    /// `program` pointed at this cluster, with a home of the cluster's own (where the client
+    /// configuration file lives) and no `VELERO_NAMESPACE`.
+    fn command(&self, program: &str) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(program);
+        command
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir())
+            .env_remove("VELERO_NAMESPACE")
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Runs `hawser ARGS` against this cluster ([`command`](Self::command)).
     pub async fn hawser(&self, args: &[&str]) -> Run {
         self.hawser_with(args, &[]).await
     }
 
     /// [`hawser`](Self::hawser) with environment variables `env` set.
     pub async fn hawser_with(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
+        let output = self
+            .command(env!("CARGO_BIN_EXE_hawser"))
             .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.dir())
-            .env_remove("VELERO_NAMESPACE")
             .envs(env.iter().copied())
             .output()
             .await
@@ -312,14 +321,12 @@ impl Cluster {
     /// prompts; `hawser` alone gives an empty stdin).
     pub async fn hawser_with_input(&self, args: &[&str], input: &str) -> Run {
         use tokio::io::AsyncWriteExt;
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
+        let mut child = self
+            .command(env!("CARGO_BIN_EXE_hawser"))
             .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("VELERO_NAMESPACE")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("hawser starts");
         let mut stdin = child.stdin.take().expect("stdin is piped");
@@ -331,14 +338,10 @@ impl Cluster {
 
     /// Starts `hawser ARGS` against this cluster without waiting for it (for `--wait`).
     pub fn spawn(&self, args: &[&str]) -> tokio::process::Child {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_hawser"))
+        self.command(env!("CARGO_BIN_EXE_hawser"))
             .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.dir())
-            .env_remove("VELERO_NAMESPACE")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("hawser starts")
     }
@@ -366,16 +369,13 @@ impl Cluster {
             .map(|a| format!("'{a}'"))
             .collect::<Vec<_>>()
             .join(" ");
-        let child = tokio::process::Command::new("script")
+        let child = self
+            .command("script")
             .args(["--quiet", "--return", "--command", &command, "/dev/null"])
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.dir())
             .env("SHELL", "/bin/sh")
-            .env_remove("VELERO_NAMESPACE")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("script starts");
         Some(child)
