@@ -547,9 +547,7 @@ async fn ctrl_c_during_a_wait_says_the_phase_it_read_and_exits_130() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_at_a_terminal_during_a_wait_stops_waiting_only() {
     let cluster = Cluster::start().await;
-    let Some(child) = cluster.spawn_on_terminal(&["backup", "create", "slow2", "--wait"]) else {
-        return;
-    };
+    let child = cluster.spawn_on_terminal(&["backup", "create", "slow2", "--wait"]);
     cluster.until_exists(BACKUP.0, BACKUP.1, "slow2").await;
     cluster.set_status(BACKUP.0, BACKUP.1, "slow2", json!({"phase": "InProgress"}));
     // Time for the watch to read it.

@@ -301,16 +301,14 @@ async fn get_and_describe_show_backup_phase_and_counts() {
 async fn ctrl_c_at_a_terminal_during_a_wait_stops_waiting_only() {
     let cluster = Cluster::start().await;
     cluster.add_backup("nightly");
-    let Some(child) = cluster.spawn_on_terminal(&[
+    let child = cluster.spawn_on_terminal(&[
         "restore",
         "create",
         "rt",
         "--from-backup",
         "nightly",
         "--wait",
-    ]) else {
-        return;
-    };
+    ]);
     cluster.until_exists(RESTORE.0, RESTORE.1, "rt").await;
     cluster.set_status(
         RESTORE.0,

@@ -372,9 +372,13 @@ async fn outage_when_recorded(recorded: &str) {
         "250ms",
     ]);
     let server = Server::start(&cluster, root.path(), &args).await;
-    // Reads of the Backup take a while, so the write after the record is under way when the
-    // API goes.
-    slow_reads(&cluster, "backups");
+    // Writes of the Backup take a while, so the write after the record is under way when the
+    // API goes (checked as it goes).
+    cluster.sim.faults().latency(
+        kube_sim::LatencyFault::new(Duration::from_millis(600))
+            .verbs(&["patch", "update"])
+            .resources(&["backups"]),
+    );
     create_backup(&cluster, "outage", json!({"includedNamespaces": ["shop"]}));
     poll(&server, &format!("the record saying {recorded}"), || {
         record(root.path(), "outage").filter(|r| r["status"]["phase"] == recorded)
@@ -383,6 +387,14 @@ async fn outage_when_recorded(recorded: &str) {
     let outage = Duration::from_secs(4);
     cluster.sim.faults().refuse(Some(outage));
     let outage_start = std::time::Instant::now();
+    // The write that follows the record was in flight when the API went: the API did not
+    // hold the recorded phase yet.
+    let at_outage = cluster.get("velero.io/v1", "Backup", "outage").unwrap();
+    assert_ne!(
+        phase(&at_outage),
+        recorded,
+        "the status write after the record had landed before the outage began"
+    );
 
     let done = wait_for(
         &cluster,

@@ -41,8 +41,8 @@ struct Env {
     ns: String,
 }
 
-async fn env(test: &str) -> Option<Env> {
-    let real = real_kube::real_kube(test)?;
+async fn env(test: &str) -> Env {
+    let real = real_kube::real_kube(test);
     let upstream = Upstream::from_kubeconfig(&real.kubeconfig).expect("the kubeconfig reads");
     let sim = KubeSim::start(SimConfig {
         upstream: Some(upstream),
@@ -58,12 +58,12 @@ async fn env(test: &str) -> Option<Env> {
         .create(&PostParams::default(), &body)
         .await
         .expect("the test namespace is created upstream");
-    Some(Env {
+    Env {
         sim,
         raw,
         direct,
         ns,
-    })
+    }
 }
 
 async fn direct_client(kubeconfig: &Path) -> kube::Client {
@@ -164,9 +164,7 @@ impl WatchLines {
 
 #[tokio::test]
 async fn crud_through_the_proxy_happens_upstream() {
-    let Some(env) = env("crud_through_the_proxy_happens_upstream").await else {
-        return;
-    };
+    let env = env("crud_through_the_proxy_happens_upstream").await;
     let through =
         kube::Client::try_from(kube::Config::new(env.sim.api_url().parse().unwrap())).unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(through, &env.ns);
@@ -214,9 +212,7 @@ async fn crud_through_the_proxy_happens_upstream() {
 
 #[tokio::test]
 async fn a_status_fault_answers_without_reaching_the_upstream() {
-    let Some(env) = env("a_status_fault_answers_without_reaching_the_upstream").await else {
-        return;
-    };
+    let env = env("a_status_fault_answers_without_reaching_the_upstream").await;
     env.sim.faults().status(
         StatusFault::new(503)
             .retry_after(2)
@@ -249,9 +245,7 @@ async fn a_status_fault_answers_without_reaching_the_upstream() {
 
 #[tokio::test]
 async fn refuse_closes_the_listener_then_proxying_resumes() {
-    let Some(env) = env("refuse_closes_the_listener_then_proxying_resumes").await else {
-        return;
-    };
+    let env = env("refuse_closes_the_listener_then_proxying_resumes").await;
     let version = env.raw.get("/version").await.json();
     let real = env.direct.apiserver_version().await.unwrap();
     assert_eq!(version["gitVersion"], real.git_version, "answered upstream");
@@ -282,9 +276,7 @@ async fn refuse_closes_the_listener_then_proxying_resumes() {
 
 #[tokio::test]
 async fn a_watch_is_streamed_stalled_and_cut() {
-    let Some(env) = env("a_watch_is_streamed_stalled_and_cut").await else {
-        return;
-    };
+    let env = env("a_watch_is_streamed_stalled_and_cut").await;
     let list = env.raw.get(&env.cms()).await.json();
     let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
     let path = format!(
@@ -327,9 +319,7 @@ async fn a_watch_is_streamed_stalled_and_cut() {
 
 #[tokio::test]
 async fn a_dropped_answer_hides_a_create_that_happened_upstream() {
-    let Some(env) = env("a_dropped_answer_hides_a_create_that_happened_upstream").await else {
-        return;
-    };
+    let env = env("a_dropped_answer_hides_a_create_that_happened_upstream").await;
     env.sim.faults().drop_response(
         DropResponseFault::new()
             .verbs(&["create"])
@@ -361,9 +351,7 @@ async fn a_dropped_answer_hides_a_create_that_happened_upstream() {
 
 #[tokio::test]
 async fn a_hung_create_is_never_forwarded() {
-    let Some(env) = env("a_hung_create_is_never_forwarded").await else {
-        return;
-    };
+    let env = env("a_hung_create_is_never_forwarded").await;
     env.sim.faults().hang(
         HangFault::new()
             .verbs(&["create"])
@@ -389,9 +377,7 @@ async fn a_hung_create_is_never_forwarded() {
 
 #[tokio::test]
 async fn latency_delays_the_proxied_answer() {
-    let Some(env) = env("latency_delays_the_proxied_answer").await else {
-        return;
-    };
+    let env = env("latency_delays_the_proxied_answer").await;
     let body = serde_json::from_value(json!({"metadata": {"name": "slow"}})).unwrap();
     env.upstream_cms()
         .create(&PostParams::default(), &body)
@@ -419,10 +405,7 @@ async fn latency_delays_the_proxied_answer() {
 
 #[tokio::test]
 async fn the_upstream_certificate_is_checked_against_the_ca() {
-    let Some(real) = real_kube::real_kube("the_upstream_certificate_is_checked_against_the_ca")
-    else {
-        return;
-    };
+    let real = real_kube::real_kube("the_upstream_certificate_is_checked_against_the_ca");
     let from_kubeconfig = Upstream::from_kubeconfig(&real.kubeconfig).unwrap();
     // The serving certificate kube-apiserver generated, followed by its CA.
     let ca = std::fs::read(real.dir.join("certs/apiserver.crt")).expect("the serving certificate");

@@ -1,8 +1,8 @@
 //! Real API servers for tests.
 //!
 //! `HAWSER_TEST_REAL_KUBE` names a directory made by `scripts/real-cluster.sh up DIR` (it holds
-//! `kubeconfig` and `etcd-url`). Without it a test that needs a real server prints one line and
-//! returns, unless `HAWSER_TEST_REQUIRE_REAL=1`, which makes it fail.
+//! `kubeconfig` and `etcd-url`). Without it a test that needs a real server fails; `scripts/test`
+//! leaves those tests out, counted as skipped, when it is not set.
 //!
 //! With `HAWSER_TEST_KUBE=real` the conformance suites run against the real thing: their
 //! fixtures start an API server of the test's own on that etcd ([`ApiServer`], under a key
@@ -17,8 +17,6 @@ use std::path::{Path, PathBuf};
 pub const MODE_ENV: &str = "HAWSER_TEST_KUBE";
 /// Where the shared etcd runs: a directory made by `scripts/real-cluster.sh up`.
 pub const REAL_KUBE_ENV: &str = "HAWSER_TEST_REAL_KUBE";
-/// Set to `1` where the real API server must be there (CI): a test fails instead of not running.
-pub const REQUIRE_ENV: &str = "HAWSER_TEST_REQUIRE_REAL";
 
 /// A running real API server.
 pub struct RealKube {
@@ -31,35 +29,30 @@ pub fn wanted() -> bool {
     std::env::var(MODE_ENV).as_deref() == Ok("real")
 }
 
-/// The `up` directory, or `None` (after saying so) when no real API server is configured.
-/// Panics when [`REQUIRE_ENV`] asks for one and none is configured.
-pub fn configured(test: &str) -> Option<PathBuf> {
-    match std::env::var_os(REAL_KUBE_ENV) {
-        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
-        _ => {
-            assert!(
-                std::env::var(REQUIRE_ENV).as_deref() != Ok("1"),
-                "{test}: {REQUIRE_ENV}=1 but {REAL_KUBE_ENV} is not set \
-                 (start one with scripts/real-cluster.sh up DIR)"
-            );
-            println!(
-                "{test}: not run: {REAL_KUBE_ENV} is not set (scripts/real-cluster.sh up DIR)"
-            );
-            None
-        }
-    }
+/// The `up` directory. Its absence fails the test: `scripts/test` leaves the tests that need a
+/// real server out (and nextest counts them as skipped) when [`REAL_KUBE_ENV`] is not set.
+pub fn configured(test: &str) -> PathBuf {
+    std::env::var_os(REAL_KUBE_ENV)
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!(
+                "{test}: {REAL_KUBE_ENV} is not set (start a server with \
+                 scripts/real-cluster.sh up DIR)"
+            )
+        })
 }
 
-/// The real server to run `test` against, or `None` (after saying so) when there is none.
-pub fn real_kube(test: &str) -> Option<RealKube> {
-    let dir = configured(test)?;
+/// The real server to run `test` against.
+pub fn real_kube(test: &str) -> RealKube {
+    let dir = configured(test);
     let kubeconfig = dir.join("kubeconfig");
     assert!(
         kubeconfig.is_file(),
         "{test}: {REAL_KUBE_ENV}={} has no kubeconfig; is the server up?",
         dir.display()
     );
-    Some(RealKube { dir, kubeconfig })
+    RealKube { dir, kubeconfig }
 }
 
 fn script() -> PathBuf {
@@ -102,9 +95,7 @@ impl ApiServer {
     /// Starts one for a test that asked for the real server with [`MODE_ENV`]; panics when
     /// none is configured.
     pub async fn for_test() -> Self {
-        let up_dir =
-            configured(MODE_ENV).unwrap_or_else(|| panic!("{MODE_ENV}=real needs {REAL_KUBE_ENV}"));
-        Self::start(&up_dir).await
+        Self::start(&configured(MODE_ENV)).await
     }
 
     /// The kubeconfig of the API server itself (an admin token, TLS not verified).
