@@ -1,7 +1,11 @@
 //! Backup engine wall time and peak memory against a floor measured in the same run.
 //! `cargo run --release -p bench-backup`. kube-sim runs in this (parent) process; the floor
 //! and the backup each run in a child process (this binary in worker mode) whose own peak RSS
-//! (`VmHWM`) is reported. With `--through-server` the same backup also runs through `hawser
+//! (`VmHWM`) is reported. The floor is the least work that does the same job (`worker::Part`):
+//! the same four LISTs at once, head-only decoding, and a pipelined gzip thread over the bytes
+//! the archive holds, into a file; its LIST-only and gzip-only parts are measured apart, and
+//! the larger of the two is a lower bound no pipeline can beat. Every size runs `--rounds`
+//! interleaved rounds (floor, backup, LIST-only, gzip-only) and reports medians and spread. With `--through-server` the same backup also runs through `hawser
 //! server` in a child process (`server.rs`). With `--sealed` the backup also runs with its
 //! archive sealed (archive encryption), interleaved with plain runs, medians compared. Goals are
 //! printed with PASS/MISS, never asserted; the last line holds the figures as `key=value`.
@@ -12,7 +16,7 @@ mod worker;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use bench_common::worker::run as run_child;
+use bench_common::worker::{Runs, run as run_child};
 use bench_common::{mib, push_figures, push_server_figures, seed, verdict};
 use clap::{Parser, Subcommand};
 use kube_sim::{KubeSim, SimConfig};
@@ -25,7 +29,7 @@ const GOAL_RSS_MIB: f64 = 64.0;
 const GOAL_RSS_GROWTH: f64 = 1.1;
 
 #[derive(Parser, Debug)]
-#[command(about = "hawser backup engine against a paged LIST + gzip floor")]
+#[command(about = "hawser backup engine against a LIST + gzip floor")]
 struct Args {
     #[command(subcommand)]
     worker: Option<Worker>,
@@ -43,14 +47,21 @@ struct Args {
     /// Runs of each of the plain and the sealed backup with `--sealed`.
     #[arg(long, env = "BENCH_SEALED_RUNS", default_value_t = 3)]
     sealed_runs: usize,
+    /// Interleaved rounds of the floor and the backup at every size (at least 1).
+    #[arg(long, env = "BENCH_ROUNDS", default_value_t = 3)]
+    rounds: usize,
 }
 
 #[derive(Subcommand, Debug)]
 enum Worker {
-    /// Child: bare paged LISTs plus gzip.
+    /// Child: a part of the floor, writing into `dir`.
     Floor {
         #[arg(long)]
         url: String,
+        #[arg(long, value_enum)]
+        part: worker::Part,
+        #[arg(long)]
+        dir: PathBuf,
     },
     /// Child: hawser backup into a filesystem location under `root`.
     Backup {
@@ -112,8 +123,10 @@ async fn sealed_pairs(url: &str, n: usize, runs: usize) -> Result<()> {
 /// The figures of one size.
 struct Row {
     n: usize,
-    floor: bench_common::worker::Measured,
-    backup: bench_common::worker::Measured,
+    floor: Runs,
+    list_only: Runs,
+    gzip_only: Runs,
+    backup: Runs,
     server: Option<bench_common::worker::Measured>,
 }
 
@@ -123,8 +136,8 @@ fn print_goals(rows: &[Row]) {
     let mut figures = Vec::new();
     for row in rows {
         let n = row.n;
-        let ratio = row.backup.secs / row.floor.secs;
-        let rss = mib(row.backup.peak_rss_kib);
+        let ratio = row.backup.median().secs / row.floor.median().secs;
+        let rss = mib(row.backup.peak_rss_kib());
         println!(
             "  n={n} wall <= {GOAL_WALL_RATIO}x floor: {ratio:.2}x {}",
             verdict(ratio <= GOAL_WALL_RATIO)
@@ -135,18 +148,20 @@ fn print_goals(rows: &[Row]) {
                 verdict(rss <= GOAL_RSS_MIB)
             );
         }
-        push_figures(&mut figures, n, "backup", &row.backup);
-        push_figures(&mut figures, n, "floor", &row.floor);
+        push_figures(&mut figures, n, "backup", row.backup.median());
+        push_figures(&mut figures, n, "floor", row.floor.median());
+        push_figures(&mut figures, n, "list_only", row.list_only.median());
+        push_figures(&mut figures, n, "gzip_only", row.gzip_only.median());
         figures.push(format!("n{n}_wall_ratio={ratio:.2}"));
         if let Some(server) = &row.server {
-            push_server_figures(&mut figures, n, server, row.backup.secs);
+            push_server_figures(&mut figures, n, server, row.backup.median().secs);
         }
     }
     let at = |n: usize| rows.iter().find(|r| r.n == n);
     if let (Some(small), Some(large)) = (at(100_000), at(1_000_000)) {
         // KiB counts are far below 2^52: exact
         #[allow(clippy::cast_precision_loss)]
-        let growth = large.backup.peak_rss_kib as f64 / small.backup.peak_rss_kib as f64;
+        let growth = large.backup.peak_rss_kib() as f64 / small.backup.peak_rss_kib() as f64;
         println!(
             "  RSS n=1000000 / n=100000 <= {GOAL_RSS_GROWTH}: {growth:.2} {}",
             verdict(growth <= GOAL_RSS_GROWTH)
@@ -160,7 +175,7 @@ fn print_goals(rows: &[Row]) {
 async fn main() -> Result<()> {
     let args = Args::parse();
     match args.worker {
-        Some(Worker::Floor { url }) => return worker::floor(&url).await,
+        Some(Worker::Floor { url, part, dir }) => return worker::floor(&url, part, &dir).await,
         Some(Worker::Backup { url, root, sealed }) => {
             return worker::backup(&url, &root, sealed).await;
         }
@@ -201,42 +216,68 @@ async fn main() -> Result<()> {
             "seed     n={n} (store, not HTTP) secs={:.2}",
             started.elapsed().as_secs_f64()
         );
-        let floor = run_child(&["floor", "--url", &url]).await?;
-        anyhow::ensure!(
-            floor.objects == n as u64,
-            "floor listed {} of {n}",
-            floor.objects
+        let mut row = Row {
+            n,
+            floor: Runs::default(),
+            list_only: Runs::default(),
+            gzip_only: Runs::default(),
+            backup: Runs::default(),
+            server: None,
+        };
+        for _ in 0..args.rounds.max(1) {
+            let dir = tempfile::tempdir().context("temporary directory")?;
+            let root = dir
+                .path()
+                .to_str()
+                .context("temporary directory is not UTF-8")?;
+            let floor = |part| {
+                let root = root.to_owned();
+                let url = url.clone();
+                async move {
+                    let run = run_child(&["floor", "--url", &url, "--part", part, "--dir", &root])
+                        .await?;
+                    anyhow::ensure!(
+                        run.objects == n as u64,
+                        "floor {part} listed {} of {n}",
+                        run.objects
+                    );
+                    Ok(run)
+                }
+            };
+            row.floor.0.push(floor("full").await?);
+            let backup = run_child(&["backup", "--url", &url, "--root", root]).await?;
+            let archived = backup.extra_u64("archive.items")?;
+            anyhow::ensure!(
+                archived == n as u64,
+                "archive holds {archived} of {n} objects"
+            );
+            row.backup.0.push(backup);
+            row.list_only.0.push(floor("list-only").await?);
+            row.gzip_only.0.push(floor("gzip-only").await?);
+        }
+        let (floor, backup) = (row.floor.median().secs, row.backup.median().secs);
+        let bound = row.list_only.median().secs.max(row.gzip_only.median().secs);
+        println!("floor    n={n} {}", row.floor.summary());
+        println!(
+            "list     n={n} (LIST and head decoding only) {}",
+            row.list_only.summary()
         );
-        let dir = tempfile::tempdir().context("temporary directory")?;
-        let root = dir
-            .path()
-            .to_str()
-            .context("temporary directory is not UTF-8")?;
-        let backup = run_child(&["backup", "--url", &url, "--root", root]).await?;
-        let archived = backup.extra_u64("archive.items")?;
-        anyhow::ensure!(
-            archived == n as u64,
-            "archive holds {archived} of {n} objects"
+        println!(
+            "gzip     n={n} (gzip of the same bytes only) {}",
+            row.gzip_only.summary()
         );
         // counts are far below 2^52: exact
         #[allow(clippy::cast_precision_loss)]
-        let rate = n as f64 / backup.secs;
+        let rate = n as f64 / backup;
         println!(
-            "floor    n={n} secs={:.3} peak_rss_mib={:.1}",
-            floor.secs,
-            mib(floor.peak_rss_kib)
-        );
-        println!(
-            "backup   n={n} items={} archived={archived} secs={:.3} objects_per_sec={rate:.0} peak_rss_mib={:.1} ratio_to_floor={:.2}",
-            backup.objects,
-            backup.secs,
-            mib(backup.peak_rss_kib),
-            backup.secs / floor.secs
+            "backup   n={n} {} objects_per_sec={rate:.0} ratio_to_floor={:.2} ratio_to_lower_bound={:.2}",
+            row.backup.summary(),
+            backup / floor,
+            backup / bound
         );
         if args.sealed {
             sealed_pairs(&url, n, args.sealed_runs).await?;
         }
-        let mut server = None;
         if args.through_server {
             let name = format!("bench-server-{n}");
             let served = run_child(&[
@@ -264,16 +305,11 @@ async fn main() -> Result<()> {
                 served.objects,
                 served.secs,
                 mib(served.peak_rss_kib),
-                served.secs / backup.secs
+                served.secs / backup
             );
-            server = Some(served);
+            row.server = Some(served);
         }
-        rows.push(Row {
-            n,
-            floor,
-            backup,
-            server,
-        });
+        rows.push(row);
     }
 
     print_goals(&rows);

@@ -43,6 +43,49 @@ impl Measured {
     }
 }
 
+/// The measurements of several rounds of the same work.
+#[derive(Debug, Default, Clone)]
+pub struct Runs(pub Vec<Measured>);
+
+impl Runs {
+    /// The round with the median wall time (the upper one of an even count).
+    ///
+    /// # Panics
+    /// When there was no round.
+    #[must_use]
+    pub fn median(&self) -> &Measured {
+        let mut sorted: Vec<&Measured> = self.0.iter().collect();
+        sorted.sort_by(|a, b| a.secs.total_cmp(&b.secs));
+        sorted[sorted.len() / 2]
+    }
+
+    /// The fastest and the slowest round's wall time.
+    #[must_use]
+    pub fn spread(&self) -> (f64, f64) {
+        self.0.iter().fold((f64::INFINITY, 0.0), |(lo, hi), m| {
+            (lo.min(m.secs), hi.max(m.secs))
+        })
+    }
+
+    /// The highest peak RSS of any round, in KiB.
+    #[must_use]
+    pub fn peak_rss_kib(&self) -> u64 {
+        self.0.iter().map(|m| m.peak_rss_kib).max().unwrap_or(0)
+    }
+
+    /// `median_secs=… min_secs=… max_secs=… rounds=… peak_rss_mib=…`, for printing.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let (lo, hi) = self.spread();
+        format!(
+            "median_secs={:.3} min_secs={lo:.3} max_secs={hi:.3} rounds={} peak_rss_mib={:.1}",
+            self.median().secs,
+            self.0.len(),
+            crate::mib(self.peak_rss_kib())
+        )
+    }
+}
+
 /// Parses a worker's standard output.
 ///
 /// # Errors
@@ -143,6 +186,23 @@ mod tests {
         assert_eq!(m.extra_u64("archive.items").ok(), Some(11));
         assert!(m.extra_u64("archive.name").is_err());
         assert!((m.rate() - 24.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn rounds_give_their_median_spread_and_highest_peak() {
+        let run = |secs, peak_rss_kib| Measured {
+            secs,
+            peak_rss_kib,
+            ..Measured::default()
+        };
+        let runs = Runs(vec![run(3.0, 10), run(1.0, 30), run(2.0, 20)]);
+        assert!((runs.median().secs - 2.0).abs() < 1e-9);
+        assert_eq!(runs.spread(), (1.0, 3.0));
+        assert_eq!(runs.peak_rss_kib(), 30);
+        assert_eq!(
+            runs.summary(),
+            "median_secs=2.000 min_secs=1.000 max_secs=3.000 rounds=3 peak_rss_mib=0.0"
+        );
     }
 
     #[test]

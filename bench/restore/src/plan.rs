@@ -12,14 +12,27 @@ pub const BACKUP: &str = "bench";
 /// The restore.
 pub const RESTORE: &str = "bench-restore";
 
-/// The namespace the restore maps application namespace `i` to.
-pub fn restored(i: usize) -> String {
-    format!("restored-{i}")
+/// What a measured run of round `round` creates: the floor's parts and the restore each write
+/// into namespaces of their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Restore,
+    /// The floor that reads and parses the archive inside its clock.
+    ParseCreate,
+    /// The floor that creates only (the archive read and parsed before its clock).
+    CreatesOnly,
 }
 
-/// The namespace the floor creates application namespace `i`'s objects in.
-pub fn floor(i: usize) -> String {
-    format!("floor-{i}")
+impl Target {
+    /// The namespace round `round` of this target maps application namespace `i` to.
+    pub fn namespace(self, round: usize, i: usize) -> String {
+        let word = match self {
+            Self::Restore => "restored",
+            Self::ParseCreate => "floor",
+            Self::CreatesOnly => "creates",
+        };
+        format!("{word}{round}-{i}")
+    }
 }
 
 /// The namespace server run `run` maps application namespace `i` to.
@@ -28,7 +41,7 @@ pub fn served(run: usize, i: usize) -> String {
 }
 
 /// `app-<i>` → `to(i)` for every application namespace.
-pub fn mapping(to: fn(usize) -> String) -> BTreeMap<String, String> {
+pub fn mapping(to: impl Fn(usize) -> String) -> BTreeMap<String, String> {
     (0..NAMESPACES)
         .map(|i| (seed::namespace(i), to(i)))
         .collect()

@@ -1,11 +1,14 @@
 //! The measured side, each in its own worker process so that its peak RSS is its own:
 //!
-//! * the floor: the archived objects, read and cleaned before the clock starts, created by
-//!   plain `POST`s into the floor namespaces with as many requests in flight as the restore
-//!   uses;
+//! * the floor (`parse-create`): the archive read, its items parsed and cleaned as the
+//!   restore cleans them at the least, each created by a plain `POST` as soon as it is parsed,
+//!   with as many requests in flight as the restore uses, all inside the clock;
+//! * its creates alone (`creates-only`): the same, with the archive read and parsed before the
+//!   clock starts;
 //! * the restore: `hawser_engine::restore::run` of the backup with the application namespaces mapped
 //!   to the restored ones, then the commit of the Restore record.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -18,11 +21,10 @@ use hawser_core::archive::{ArchiveReader, ReaderOptions, VersionDir};
 use hawser_core::layout::Layout;
 use hawser_core::restore::clean::strip_metadata;
 use hawser_engine::restore::{self, RestoreOptions};
-use hawser_store::Location;
 use kube::Client;
 use serde_json::{Value, json};
 
-use crate::plan;
+use crate::plan::{self, Target};
 
 /// One create: the collection's path and the object's JSON.
 struct Create {
@@ -42,15 +44,13 @@ fn collection(api_version: &str, group_resource: &str, ns: &str) -> String {
 }
 
 /// The archived objects of the seeded types, cleaned as the restore cleans them at the least
-/// (server metadata and status removed, namespace set to the floor's).
-async fn archived_creates(location: &Location) -> Result<Vec<Create>> {
-    let bytes = location
-        .get(&Layout::new(None).backup_contents(plan::BACKUP))
-        .await
-        .context("reading the archive")?;
-    let to = plan::mapping(plan::floor);
+/// (server metadata and status removed, namespace set to `to`'s), each handed to `each`.
+fn archived_creates(
+    bytes: Bytes,
+    to: &BTreeMap<String, String>,
+    mut each: impl FnMut(Create) -> Result<()>,
+) -> Result<()> {
     let mut reader = ArchiveReader::new(std::io::Cursor::new(bytes), ReaderOptions::default());
-    let mut creates = Vec::new();
     for item in reader.items().context("opening the archive")? {
         let mut item = item.context("reading an archive entry")?;
         let gr = item.location.group_resource.as_str();
@@ -76,12 +76,12 @@ async fn archived_creates(location: &Location) -> Result<Vec<Create>> {
         let api_version = object["apiVersion"]
             .as_str()
             .context("an item without apiVersion")?;
-        creates.push(Create {
+        each(Create {
             path: collection(api_version, gr, ns),
             body: serde_json::to_vec(object).context("serialising an item")?,
-        });
+        })?;
     }
-    Ok(creates)
+    Ok(())
 }
 
 async fn post(client: &Client, path: &str, body: Vec<u8>) -> Result<()> {
@@ -96,23 +96,56 @@ async fn post(client: &Client, path: &str, body: Vec<u8>) -> Result<()> {
     Ok(())
 }
 
-/// The floor: the floor namespaces, then every archived object of the seeded types, with
-/// `concurrency` creates in flight. The archive is read, parsed and cleaned before the clock
-/// starts; that time is printed apart as `prepare secs=…`.
-pub async fn floor(url: &str, root: &str, concurrency: usize) -> Result<()> {
+/// A part of the floor (`target` is [`Target::ParseCreate`] or [`Target::CreatesOnly`]) in
+/// round `round`: its namespaces, then every archived object, with `concurrency` creates in
+/// flight.
+pub async fn floor(
+    url: &str,
+    root: &str,
+    concurrency: usize,
+    target: Target,
+    round: usize,
+) -> Result<()> {
     let client = bench_common::client(url)?;
     let location = plan::location(root)?;
-    let prepared = Instant::now();
-    let creates = archived_creates(&location).await?;
-    let prepare_secs = prepared.elapsed().as_secs_f64();
+    let to = plan::mapping(|i| target.namespace(round, i));
+    let archive = Layout::new(None).backup_contents(plan::BACKUP);
+    let mut prepared = Vec::new();
+    if target == Target::CreatesOnly {
+        let bytes = location
+            .get(&archive)
+            .await
+            .context("reading the archive")?;
+        archived_creates(bytes, &to, |c| {
+            prepared.push(c);
+            Ok(())
+        })?;
+    }
 
     let started = Instant::now();
     for i in 0..NAMESPACES {
-        let ns =
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": plan::floor(i)}});
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": target.namespace(round, i)}});
         post(&client, "/api/v1/namespaces", serde_json::to_vec(&ns)?).await?;
     }
-    let created = stream::iter(creates)
+    // Parsed on a thread of its own while the creates go on, as the restore overlaps them.
+    let (creates, parser) = if target == Target::CreatesOnly {
+        (stream::iter(prepared).boxed(), None)
+    } else {
+        let bytes = location
+            .get(&archive)
+            .await
+            .context("reading the archive")?;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Create>(1024);
+        let parser = tokio::task::spawn_blocking(move || {
+            archived_creates(bytes, &to, |c| {
+                tx.blocking_send(c).context("the creates stopped")
+            })
+        });
+        let creates = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+        (creates.boxed(), Some(parser))
+    };
+    let created = creates
         .map(|c| {
             let client = &client;
             async move { post(client, &c.path, c.body).await }
@@ -120,12 +153,13 @@ pub async fn floor(url: &str, root: &str, concurrency: usize) -> Result<()> {
         .buffer_unordered(concurrency.max(1))
         .try_fold(0u64, |n, ()| async move { Ok(n + 1) })
         .await?;
-    report(created, started)?;
-    println!("prepare secs={prepare_secs:.4}");
-    Ok(())
+    if let Some(parser) = parser {
+        parser.await.context("the parser")??;
+    }
+    report(created, started)
 }
 
-/// The restore of the backup into the restored namespaces, `concurrency` items in flight and
+/// The restore of the backup into the restored namespaces of round `round`, `concurrency` items in flight and
 /// a look-ahead budget of `look_ahead_bytes`, then the commit of its record. Prints
 /// `restore errors=… warnings=… spilled_bytes=… check_secs=…` afterwards.
 pub async fn restore(
@@ -133,6 +167,7 @@ pub async fn restore(
     root: &str,
     concurrency: usize,
     look_ahead_bytes: u64,
+    round: usize,
 ) -> Result<()> {
     let client = bench_common::client(url)?;
     let location = plan::location(root)?;
@@ -142,11 +177,12 @@ pub async fn restore(
         .await
         .context("reading velero-backup.json")?;
     let backup: Backup = serde_json::from_slice(&body).context("parsing velero-backup.json")?;
+    let name = format!("{}-{round}", plan::RESTORE);
     let mut object = Restore::new(
-        plan::RESTORE,
+        &name,
         RestoreSpec {
             backup_name: Some(plan::BACKUP.to_owned()),
-            namespace_mapping: Some(plan::mapping(plan::restored)),
+            namespace_mapping: Some(plan::mapping(|i| Target::Restore.namespace(round, i))),
             ..RestoreSpec::default()
         },
     );
@@ -162,7 +198,7 @@ pub async fn restore(
     let record: Value = restore::record(&object, &outcome).context("the Restore record")?;
     let body = serde_json::to_vec(&record).context("serialising the Restore record")?;
     location
-        .put(&layout.restore_record(plan::RESTORE), Bytes::from(body))
+        .put(&layout.restore_record(&name), Bytes::from(body))
         .await
         .context("storing the Restore record")?;
     report(outcome.items_restored, started)?;
