@@ -458,6 +458,27 @@ async fn get_and_describe_show_phase_counts_and_filters() {
         .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     assert_eq!(described(&run.stdout), ["three"], "{}", run.stdout);
+
+    // Velero's verb-first forms print what the kind-first ones print.
+    for (verb_first, kind_first) in [
+        (&["get", "backups"][..], &["backup", "get"][..]),
+        (&["get", "backup", "two"][..], &["backup", "get", "two"][..]),
+        (
+            &["describe", "backups", "one"][..],
+            &["backup", "describe", "one"][..],
+        ),
+    ] {
+        let (a, b) = (
+            cluster.hawser(verb_first).await,
+            cluster.hawser(kind_first).await,
+        );
+        assert_eq!(
+            (a.code, &a.stdout),
+            (0, &b.stdout),
+            "{verb_first:?}: {}",
+            a.stderr
+        );
+    }
 }
 
 /// Starts `backup create NAME --wait`, plays the server (InProgress with progress, then

@@ -666,7 +666,7 @@ async fn csi_snapshots_and_their_restores_show_in_velero_describe() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backup_location_get_and_version() {
+async fn backup_location_get_repo_get_and_version() {
     let binary = velero_binary();
     let root = tempfile::tempdir().unwrap();
     let (cluster, server) = filesystem_setup(root.path()).await;
@@ -693,6 +693,40 @@ async fn backup_location_get_and_version() {
         "{out}"
     );
     assert!(cells.contains(&"ReadWrite"), "{out}");
+
+    // `repo get` side by side: the same rows from both CLIs, and a name that does not exist
+    // is an error naming it.
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupRepository",
+            "metadata": {"name": "shop-default-kopia-ab12c", "namespace": NS},
+            "spec": {"volumeNamespace": "shop", "backupStorageLocation": "default",
+                     "repositoryType": "kopia", "resticIdentifier": "",
+                     "maintenanceFrequency": "1h0m0s"}
+        }))
+        .unwrap();
+    let words = |text: &str| -> Vec<Vec<String>> {
+        text.lines()
+            .map(|l| l.split_whitespace().map(str::to_owned).collect())
+            .collect()
+    };
+    let theirs = velero.ok(&server, &["repo", "get"]).await;
+    let ours = cluster.hawser(&["repo", "get"]).await;
+    assert_eq!(ours.code, 0, "{}", ours.stderr);
+    assert_eq!(
+        words(&ours.stdout),
+        words(&theirs),
+        "hawser:\n{}\nvelero:\n{theirs}",
+        ours.stdout
+    );
+    assert_eq!(
+        words(&theirs)[1],
+        ["shop-default-kopia-ab12c", "New", "<never>"]
+    );
+    let missing = cluster.hawser(&["repo", "get", "nope"]).await;
+    assert_ne!(missing.code, 0, "{}", missing.stdout);
+    assert!(missing.stderr.contains("nope"), "{}", missing.stderr);
 
     let out = velero.ok(&server, &["version"]).await;
     assert!(out.starts_with("Client:\n\tVersion: v1.18.3\n"), "{out}");

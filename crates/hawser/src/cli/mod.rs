@@ -21,11 +21,13 @@ pub mod label_selector;
 pub mod manifests;
 pub mod output;
 pub mod rbac;
+pub mod repo;
 pub mod restore;
 pub mod schedule;
 mod server;
 pub mod template;
 pub mod uninstall;
+pub mod verb_first;
 pub mod version;
 pub mod vsl;
 pub mod wait;
@@ -65,6 +67,28 @@ pub enum Command {
     /// snapshots only).
     #[command(name = "snapshot-location")]
     SnapshotLocation(vsl::VslArgs),
+    /// Work with repositories of volume data (`repo get`; hawser makes none yet).
+    Repo(repo::RepoArgs),
+    /// Get resources: `get backups` is `backup get` (Velero's verb-first forms).
+    Get {
+        #[command(subcommand)]
+        kind: verb_first::GetKind,
+    },
+    /// Create resources: `create backup` is `backup create`.
+    Create {
+        #[command(subcommand)]
+        kind: verb_first::CreateKind,
+    },
+    /// Describe resources: `describe backups` is `backup describe`.
+    Describe {
+        #[command(subcommand)]
+        kind: verb_first::DescribeKind,
+    },
+    /// Delete resources: `delete backup` is `backup delete`.
+    Delete {
+        #[command(subcommand)]
+        kind: verb_first::DeleteKind,
+    },
     /// Install the CRDs and the hawser server into the cluster (or print them).
     Install(Box<install::InstallArgs>),
     /// Run the server: the backup and storage-location controllers, recovery, and /metrics.
@@ -165,12 +189,23 @@ fn quiet_on_closed_pipe() {
 
 /// Runs one parsed command.
 pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
+    let kind_first = |command| {
+        Box::pin(run(Cli {
+            global: cli.global.clone(),
+            command,
+        }))
+    };
     match cli.command {
+        Command::Get { kind } => kind_first(kind.into_command()).await,
+        Command::Create { kind } => kind_first(kind.into_command()).await,
+        Command::Describe { kind } => kind_first(kind.into_command()).await,
+        Command::Delete { kind } => kind_first(kind.into_command()).await,
         Command::BackupLocation(args) => bsl::run(&cli.global, args).await,
         Command::Backup(args) => backup::run(&cli.global, args).await,
         Command::Restore(args) => restore::run(&cli.global, args).await,
         Command::Schedule(args) => schedule::run(&cli.global, args).await,
         Command::SnapshotLocation(args) => vsl::run(&cli.global, args).await,
+        Command::Repo(args) => repo::run(&cli.global, args).await,
         Command::Client(args) => client_config::run(args),
         Command::Install(args) => install::run(&cli.global, *args).await,
         Command::Server(args) => server::run(&cli.global, *args).await,
