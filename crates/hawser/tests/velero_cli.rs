@@ -666,7 +666,7 @@ async fn csi_snapshots_and_their_restores_show_in_velero_describe() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backup_location_get_repo_get_and_version() {
+async fn backup_location_repo_and_plugin_get_and_version() {
     let binary = velero_binary();
     let root = tempfile::tempdir().unwrap();
     let (cluster, server) = filesystem_setup(root.path()).await;
@@ -724,6 +724,17 @@ async fn backup_location_get_repo_get_and_version() {
         words(&theirs)[1],
         ["shop-default-kopia-ab12c", "New", "<never>"]
     );
+    // `plugin get` side by side: the server's plugins, through a ServerStatusRequest each.
+    let theirs = velero.ok(&server, &["plugin", "get"]).await;
+    let ours = cluster.hawser(&["plugin", "get"]).await;
+    assert_eq!(ours.code, 0, "{}", ours.stderr);
+    assert_eq!(
+        words(&ours.stdout),
+        words(&theirs),
+        "hawser:\n{}\nvelero:\n{theirs}",
+        ours.stdout
+    );
+    assert!(theirs.contains("velero.io/aws"), "{theirs}");
     let missing = cluster.hawser(&["repo", "get", "nope"]).await;
     assert_ne!(missing.code, 0, "{}", missing.stdout);
     assert!(missing.stderr.contains("nope"), "{}", missing.stderr);

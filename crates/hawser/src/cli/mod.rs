@@ -20,6 +20,7 @@ pub mod install_flags;
 pub mod label_selector;
 pub mod manifests;
 pub mod output;
+pub mod plugin;
 pub mod rbac;
 pub mod repo;
 pub mod restore;
@@ -69,6 +70,8 @@ pub enum Command {
     SnapshotLocation(vsl::VslArgs),
     /// Work with repositories of volume data (`repo get`; hawser makes none yet).
     Repo(repo::RepoArgs),
+    /// Show the server's plugins (`plugin get`: its built-in storage providers).
+    Plugin(plugin::PluginArgs),
     /// Get resources: `get backups` is `backup get` (Velero's verb-first forms).
     Get {
         #[command(subcommand)]
@@ -206,6 +209,7 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Schedule(args) => schedule::run(&cli.global, args).await,
         Command::SnapshotLocation(args) => vsl::run(&cli.global, args).await,
         Command::Repo(args) => repo::run(&cli.global, args).await,
+        Command::Plugin(args) => plugin::run(&cli.global, args).await,
         Command::Client(args) => client_config::run(args),
         Command::Install(args) => install::run(&cli.global, *args).await,
         Command::Server(args) => server::run(&cli.global, *args).await,

@@ -1,10 +1,11 @@
 //! Velero's verb-first forms, with its names and aliases: `get backups` is `backup get`,
+//! `get plugins` is `plugin get`,
 //! `create backup` is `backup create`, `describe restores` is `restore describe`, `delete
 //! schedule` is `schedule delete`. Each becomes the kind-first command and runs the same code.
 
 use clap::Subcommand;
 
-use super::{Command, backup, bsl, restore, schedule, vsl};
+use super::{Command, backup, bsl, plugin, restore, schedule, vsl};
 
 /// `get KIND`.
 #[derive(Subcommand, Debug)]
@@ -24,6 +25,9 @@ pub enum GetKind {
     /// Show volume snapshot locations.
     #[command(name = "snapshot-locations", alias = "snapshot-location")]
     SnapshotLocations(vsl::VslGetArgs),
+    /// Show the server's plugins.
+    #[command(name = "plugins", alias = "plugin")]
+    Plugins(plugin::PluginGetArgs),
 }
 
 /// `create KIND`.
@@ -103,6 +107,9 @@ impl GetKind {
             Self::Restores(a) => restore(restore::RestoreCommand::Get(a)),
             Self::BackupLocations(a) => location(bsl::BslCommand::Get(a)),
             Self::SnapshotLocations(a) => snapshot_location(vsl::VslCommand::Get(a)),
+            Self::Plugins(a) => Command::Plugin(plugin::PluginArgs {
+                command: plugin::PluginCommand::Get(a),
+            }),
         }
     }
 }
@@ -184,6 +191,10 @@ mod tests {
         );
         same(&["get", "backup-locations"], &["backup-location", "get"]);
         same(&["get", "snapshot-location"], &["snapshot-location", "get"]);
+        same(
+            &["get", "plugins", "-o", "yaml"],
+            &["plugin", "get", "-o", "yaml"],
+        );
         same(
             &["create", "backup", "b1", "--include-namespaces", "shop"],
             &["backup", "create", "b1", "--include-namespaces", "shop"],

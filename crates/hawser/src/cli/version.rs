@@ -64,13 +64,10 @@ pub async fn run(global: &GlobalArgs, args: VersionArgs) -> Result<ExitStatus, C
     if args.client_only {
         return Ok(ExitStatus::Success);
     }
-    let timeout = args
-        .timeout
-        .to_std()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| CliError::usage("--timeout", "it must be greater than 0s"))?;
+    let timeout = positive_timeout(&args.timeout)?;
     let client = global.client().await?;
-    match server_version(&client, &global.namespace, timeout).await {
+    let request = server_status(&client, &global.namespace, timeout).await;
+    match request.map(|r| r.status.and_then(|s| s.server_version).unwrap_or_default()) {
         Ok(version) => {
             print!("{}", server_text(&version));
             Ok(ExitStatus::Success)
@@ -87,13 +84,21 @@ pub async fn run(global: &GlobalArgs, args: VersionArgs) -> Result<ExitStatus, C
     }
 }
 
+/// `--timeout` as a wait: more than zero.
+pub fn positive_timeout(timeout: &GoDuration) -> Result<Duration, CliError> {
+    timeout
+        .to_std()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| CliError::usage("--timeout", "it must be greater than 0s"))
+}
+
 /// Creates a ServerStatusRequest (`generateName: velero-cli-`, as Velero's CLI) and watches it
-/// until the server has processed it.
-async fn server_version(
+/// until the server has processed it; the processed request.
+pub async fn server_status(
     client: &kube::Client,
     namespace: &str,
     timeout: Duration,
-) -> Result<String, CliError> {
+) -> Result<ServerStatusRequest, CliError> {
     let api: Api<ServerStatusRequest> = Api::namespaced(client.clone(), namespace);
     let mut request = ServerStatusRequest::new("", ServerStatusRequestSpec {});
     request.metadata = ObjectMeta {
@@ -115,9 +120,8 @@ async fn server_version(
         timeout,
         "is hawser server running?",
         |r: ServerStatusRequest| {
-            r.status
-                .filter(|s| s.phase == ServerStatusRequestPhase::Processed)
-                .map(|s| s.server_version.unwrap_or_default())
+            let processed = r.status.as_ref().map(|s| &s.phase);
+            (processed == Some(&ServerStatusRequestPhase::Processed)).then_some(r)
         },
     )
     .await
