@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 struct Cluster {
     _sim: KubeSim,
     client: Client,
-    _csi: CsiSim,
+    csi: CsiSim,
 }
 
 async fn cluster() -> Cluster {
@@ -28,7 +28,7 @@ async fn cluster() -> Cluster {
     Cluster {
         _sim: sim,
         client,
-        _csi: csi,
+        csi,
     }
 }
 
@@ -227,7 +227,7 @@ async fn a_claim_is_provisioned_snapshotted_and_restored_from_its_snapshot() {
         .delete("restored-snap", &DeleteParams::default())
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    cluster.csi.next_round().await;
     assert!(
         contents(&client)
             .get_opt("restored-content")
@@ -277,7 +277,9 @@ async fn a_snapshot_fault_keeps_it_unready_or_reports_an_error() {
         s["status"]["boundVolumeSnapshotContentName"].is_string()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Past the delay after which it would be ready, and a round after that.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.csi.next_round().await;
     let stuck = serde_json::to_value(snapshots(&client).get("stuck-snap").await.unwrap()).unwrap();
     assert!(!ready(&stuck), "never ready: {stuck}");
 }

@@ -23,6 +23,8 @@
 //! Finalizers, volume attachment and the data itself are not simulated.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kube::Client;
@@ -71,6 +73,8 @@ impl Default for CsiConfig {
 #[derive(Debug)]
 pub struct CsiSim {
     task: JoinHandle<()>,
+    /// Rounds finished so far.
+    rounds: Arc<AtomicU64>,
 }
 
 impl Drop for CsiSim {
@@ -96,16 +100,30 @@ impl CsiSim {
     /// Installs the CRDs and classes (existing ones are kept) and starts the controllers.
     pub async fn start(client: Client, config: CsiConfig) -> Result<CsiSim, CsiError> {
         install::install(&client).await?;
+        let rounds = Arc::new(AtomicU64::new(0));
+        let finished = rounds.clone();
         let task = tokio::spawn(async move {
             let mut state = State::default();
             loop {
                 if let Err(e) = round(&client, &config, &mut state).await {
                     tracing::debug!(error = %e, "CSI simulator round failed; trying again");
                 }
+                finished.fetch_add(1, Ordering::Release);
                 tokio::time::sleep(config.tick).await;
             }
         });
-        Ok(CsiSim { task })
+        Ok(CsiSim { task, rounds })
+    }
+
+    /// Returns once a whole round has run that began after this call: everything written
+    /// before the call has been seen by the controllers, and what they do about it is done.
+    /// The signal for a test that something did *not* happen.
+    pub async fn next_round(&self) {
+        // The round under way may have listed before the call: the one after it has not.
+        let wanted = self.rounds.load(Ordering::Acquire) + 2;
+        while self.rounds.load(Ordering::Acquire) < wanted {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
