@@ -46,7 +46,29 @@ struct Velero<'a> {
     cluster: &'a Cluster,
 }
 
+/// The lines of `text` as cells split at whitespace.
+fn words(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
 impl Velero<'_> {
+    /// Runs `args` with Velero's CLI and with hawser's on the same objects, asserts the same
+    /// rows (cells split at whitespace), and returns Velero's output.
+    async fn same_rows(&self, server: &Server, args: &[&str]) -> String {
+        let theirs = self.ok(server, args).await;
+        let ours = self.cluster.hawser(args).await;
+        assert_eq!(ours.code, 0, "hawser {args:?}: {}", ours.stderr);
+        assert_eq!(
+            words(&ours.stdout),
+            words(&theirs),
+            "hawser:\n{}\nvelero:\n{theirs}",
+            ours.stdout
+        );
+        theirs
+    }
+
     /// Runs `velero ARGS` (at most 90 s: `--wait` follows a whole backup or restore).
     async fn run(&self, args: &[&str]) -> Run {
         let child = tokio::process::Command::new(&self.binary)
@@ -706,34 +728,13 @@ async fn backup_location_repo_and_plugin_get_and_version() {
                      "maintenanceFrequency": "1h0m0s"}
         }))
         .unwrap();
-    let words = |text: &str| -> Vec<Vec<String>> {
-        text.lines()
-            .map(|l| l.split_whitespace().map(str::to_owned).collect())
-            .collect()
-    };
-    let theirs = velero.ok(&server, &["repo", "get"]).await;
-    let ours = cluster.hawser(&["repo", "get"]).await;
-    assert_eq!(ours.code, 0, "{}", ours.stderr);
-    assert_eq!(
-        words(&ours.stdout),
-        words(&theirs),
-        "hawser:\n{}\nvelero:\n{theirs}",
-        ours.stdout
-    );
+    let theirs = velero.same_rows(&server, &["repo", "get"]).await;
     assert_eq!(
         words(&theirs)[1],
         ["shop-default-kopia-ab12c", "New", "<never>"]
     );
     // `plugin get` side by side: the server's plugins, through a ServerStatusRequest each.
-    let theirs = velero.ok(&server, &["plugin", "get"]).await;
-    let ours = cluster.hawser(&["plugin", "get"]).await;
-    assert_eq!(ours.code, 0, "{}", ours.stderr);
-    assert_eq!(
-        words(&ours.stdout),
-        words(&theirs),
-        "hawser:\n{}\nvelero:\n{theirs}",
-        ours.stdout
-    );
+    let theirs = velero.same_rows(&server, &["plugin", "get"]).await;
     assert!(theirs.contains("velero.io/aws"), "{theirs}");
     let missing = cluster.hawser(&["repo", "get", "nope"]).await;
     assert_ne!(missing.code, 0, "{}", missing.stdout);

@@ -10,7 +10,7 @@ use hawser_core::duration::GoDuration;
 use super::error::{CliError, ExitStatus};
 use super::global::GlobalArgs;
 use super::output::{OutputFormat, Table, encode};
-use super::version::{positive_timeout, server_status};
+use super::version::{no_answer, positive_timeout, server_status};
 
 /// `plugin` subcommands.
 #[derive(Args, Debug)]
@@ -53,14 +53,7 @@ pub async fn run(global: &GlobalArgs, args: PluginArgs) -> Result<ExitStatus, Cl
             }
             Ok(ExitStatus::Success)
         }
-        Err(e) => {
-            // Velero's line, on stdout where the table would be; what to do about it on stderr.
-            println!("<error getting plugin information: {}>", e.line());
-            if let Some(hint) = e.hint() {
-                eprintln!("hint: {hint}");
-            }
-            Ok(e.exit_status())
-        }
+        Err(e) => Ok(no_answer("plugin information", &e)),
     }
 }
 

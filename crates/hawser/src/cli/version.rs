@@ -72,16 +72,18 @@ pub async fn run(global: &GlobalArgs, args: VersionArgs) -> Result<ExitStatus, C
             print!("{}", server_text(&version));
             Ok(ExitStatus::Success)
         }
-        Err(e) => {
-            // Velero's line, on stdout where the server part would be, saying the failure once;
-            // what to do about it on stderr.
-            println!("<error getting server version: {}>", e.line());
-            if let Some(hint) = e.hint() {
-                eprintln!("hint: {hint}");
-            }
-            Ok(e.exit_status())
-        }
+        Err(e) => Ok(no_answer("server version", &e)),
     }
+}
+
+/// Velero's line when the server did not answer, on stdout where the answer would be, saying
+/// the failure once (`<error getting WHAT: …>`); what to do about it on stderr.
+pub fn no_answer(what: &str, e: &CliError) -> ExitStatus {
+    println!("<error getting {what}: {}>", e.line());
+    if let Some(hint) = e.hint() {
+        eprintln!("hint: {hint}");
+    }
+    e.exit_status()
 }
 
 /// `--timeout` as a wait: more than zero.
