@@ -112,10 +112,17 @@ async fn a_schedule_every_two_seconds_makes_named_labelled_backups_and_honours_p
     let mut paused = object;
     paused["spec"]["paused"] = json!(true);
     cluster.store().insert(paused).unwrap();
-    // Let a run that had started finish, then nothing new may appear.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The schedule controller has seen the pause once it has listed twice since (the pass under
+    // way may predate it); a run it had started finishes.
+    passes(&cluster, &server, "schedules", 2).await;
+    for backup in backups_of(&cluster, "often") {
+        let name = backup["metadata"]["name"].as_str().unwrap();
+        wait_final(&cluster, &server, "Backup", name).await;
+    }
     let before = backups_of(&cluster, "often").len();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Unpaused, the schedule would be due within two of its one-second passes: four make
+    // nothing.
+    passes(&cluster, &server, "schedules", 4).await;
     assert_eq!(
         backups_of(&cluster, "often").len(),
         before,
@@ -161,7 +168,8 @@ async fn a_bad_cron_or_template_ends_failed_validation() {
         let errors = object["status"]["validationErrors"].to_string();
         assert!(errors.contains(wanted), "{name}: {errors}");
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Three more passes of the schedule controller make no backup of them.
+    passes(&cluster, &server, "schedules", 3).await;
     assert!(backups_of(&cluster, "bad-cron").is_empty());
     assert!(backups_of(&cluster, "flood").is_empty());
 }

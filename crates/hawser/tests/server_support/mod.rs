@@ -400,6 +400,31 @@ pub fn slow_reads(cluster: &Cluster, resource: &str) {
     );
 }
 
+/// Returns once the server has listed `resource` (its plural) `passes` times after this call:
+/// a controller that lists on every pass has run that many passes. A check that something did
+/// *not* happen waits for this instead of sleeping.
+pub async fn passes(cluster: &Cluster, server: &Server, resource: &str, passes: usize) {
+    let after = cluster.sim.last_request_seq();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = cluster
+            .sim
+            .requests_since(after)
+            .iter()
+            .filter(|r| r.verb == "list" && r.resource == resource && (200..300).contains(&r.code))
+            .count();
+        if seen >= passes {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server listed {resource} {seen} times in 30 s\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 pub fn phase(object: &Value) -> &str {
     object
         .pointer("/status/phase")
