@@ -73,7 +73,7 @@ impl Default for CsiConfig {
 #[derive(Debug)]
 pub struct CsiSim {
     task: JoinHandle<()>,
-    /// Rounds finished so far.
+    /// Rounds finished without an error so far.
     rounds: Arc<AtomicU64>,
 }
 
@@ -105,17 +105,22 @@ impl CsiSim {
         let task = tokio::spawn(async move {
             let mut state = State::default();
             loop {
-                if let Err(e) = round(&client, &config, &mut state).await {
-                    tracing::debug!(error = %e, "CSI simulator round failed; trying again");
+                match round(&client, &config, &mut state).await {
+                    Ok(()) => {
+                        finished.fetch_add(1, Ordering::Release);
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "CSI simulator round failed; trying again");
+                    }
                 }
-                finished.fetch_add(1, Ordering::Release);
                 tokio::time::sleep(config.tick).await;
             }
         });
         Ok(CsiSim { task, rounds })
     }
 
-    /// Returns once a whole round has run that began after this call: everything written
+    /// Returns once a whole round has run without an error that began after this call (a
+    /// failed round does not count): everything written
     /// before the call has been seen by the controllers, and what they do about it is done.
     /// The signal for a test that something did *not* happen.
     pub async fn next_round(&self) {
