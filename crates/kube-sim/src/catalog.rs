@@ -7,6 +7,9 @@ use serde_json::Value;
 
 use crate::resource::{PrinterColumn, ResourceInfo};
 
+/// The subresource of a pod that runs a command in one of its containers.
+pub const EXEC: &str = "exec";
+
 /// Which name rule a kind validates `metadata.name` with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameRule {
@@ -368,10 +371,10 @@ pub fn builtins() -> Vec<Served> {
                 returns_deleted: matches!(b.plural, "pods" | "services" | "namespaces"),
                 name_rule,
                 crd: None,
-                extra_subresources: if b.plural == "namespaces" {
-                    vec!["finalize"]
-                } else {
-                    Vec::new()
+                extra_subresources: match b.plural {
+                    "namespaces" => vec!["finalize"],
+                    "pods" => vec![EXEC],
+                    _ => Vec::new(),
                 },
                 selectable_fields: Vec::new(),
             }

@@ -50,9 +50,23 @@ fn resource_entries(s: &Served) -> Vec<Value> {
         out.push(json!({"name": format!("{}/status", i.plural), "singularName": "", "namespaced": i.namespaced, "kind": i.kind, "verbs": ["get", "patch", "update"]}));
     }
     for sub in &s.extra_subresources {
-        out.push(json!({"name": format!("{}/{sub}", i.plural), "singularName": "", "namespaced": i.namespaced, "kind": i.kind, "verbs": ["update"]}));
+        let (kind, verbs) = subresource_kind_verbs(i, sub);
+        out.push(json!({"name": format!("{}/{sub}", i.plural), "singularName": "", "namespaced": i.namespaced, "kind": kind, "verbs": verbs}));
     }
     out
+}
+
+/// The kind and verbs discovery lists for a subresource other than `status`: a pod's `exec`
+/// takes `PodExecOptions` (`create` and `get`), a namespace's `finalize` the object (`update`).
+fn subresource_kind_verbs<'a>(
+    i: &'a crate::resource::ResourceInfo,
+    sub: &str,
+) -> (&'a str, &'static [&'static str]) {
+    if sub == crate::catalog::EXEC {
+        ("PodExecOptions", &["create", "get"])
+    } else {
+        (&i.kind, &["update"])
+    }
 }
 
 fn storage_hash(storage: &str) -> String {
@@ -87,7 +101,9 @@ fn aggregated_resource(s: &Served) -> Value {
         subs.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
     }
     for sub in &s.extra_subresources {
-        subs.push(json!({"subresource": sub, "responseKind": kind, "verbs": ["update"]}));
+        let (sub_kind, verbs) = subresource_kind_verbs(i, sub);
+        let response = json!({"group": i.group, "version": i.version, "kind": sub_kind});
+        subs.push(json!({"subresource": sub, "responseKind": response, "verbs": verbs}));
     }
     if !subs.is_empty() {
         r["subresources"] = json!(subs);

@@ -197,7 +197,9 @@ where
         });
         let conn = hyper::server::conn::http1::Builder::new()
             .keep_alive(true)
-            .serve_connection(TokioIo::new(stream), svc);
+            .serve_connection(TokioIo::new(stream), svc)
+            // `pods/exec` upgrades its connection to a WebSocket.
+            .with_upgrades();
         tokio::select! {
             res = conn => {
                 if let Err(e) = res {

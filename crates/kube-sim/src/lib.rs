@@ -30,6 +30,7 @@ mod config;
 mod controller;
 mod discovery;
 mod establish;
+mod exec;
 mod faults;
 mod http;
 mod meta;
@@ -47,6 +48,7 @@ mod verbs;
 mod work;
 
 pub use config::SimConfig;
+pub use exec::{ExecRecord, ExecReply, ExecRule, Execs};
 pub use faults::{
     ActiveFault, DropResponseFault, EstablishDelayFault, FaultSpec, Faults, HangFault,
     LatencyFault, Matcher, Shape, StatusFault,

@@ -9,13 +9,14 @@ use std::sync::Arc;
 use http::{HeaderValue, Method, Request, header};
 use hyper::body::Incoming;
 
+use crate::catalog::EXEC;
 use crate::faults::{Interrupt, RequestKey, Shape, StatusFault, default_reason};
 use crate::http::{self as h, Query, Resp};
 use crate::proxy::UpstreamClient;
 use crate::reqlog::{RequestAttrs, RequestRecord};
 use crate::shared::{Catalog, ResourceRequest, Route, Shared};
 use crate::status::ApiError;
-use crate::{api, discovery, meta, proxy};
+use crate::{api, discovery, exec, meta, proxy};
 
 /// Subresources of a namespace that are not namespaced collections.
 const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
@@ -96,6 +97,19 @@ fn resource_route(
     }
     if name.as_deref() == Some("") {
         return Route::NotFound;
+    }
+    if sub.as_deref() == Some(EXEC) {
+        // A WebSocket exec is a GET and a SPDY one a POST; RBAC asks for `create` for both.
+        return match method.as_str() {
+            "GET" | "POST" => Route::Resource(ResourceRequest {
+                served,
+                verb: "create",
+                namespace,
+                name,
+                subresource: sub,
+            }),
+            _ => Route::MethodNotAllowed,
+        };
     }
     let all_namespaces = served.info.namespaced && namespace.is_none();
     let verb: &'static str = match (method.as_str(), name.is_some()) {
@@ -289,6 +303,9 @@ async fn dispatch(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     match route {
+        Route::Resource(r) if r.subresource.as_deref() == Some(EXEC) => {
+            exec::serve(shared, &r, req)
+        }
         Route::Resource(r) => api::serve(shared, r, req, query).await,
         Route::NotFound => h::error(&ApiError::page_not_found()),
         Route::MethodNotAllowed => h::text(405, "405: Method Not Allowed"),

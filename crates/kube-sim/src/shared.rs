@@ -146,6 +146,8 @@ pub struct Shared {
     pub faults: Faults,
     pub log: RequestLog,
     pub work: WorkQueue,
+    /// The `pods/exec` script and log.
+    pub execs: crate::exec::Execs,
     /// Proxy mode: where API requests go instead of the store (which then stays empty).
     pub upstream: Option<UpstreamClient>,
 }
@@ -161,6 +163,7 @@ impl Shared {
             faults: Faults::new(),
             log,
             work: WorkQueue::default(),
+            execs: crate::exec::Execs::default(),
             upstream,
         }
     }

@@ -174,6 +174,11 @@ impl KubeSim {
         self.shared.faults.clone()
     }
 
+    /// The `pods/exec` script and the log of every exec (`exec` module docs).
+    pub fn execs(&self) -> crate::exec::Execs {
+        self.shared.execs.clone()
+    }
+
     /// The whole request log (bounded).
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared.log.since(0)
