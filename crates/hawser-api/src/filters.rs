@@ -1,7 +1,9 @@
 //! From a Backup's or a Restore's spec to the filters `hawser-core` plans with: the typed
 //! boundary between the API objects and the pure logic, with no JSON in between.
 
-use hawser_core::restore::{InitHookSpec, RestoreFilters, RestoreStatusFilter};
+use hawser_core::backup_hooks::{ExecHook, HookSpec};
+use hawser_core::restore::exec_hooks::ExecHook as RestoreExecHook;
+use hawser_core::restore::{ExecHookSpec, InitHookSpec, RestoreFilters, RestoreStatusFilter};
 use hawser_core::selection::{BackupFilters, LabelSelector, LabelSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
@@ -80,7 +82,73 @@ impl From<&RestoreSpec> for RestoreFilters {
     }
 }
 
+impl BackupSpec {
+    /// The hook specs of `spec.hooks.resources`, one per entry, in order.
+    #[must_use]
+    pub fn hook_specs(&self) -> Vec<HookSpec> {
+        let resources = self.hooks.as_ref().and_then(|h| h.resources.as_deref());
+        let exec = |hooks: Option<&Vec<crate::backup::BackupResourceHook>>| -> Vec<ExecHook> {
+            hooks
+                .into_iter()
+                .flatten()
+                .map(|h| ExecHook {
+                    container: h.exec.container.clone(),
+                    command: h.exec.command.clone(),
+                    continue_on_error: h.exec.on_error == Some(crate::HookErrorMode::Continue),
+                    timeout: h.exec.timeout.and_then(|t| t.to_std()),
+                })
+                .collect()
+        };
+        resources
+            .unwrap_or_default()
+            .iter()
+            .map(|r| HookSpec {
+                name: r.name.clone(),
+                included_namespaces: list(r.included_namespaces.as_ref()),
+                excluded_namespaces: list(r.excluded_namespaces.as_ref()),
+                included_resources: list(r.included_resources.as_ref()),
+                excluded_resources: list(r.excluded_resources.as_ref()),
+                label_selector: r.label_selector.as_ref().map(selector),
+                pre: exec(r.pre.as_ref()),
+                post: exec(r.post.as_ref()),
+            })
+            .collect()
+    }
+}
+
 impl RestoreSpec {
+    /// The exec hooks of `spec.hooks.resources`, one per entry, in order.
+    #[must_use]
+    pub fn exec_hook_specs(&self) -> Vec<ExecHookSpec> {
+        let resources = self.hooks.as_ref().and_then(|h| h.resources.as_deref());
+        resources
+            .unwrap_or_default()
+            .iter()
+            .map(|r| ExecHookSpec {
+                name: r.name.clone(),
+                included_namespaces: list(r.included_namespaces.as_ref()),
+                excluded_namespaces: list(r.excluded_namespaces.as_ref()),
+                included_resources: list(r.included_resources.as_ref()),
+                excluded_resources: list(r.excluded_resources.as_ref()),
+                label_selector: r.label_selector.as_ref().map(selector),
+                hooks: r
+                    .post_hooks
+                    .iter()
+                    .flatten()
+                    .filter_map(|hook| hook.exec.as_ref())
+                    .map(|e| RestoreExecHook {
+                        container: e.container.clone(),
+                        command: e.command.clone(),
+                        fail_on_error: e.on_error == Some(crate::HookErrorMode::Fail),
+                        exec_timeout: e.exec_timeout.and_then(|t| t.to_std()),
+                        wait_timeout: e.wait_timeout.and_then(|t| t.to_std()),
+                        wait_for_ready: e.wait_for_ready == Some(true),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
     /// The init-container hooks of `spec.hooks.resources`, one per entry, in order.
     #[must_use]
     pub fn init_hook_specs(&self) -> Vec<InitHookSpec> {

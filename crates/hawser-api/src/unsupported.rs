@@ -9,13 +9,7 @@ impl BackupSpec {
     /// what was left undone; empty when every field set is implemented.
     #[must_use]
     pub fn unsupported_fields(&self) -> Vec<String> {
-        let hooks = self.hooks.as_ref().and_then(|h| h.resources.as_deref());
-        let mut warnings: Vec<String> = hooks_warning(
-            "backup hooks are not run by hawser; the pods were backed up",
-            hooks.unwrap_or_default().iter().map(|h| h.name.as_str()),
-        )
-        .into_iter()
-        .collect();
+        let mut warnings: Vec<String> = Vec::new();
         // The field the user set is named (the deprecated one only when it alone asks).
         let fs_backup = if self.default_volumes_to_fs_backup == Some(true) {
             Some("defaultVolumesToFsBackup")
@@ -94,20 +88,7 @@ impl RestoreSpec {
     /// what was left undone; empty when every field set is implemented.
     #[must_use]
     pub fn unsupported_fields(&self) -> Vec<String> {
-        let hooks = self.hooks.as_ref().and_then(|h| h.resources.as_deref());
-        // Init-container hooks are put into the pods; exec hooks are not run.
-        let with_exec = hooks.unwrap_or_default().iter().filter(|h| {
-            h.post_hooks
-                .iter()
-                .flatten()
-                .any(|hook| hook.exec.is_some())
-        });
-        let mut warnings: Vec<String> = hooks_warning(
-            "restore exec hooks are not run by hawser; the items were restored",
-            with_exec.map(|h| h.name.as_str()),
-        )
-        .into_iter()
-        .collect();
+        let mut warnings: Vec<String> = Vec::new();
         if let Some(modifier) = self
             .resource_modifier
             .as_ref()
@@ -133,25 +114,10 @@ fn is_config_map(kind: &str) -> bool {
     kind.eq_ignore_ascii_case(hawser_core::restore::modifiers::CONFIGMAP_KIND)
 }
 
-/// `spec.hooks: <what> without running hook spec(s) <names>`, or `None` with no hook specs.
-fn hooks_warning<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Option<String> {
-    let names: Vec<&str> = names.collect();
-    let named = match names.as_slice() {
-        [] => return None,
-        [one] => format!("hook spec {one}"),
-        many => format!("hook specs {}", many.join(", ")),
-    };
-    Some(format!("spec.hooks: {what} without running {named}"))
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // failed unwraps are failed tests
 mod tests {
     use super::*;
-    use crate::{
-        BackupHooks, BackupResourceHookSpec, ExecRestoreHook, InitRestoreHook, RestoreHooks,
-        RestoreResourceHook, RestoreResourceHookSpec,
-    };
 
     /// What hawser does with a spec field that is set.
     enum Outcome {
@@ -183,7 +149,10 @@ mod tests {
         ("ttl", Acted("expiration and garbage collection")),
         ("volumeGroupSnapshotLabelKey", Warned(r#""group""#)),
         ("includeClusterResources", Acted("selection")),
-        ("hooks", Warned(r#"{"resources": [{"name": "freeze"}]}"#)),
+        (
+            "hooks",
+            Acted("backup hooks run around the snapshots of a pod's claims"),
+        ),
         ("storageLocation", Acted("the location written to")),
         ("volumeSnapshotLocations", Warned(r#"["aws-default"]"#)),
         ("defaultVolumesToRestic", Warned("true")),
@@ -222,12 +191,9 @@ mod tests {
         ("restoreStatus", Acted("status written for the named kinds")),
         ("preserveNodePorts", Acted("node ports kept or cleared")),
         ("includeClusterResources", Acted("selection")),
-        // Init-container hooks are acted on (put into the pods); exec hooks are warned.
         (
             "hooks",
-            Warned(
-                r#"{"resources": [{"name": "migrate", "postHooks": [{"exec": {"command": ["x"]}}]}]}"#,
-            ),
+            Acted("init containers put into the pods, exec hooks run in them"),
         ),
         (
             "existingResourcePolicy",
@@ -309,33 +275,6 @@ mod tests {
     }
 
     #[test]
-    fn backup_hooks_are_named() {
-        let spec = BackupSpec {
-            hooks: Some(BackupHooks {
-                resources: Some(vec![
-                    BackupResourceHookSpec {
-                        name: "freeze".to_owned(),
-                        ..BackupResourceHookSpec::default()
-                    },
-                    BackupResourceHookSpec {
-                        name: "flush".to_owned(),
-                        ..BackupResourceHookSpec::default()
-                    },
-                ]),
-            }),
-            default_volumes_to_fs_backup: Some(true),
-            ..BackupSpec::default()
-        };
-        let warnings = spec.unsupported_fields();
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
-        assert!(
-            warnings[0].contains("hook specs freeze, flush"),
-            "{warnings:?}"
-        );
-        assert!(warnings[1].starts_with("spec.defaultVolumesToFsBackup"));
-    }
-
-    #[test]
     fn claims_warn_unless_snapshots_are_off() {
         let mut spec = BackupSpec::default();
         assert_eq!(spec.unsnapshotted_claims(0), None);
@@ -348,45 +287,5 @@ mod tests {
         assert!(spec.unsnapshotted_claims(1).is_some());
         spec.snapshot_volumes = Some(false);
         assert_eq!(spec.unsnapshotted_claims(3), None);
-    }
-
-    #[test]
-    fn restore_fields_are_named() {
-        let spec = RestoreSpec {
-            hooks: Some(RestoreHooks {
-                resources: Some(vec![
-                    RestoreResourceHookSpec {
-                        name: "migrate".to_owned(),
-                        post_hooks: Some(vec![RestoreResourceHook {
-                            exec: Some(ExecRestoreHook::default()),
-                            ..RestoreResourceHook::default()
-                        }]),
-                        ..RestoreResourceHookSpec::default()
-                    },
-                    RestoreResourceHookSpec {
-                        name: "prepare".to_owned(),
-                        post_hooks: Some(vec![RestoreResourceHook {
-                            init: Some(InitRestoreHook::default()),
-                            ..RestoreResourceHook::default()
-                        }]),
-                        ..RestoreResourceHookSpec::default()
-                    },
-                ]),
-            }),
-            restore_pvs: Some(true),
-            ..RestoreSpec::default()
-        };
-        let warnings = spec.unsupported_fields();
-        assert_eq!(warnings.len(), 1, "restorePVs is acted on: {warnings:?}");
-        // Only the spec with an exec hook: init hooks are put into the pods.
-        assert!(
-            warnings[0].contains("hook spec migrate") && !warnings[0].contains("prepare"),
-            "{warnings:?}"
-        );
-        let unset = RestoreSpec {
-            restore_pvs: Some(false),
-            ..RestoreSpec::default()
-        };
-        assert!(unset.unsupported_fields().is_empty());
     }
 }

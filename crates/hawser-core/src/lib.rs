@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod backoff;
+pub mod backup_hooks;
 pub mod clock;
 pub mod csi;
 pub mod duration;

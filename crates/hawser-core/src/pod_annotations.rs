@@ -1,7 +1,7 @@
-//! Velero's pod annotations that ask for work hawser does not do yet (hooks, file-system backup
-//! of pod volumes). A backup or restore that meets a Pod carrying one still runs; it gets one
-//! warning per annotation naming the pods ([`AnnotatedPods`]), so that a `Completed` object
-//! never hides work that was asked for on a pod and skipped.
+//! Velero's pod annotations that ask for work hawser does not do yet (file-system backup of pod
+//! volumes; the hook annotations are acted on). A backup that meets a Pod carrying one still
+//! runs; it gets one warning per annotation naming the pods ([`AnnotatedPods`]), so that a
+//! `Completed` object never hides work that was asked for on a pod and skipped.
 
 use std::collections::BTreeMap;
 
@@ -16,37 +16,11 @@ pub struct Unacted {
     pub undone: &'static str,
 }
 
-const BACKUP_HOOKS: &str =
-    "backup hooks are not run by hawser; the pods were backed up without running them";
-const RESTORE_EXEC_HOOKS: &str =
-    "restore exec hooks are not run by hawser; the pods were restored without running them";
-
-/// Annotations a backup meets on the Pods it backs up (Velero's backup hooks, with and without
-/// a phase, and the file-system backup opt-in).
-pub const BACKUP: &[Unacted] = &[
-    Unacted {
-        key: "pre.hook.backup.velero.io/command",
-        undone: BACKUP_HOOKS,
-    },
-    Unacted {
-        key: "hook.backup.velero.io/command",
-        undone: BACKUP_HOOKS,
-    },
-    Unacted {
-        key: "post.hook.backup.velero.io/command",
-        undone: BACKUP_HOOKS,
-    },
-    Unacted {
-        key: "backup.velero.io/backup-volumes",
-        undone: "file-system backup of pod volumes is not built in hawser; the volumes these pods name have no data in this backup",
-    },
-];
-
-/// Annotations a restore meets on the Pods it restores (Velero's restore exec hooks; its
-/// init-container hooks are acted on: [`crate::restore::init_hooks`]).
-pub const RESTORE: &[Unacted] = &[Unacted {
-    key: "post.hook.restore.velero.io/command",
-    undone: RESTORE_EXEC_HOOKS,
+/// Annotations a backup meets on the Pods it backs up (the file-system backup opt-in; its
+/// hooks are run: [`crate::backup_hooks`]).
+pub const BACKUP: &[Unacted] = &[Unacted {
+    key: "backup.velero.io/backup-volumes",
+    undone: "file-system backup of pod volumes is not built in hawser; the volumes these pods name have no data in this backup",
 }];
 
 /// Pods named in one warning; the others are counted.
@@ -149,21 +123,16 @@ mod tests {
         );
         found.observe(
             BACKUP,
-            &pod("db-1", json!({"pre.hook.backup.velero.io/command": "x"})),
+            &pod("db-1", json!({"backup.velero.io/backup-volumes": "logs"})),
         );
         found.observe(BACKUP, &pod("web", json!({"other": "x"})));
         found.observe(BACKUP, &json!({"metadata": {"name": "bare"}}));
         let warnings = found.warnings(BACKUP);
         assert_eq!(
             warnings,
-            [
-                format!(
-                    "pod annotation pre.hook.backup.velero.io/command on 2 pods (shop/db-0, shop/db-1): {BACKUP_HOOKS}"
-                ),
-                "pod annotation backup.velero.io/backup-volumes on 1 pod (shop/db-0): file-system backup of pod volumes is not built in hawser; the volumes these pods name have no data in this backup".to_owned(),
-            ]
+            ["pod annotation backup.velero.io/backup-volumes on 2 pods (shop/db-0, shop/db-1): file-system backup of pod volumes is not built in hawser; the volumes these pods name have no data in this backup".to_owned()],
+            "backup hooks run, so they are not warned"
         );
-        assert!(found.warnings(RESTORE).is_empty());
     }
 
     #[test]
@@ -171,14 +140,14 @@ mod tests {
         let mut found = AnnotatedPods::default();
         for i in 0..25 {
             found.observe(
-                RESTORE,
+                BACKUP,
                 &pod(
                     &format!("p{i}"),
-                    json!({"post.hook.restore.velero.io/command": "x"}),
+                    json!({"backup.velero.io/backup-volumes": "x"}),
                 ),
             );
         }
-        let warnings = found.warnings(RESTORE);
+        let warnings = found.warnings(BACKUP);
         assert_eq!(warnings.len(), 1);
         assert!(
             warnings[0].contains("on 25 pods (shop/p0, ")

@@ -612,6 +612,7 @@ fn record_expiration_is_start_plus_ttl() {
         failure_reason: None,
         operations: Vec::new(),
         archive_key_id: None,
+        hooks: backup::hooks::Tally::default(),
     };
     let record = backup::record(&Backup::named("b"), &outcome).unwrap();
     assert_eq!(
@@ -752,12 +753,7 @@ async fn ordered_resources_lead_their_type_and_unbuilt_fields_are_warnings() {
         )]
         .into(),
     );
-    backup.spec.hooks = Some(hawser_api::BackupHooks {
-        resources: Some(vec![hawser_api::BackupResourceHookSpec {
-            name: "freeze-db".to_owned(),
-            ..Default::default()
-        }]),
-    });
+    backup.spec.volume_group_snapshot_label_key = Some("group".to_owned());
 
     // Pages of 2: the held items of the ordered type go out in several batches too.
     let options = BackupOptions::default().with_page_size(2);
@@ -785,7 +781,9 @@ async fn ordered_resources_lead_their_type_and_unbuilt_fields_are_warnings() {
     let warnings = &stored.warnings.velero;
     assert_eq!(warnings.len(), 3, "{warnings:?}");
     assert!(
-        warnings.iter().any(|w| w.contains("hook spec freeze-db")),
+        warnings
+            .iter()
+            .any(|w| w.starts_with("spec.volumeGroupSnapshotLabelKey")),
         "{warnings:?}"
     );
     assert!(
@@ -805,5 +803,5 @@ async fn ordered_resources_lead_their_type_and_unbuilt_fields_are_warnings() {
         &get(&location, &Layout::new(None).backup_log("ordered")).await,
         &mut log,
     );
-    assert!(log.contains("hook spec freeze-db"), "{log}");
+    assert!(log.contains("spec.volumeGroupSnapshotLabelKey"), "{log}");
 }

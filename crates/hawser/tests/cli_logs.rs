@@ -388,7 +388,7 @@ async fn describe_details_show_the_warnings_and_the_resource_lists() {
         "b1",
         json!({
             "includedNamespaces": ["shop"],
-            "hooks": {"resources": [{"name": "freeze"}]}
+            "volumeGroupSnapshotLabelKey": "group"
         }),
     );
     let done = wait_final(&cluster, &server, "Backup", "b1").await;
@@ -398,7 +398,8 @@ async fn describe_details_show_the_warnings_and_the_resource_lists() {
     let run = cluster.hawser(&["backup", "describe", "b1"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stdout.contains("Warnings:\n  Velero:  spec.hooks:"),
+        run.stdout
+            .contains("Warnings:\n  Velero:  spec.volumeGroupSnapshotLabelKey:"),
         "{}",
         run.stdout
     );

@@ -72,49 +72,6 @@ async fn the_newest_default_location_takes_backups_that_name_none() {
     assert!(!artifact(older_root.path(), "unnamed", "velero-backup.json").exists());
 }
 
-#[tokio::test]
-async fn a_backup_with_hooks_completes_with_a_warning_naming_them() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    seed(&cluster, 2);
-    server_support::filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
-
-    create_backup(
-        &cluster,
-        "hooked",
-        json!({
-            "includedNamespaces": ["shop"],
-            "hooks": {"resources": [{
-                "name": "freeze-db",
-                "pre": [{"exec": {"command": ["/bin/fsfreeze", "--freeze", "/data"]}}]
-            }]}
-        }),
-    );
-    let done = wait_final(&cluster, &server, "Backup", "hooked").await;
-    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
-    assert_eq!(done["status"]["warnings"], 1, "{done:#}");
-
-    let results: Value = serde_json::from_str(&gunzip(&artifact(
-        root.path(),
-        "hooked",
-        "hooked-results.gz",
-    )))
-    .unwrap();
-    let warning = results["warnings"]["velero"][0]
-        .as_str()
-        .unwrap_or_default();
-    assert!(
-        warning.contains("spec.hooks") && warning.contains("freeze-db"),
-        "{results:#}"
-    );
-    let log = gunzip(&artifact(root.path(), "hooked", "hooked-logs.gz"));
-    assert!(
-        log.contains("level=warning") && log.contains("freeze-db"),
-        "{log}"
-    );
-}
-
 fn timestamp(object: &Value, field: &str) -> jiff::Timestamp {
     object["status"][field]
         .as_str()
@@ -176,7 +133,7 @@ async fn backups_sharing_a_namespace_queue_and_others_run_beside_them() {
     );
 }
 
-/// Velero's pod annotations for hooks and file-system backup, the server's
+/// Velero's pod annotation for file-system backup, the server's
 /// `--default-volumes-to-fs-backup` and pod volume data in a backup are not acted on: the
 /// backup and the restore still complete, each with a warning naming what was not done; the
 /// server's defaults are written into the backup's spec when it starts, as Velero does.
@@ -195,9 +152,7 @@ async fn pod_annotations_and_server_defaults_hawser_does_not_act_on_are_warned()
         .insert(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "db-0", "namespace": "shop", "annotations": {
-                "pre.hook.backup.velero.io/command": "[\"/sbin/fsfreeze\", \"--freeze\", \"/data\"]",
-                "backup.velero.io/backup-volumes": "data",
-                "post.hook.restore.velero.io/command": "[\"/bin/migrate\"]"
+                "backup.velero.io/backup-volumes": "data"
             }},
             "spec": {"containers": [{"name": "db", "image": "postgres:17"}]}
         }))
@@ -234,11 +189,10 @@ async fn pod_annotations_and_server_defaults_hawser_does_not_act_on_are_warned()
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(warnings.len(), 3, "{warnings:#?}");
-    assert_eq!(done["status"]["warnings"], 3, "{done:#}");
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert_eq!(done["status"]["warnings"], 2, "{done:#}");
     for wanted in [
         "spec.defaultVolumesToFsBackup: ",
-        "pod annotation pre.hook.backup.velero.io/command on 1 pod (shop/db-0): backup hooks are not run",
         "pod annotation backup.velero.io/backup-volumes on 1 pod (shop/db-0): file-system backup",
     ] {
         assert!(
@@ -285,12 +239,6 @@ async fn pod_annotations_and_server_defaults_hawser_does_not_act_on_are_warned()
     )))
     .unwrap();
     let warnings = results["warnings"]["velero"].to_string();
-    assert!(
-        warnings.contains(
-            "pod annotation post.hook.restore.velero.io/command on 1 pod (shop-copy/db-0): restore exec hooks are not run"
-        ),
-        "{results:#}"
-    );
     assert!(
         warnings.contains(
             "the backup holds file-system backups of 1 pod volumes (shop/db-0 volume data): restoring pod volume data is not built in hawser"

@@ -16,6 +16,7 @@
 
 use serde_json::{Value, json};
 
+use crate::backup_hooks::command_of;
 use crate::selection::{CompiledSelector, IncludesExcludes, LabelSelector, object_labels};
 
 /// The annotation naming the image of a Pod's init hook.
@@ -187,16 +188,6 @@ impl InitHooks {
         }
         Ok(added)
     }
-}
-
-/// A command annotation as Velero reads it: a JSON array of strings, or else one word.
-fn command_of(value: &str) -> Vec<String> {
-    if value.starts_with('[')
-        && let Ok(command) = serde_json::from_str::<Vec<String>>(value)
-    {
-        return command;
-    }
-    vec![value.to_owned()]
 }
 
 /// FNV-1a, 32 bits: a short stable name part (not a security measure).

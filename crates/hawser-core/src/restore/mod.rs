@@ -5,6 +5,7 @@
 
 pub mod additional;
 pub mod clean;
+pub mod exec_hooks;
 pub mod existing;
 mod extensions;
 pub mod filters;
@@ -22,6 +23,7 @@ pub use clean::{
     BACKUP_NAME_LABEL, CleanContext, Cleaned, ItemSkip, RESTORE_NAME_LABEL, RESTORE_UID_LABEL,
     clean, namespace_object, skip_reason,
 };
+pub use exec_hooks::{ExecHookSpec, ExecHooks, PodExecHook};
 pub use existing::{
     Existing, ExistingPolicy, decide, differs_warning, made_by_restore, merge_patch,
 };

@@ -27,7 +27,8 @@ use super::results::{Messages, Scope};
 use super::sink::{Batch, Item};
 use crate::cluster::path::{Collection, page_url};
 use crate::cluster::request::{self, fresh_token, get_page};
-use hawser_core::selection::related::PERSISTENT_VOLUME_CLAIMS;
+use hawser_core::backup_hooks::BackupHooks;
+use hawser_core::selection::related::{PERSISTENT_VOLUME_CLAIMS, PODS};
 
 /// What listing one type produced besides the items themselves.
 #[derive(Debug, Default)]
@@ -65,6 +66,8 @@ pub(crate) struct Lister<'a> {
     /// Whether claims wait for their CSI snapshots before they go into the archive (so that
     /// each carries the name of its snapshot, as in Velero).
     pub hold_claims: bool,
+    /// The backup's hooks: Pods that have some wait until they have run.
+    pub hooks: &'a BackupHooks,
 }
 
 /// Resumptions of one LIST after an expired continue token.
@@ -121,11 +124,22 @@ impl Lister<'_> {
     }
 
     /// Hands `items` of `r` to the archive, or holds them back when they are claims waiting for
-    /// their snapshots ([`Lister::hold_claims`]); `false` when the archive task is gone.
+    /// their snapshots ([`Lister::hold_claims`]) or Pods waiting for their hooks; `false` when
+    /// the archive task is gone.
     pub(crate) async fn send(&self, r: &ApiResource, items: Vec<serde_json::Value>) -> bool {
-        if self.hold_claims && r.group_resource() == PERSISTENT_VOLUME_CLAIMS {
+        let group_resource = r.group_resource();
+        if self.hold_claims && group_resource == PERSISTENT_VOLUME_CLAIMS {
             self.related.hold_claims(items);
             return !self.sender.is_closed();
+        }
+        if group_resource == PODS {
+            let (hooked, items): (Vec<_>, Vec<_>) =
+                items.into_iter().partition(|pod| self.hooks.any(pod));
+            self.related.hold_pods(hooked);
+            if items.is_empty() {
+                return !self.sender.is_closed();
+            }
+            return self.send_now(r, items).await;
         }
         self.send_now(r, items).await
     }

@@ -28,6 +28,7 @@
 
 mod collect;
 mod error;
+pub mod hooks;
 pub mod operations;
 mod outcome;
 mod policies;
@@ -44,6 +45,7 @@ use std::collections::BTreeSet;
 use futures::StreamExt;
 use hawser_api::Backup;
 use hawser_core::archive::WriterOptions;
+use hawser_core::backup_hooks::BackupHooks;
 use std::time::Duration;
 
 use hawser_core::layout::Layout;
@@ -76,7 +78,11 @@ use store::store_side_files;
 /// [`run`] makes the checks that need discovery.
 #[must_use]
 pub fn validate_spec(backup: &Backup) -> Vec<String> {
-    hawser_core::selection::validate(&filters_of(backup, &[]))
+    let mut messages = hawser_core::selection::validate(&filters_of(backup, &[]));
+    if let Err(e) = BackupHooks::new(backup.spec.hook_specs()) {
+        messages.push(e);
+    }
+    messages
 }
 
 /// What is wrong with the include/exclude part of `policies` for `backup` (see
@@ -129,6 +135,10 @@ async fn run_named(
     let started = options.clock.now();
     let mut notes = Notes::begin(backup, &options, format!("{namespace}/{name}"));
     let plan = Plan::make(&client, backup, &options, &mut notes).await?;
+    let hooks = BackupHooks::new(backup.spec.hook_specs())
+        .map_err(|e| BackupError::Validation { messages: vec![e] })?;
+    let runner = hooks::Runner::new(&client, &hooks, backup, options.api_retry);
+    runner.settle_pending(backup).await;
     let layout = Layout::new(None);
     let progress = ProgressHandle::new(options.progress.clone());
     let concurrency = options.concurrency.max(1);
@@ -153,13 +163,23 @@ async fn run_named(
         related: related::Related::default(),
         hold_claims: backup.spec.snapshot_volumes != Some(false)
             && snapshots::served(&plan.catalogue).is_some(),
+        hooks: &hooks,
     };
     let listed = list_types(&lister, &plan, &mut notes).await;
     let taken = if listed.stopped {
         snapshots::Taken::default()
     } else {
-        back_up_the_rest(&lister, &plan, backup, &options, listed, &mut notes).await
+        back_up_the_rest(
+            &lister,
+            &plan,
+            (backup, &runner),
+            &options,
+            listed,
+            &mut notes,
+        )
+        .await
     };
+    let hook_tally = runner.finish(&mut notes.log, &mut notes.messages);
     for warning in lister.related.annotation_warnings() {
         notes.warn(warning);
     }
@@ -196,6 +216,7 @@ async fn run_named(
         failure_reason: None,
         operations,
         archive_key_id: location.archive_key().map(|k| k.id().to_owned()),
+        hooks: hook_tally,
     })
 }
 
@@ -407,12 +428,12 @@ async fn list_types(lister: &Lister<'_>, plan: &Plan, notes: &mut Notes) -> List
 }
 
 /// After the listed types: the items they name (the built-in item actions), the CSI
-/// snapshots of the claims, the Namespace objects of the namespaces with items, and (unless
+/// snapshots of the claims between the hooks of the Pods that mount them, the Namespace objects of the namespaces with items, and (unless
 /// CRDs are filtered explicitly) the CRDs of the custom resource types with items.
 async fn back_up_the_rest(
     lister: &Lister<'_>,
     plan: &Plan,
-    backup: &Backup,
+    (backup, hooks): (&Backup, &hooks::Runner<'_>),
     options: &BackupOptions,
     mut listed: Listed,
     notes: &mut Notes,
@@ -426,6 +447,7 @@ async fn back_up_the_rest(
         &plan.catalogue,
         (backup, options.policies.as_ref()),
         &options.clock,
+        hooks,
         &mut notes.log,
         &mut notes.messages,
     )

@@ -155,6 +155,8 @@ pub struct BackupOutcome {
     pub operations: Vec<BackupOperation>,
     /// The id of the key the archive is sealed with ([`hawser_store::crypt`]), when it is.
     pub archive_key_id: Option<String>,
+    /// The backup hooks attempted and failed (`status.hookStatus`).
+    pub hooks: super::hooks::Tally,
 }
 
 impl BackupOutcome {
@@ -188,6 +190,7 @@ impl BackupOutcome {
             failure_reason: Some(error.full_message()),
             operations: Vec::new(),
             archive_key_id: None,
+            hooks: super::hooks::Tally::default(),
         }
     }
 }
@@ -237,6 +240,9 @@ pub fn record(
         items_backed_up: Some(items),
     });
     status.failure_reason = outcome.failure_reason.clone();
+    if let Some(hooks) = outcome.hooks.status() {
+        status.hook_status = Some(hooks);
+    }
     if !outcome.operations.is_empty() {
         let count = |n: u64| Some(i64::try_from(n).unwrap_or(i64::MAX));
         let (completed, failed) = operations::counts(&outcome.operations);

@@ -46,6 +46,8 @@ struct Noted {
     /// Claims held back from the archive until their snapshots are taken (see
     /// [`Lister::send`]).
     held_claims: Vec<Value>,
+    /// Pods with backup hooks, held back until their hooks have run (see [`Lister::send`]).
+    held_pods: Vec<Value>,
     /// Pods carrying Velero annotations hawser does not act on.
     annotated: AnnotatedPods,
 }
@@ -97,6 +99,16 @@ impl Related {
     /// Holds `claims` back from the archive until their snapshots are taken.
     pub(crate) fn hold_claims(&self, claims: Vec<Value>) {
         self.lock().held_claims.extend(claims);
+    }
+
+    /// Holds `pods` back from the archive until their hooks have run.
+    pub(crate) fn hold_pods(&self, pods: Vec<Value>) {
+        self.lock().held_pods.extend(pods);
+    }
+
+    /// The Pods held back so far.
+    pub(crate) fn take_held_pods(&self) -> Vec<Value> {
+        std::mem::take(&mut self.lock().held_pods)
     }
 
     /// The claims held back so far.

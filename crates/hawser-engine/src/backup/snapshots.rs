@@ -24,7 +24,7 @@
 //!
 //! A claim that cannot be snapshotted is an error in its namespace; the backup goes on.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -37,11 +37,12 @@ use hawser_core::csi::{
     volume_snapshot,
 };
 use hawser_core::selection::policies::ResourcePolicies;
-use hawser_core::selection::related::{PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES};
+use hawser_core::selection::related::{PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS};
 use hawser_core::selection::{ApiResource, Catalogue};
 use serde_json::{Value, json};
 
 use super::collect::Lister;
+use super::hooks::{Hooked, Runner};
 use super::results::{BackupLog, Messages, Scope};
 use super::{typed, volume_info};
 use crate::cluster::path::Collection;
@@ -117,16 +118,21 @@ pub(crate) async fn take_snapshots(
     catalogue: &Catalogue,
     (backup, policies): (&Backup, Option<&ResourcePolicies>),
     clock: &hawser_core::clock::Clock,
+    hooks: &Runner<'_>,
     log: &mut BackupLog,
     messages: &mut Messages,
 ) -> Taken {
     let seen = lister.related.claims_seen();
+    let pods = lister.related.take_held_pods();
+    let pod_type = catalogue.resolve(PODS);
     let (Some(types), true) = (served(catalogue), lister.hold_claims) else {
         if seen > 0 && backup.spec.snapshot_volumes != Some(false) {
             log.info(
                 "The cluster serves no snapshot.storage.k8s.io API: no CSI snapshots are taken",
             );
         }
+        let kept = kept_pods(hooks.around(lister, pods, |_| async {}).await);
+        send_all(lister, &[(pod_type, kept, true)]).await;
         return Taken {
             objects_only: seen,
             ..Taken::default()
@@ -134,12 +140,12 @@ pub(crate) async fn take_snapshots(
     };
     let mut claims = lister.related.take_held_claims();
     let mut taken = Taken::default();
-    let cuts = cut_all(
+    let (cuts, kept) = cut_all(
         lister,
         &types,
         (backup, policies),
         clock,
-        &claims,
+        (&claims, pods, hooks),
         (log, messages),
         &mut taken,
     )
@@ -176,12 +182,24 @@ pub(crate) async fn take_snapshots(
         ));
     }
     let claim_type = catalogue.resolve(PERSISTENT_VOLUME_CLAIMS);
-    for (r, items, counted) in [
-        (claim_type, claims, true),
-        (Some(types.snapshots), snapshots, false),
-        (Some(types.contents), contents, false),
-        (Some(types.classes), class_objects, false),
-    ] {
+    send_all(
+        lister,
+        &[
+            (pod_type, kept, true),
+            (claim_type, claims, true),
+            (Some(types.snapshots), snapshots, false),
+            (Some(types.contents), contents, false),
+            (Some(types.classes), class_objects, false),
+        ],
+    )
+    .await;
+    taken
+}
+
+/// Hands each list of items to the archive, counting those not counted when listed; stops
+/// when the archive task is gone.
+async fn send_all(lister: &Lister<'_>, lists: &[(Option<&ApiResource>, Vec<Value>, bool)]) {
+    for (r, items, counted) in lists {
         let Some(r) = r.filter(|_| !items.is_empty()) else {
             continue;
         };
@@ -190,50 +208,98 @@ pub(crate) async fn take_snapshots(
         }
         for chunk in items.chunks(lister.page_size.max(1) as usize) {
             if !lister.send_now(r, chunk.to_vec()).await {
-                return taken;
+                return;
             }
         }
     }
-    taken
+}
+
+/// The Pods whose hooks did not leave them out.
+fn kept_pods<T>(hooked: Vec<Hooked<T>>) -> Vec<Value> {
+    hooked
+        .into_iter()
+        .filter(|h| h.kept)
+        .map(|h| h.pod)
+        .collect()
+}
+
+/// The indexes of the claims (in `claims`) that each Pod mounts, keyed `namespace/name`; a
+/// claim mounted by several Pods belongs to the first.
+fn claims_of_pods(
+    pods: &[Value],
+    claims: &[Value],
+    bound: &[usize],
+) -> HashMap<String, Vec<usize>> {
+    let mut by_key: HashMap<(&str, &str), usize> = bound
+        .iter()
+        .map(|i| {
+            let c = &claims[*i];
+            (
+                (text(c, "/metadata/namespace"), text(c, "/metadata/name")),
+                *i,
+            )
+        })
+        .collect();
+    let mut owned = HashMap::new();
+    for pod in pods {
+        let namespace = text(pod, "/metadata/namespace");
+        let mine: Vec<usize> = pod
+            .pointer("/spec/volumes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| {
+                v.pointer("/persistentVolumeClaim/claimName")
+                    .and_then(Value::as_str)
+            })
+            .filter_map(|claim| by_key.remove(&(namespace, claim)))
+            .collect();
+        owned.insert(format!("{namespace}/{}", text(pod, "/metadata/name")), mine);
+    }
+    owned
 }
 
 /// The snapshot of each of `claims`, in order: `None` for one left as an object only
-/// (counted in `taken`) or not snapshotted (an error in the log and `messages`).
+/// (counted in `taken`) or not snapshotted (an error in the log and `messages`); and the held
+/// Pods that go into the archive. The claims a Pod with hooks mounts are cut between its pre
+/// and post hooks ([`Runner::around`]), the others after.
 async fn cut_all(
     lister: &Lister<'_>,
     types: &Types<'_>,
     (backup, policies): (&Backup, Option<&ResourcePolicies>),
     clock: &hawser_core::clock::Clock,
-    claims: &[Value],
+    (claims, pods, hooks): (&[Value], Vec<Value>, &Runner<'_>),
     (log, messages): (&mut BackupLog, &mut Messages),
     taken: &mut Taken,
-) -> Vec<Option<Cut>> {
+) -> (Vec<Option<Cut>>, Vec<Value>) {
     let mut cuts: Vec<Option<Cut>> = claims.iter().map(|_| None).collect();
-    let bound: Vec<usize> = (0..claims.len())
+    let mut bound: Vec<usize> = (0..claims.len())
         .filter(|i| !text(&claims[*i], "/spec/volumeName").is_empty())
         .collect();
     taken.objects_only += (claims.len() - bound.len()) as u64;
-    if bound.is_empty() {
-        return cuts;
-    }
-    let classes = match list_all(
-        lister.client,
-        &Collection::of(types.classes).path(None),
-        lister.page_size,
-        lister.api_retry,
-    )
-    .await
-    {
-        Ok(classes) => classes,
-        Err(e) => {
-            messages.error(
-                Scope::Velero,
-                format!(
-                    "error listing VolumeSnapshotClasses, so no claim was snapshotted: {}",
-                    request::text(&e)
-                ),
-            );
-            return cuts;
+    let classes = if bound.is_empty() {
+        Vec::new()
+    } else {
+        match list_all(
+            lister.client,
+            &Collection::of(types.classes).path(None),
+            lister.page_size,
+            lister.api_retry,
+        )
+        .await
+        {
+            Ok(classes) => classes,
+            Err(e) => {
+                messages.error(
+                    Scope::Velero,
+                    format!(
+                        "error listing VolumeSnapshotClasses, so no claim was snapshotted: {}",
+                        request::text(&e)
+                    ),
+                );
+                bound.clear();
+                Vec::new()
+            }
         }
     };
     let annotations: BTreeMap<String, String> = backup
@@ -260,14 +326,43 @@ async fn cut_all(
         clock,
         policies,
     };
-    let results: Vec<(usize, Result<Shot, String>)> = futures::stream::iter(bound)
-        .map(|i| {
-            let context = &context;
-            async move { (i, context.snapshot(&claims[i]).await) }
+    let of_pods = claims_of_pods(&pods, claims, &bound);
+    let context = &context;
+    let hooked = hooks
+        .around(lister, pods, |pod| {
+            let mine = of_pods
+                .get(&format!(
+                    "{}/{}",
+                    text(pod, "/metadata/namespace"),
+                    text(pod, "/metadata/name")
+                ))
+                .cloned()
+                .unwrap_or_default();
+            async move {
+                let cut = mine
+                    .into_iter()
+                    .map(|i| async move { (i, context.snapshot(&claims[i]).await) });
+                futures::future::join_all(cut).await
+            }
         })
-        .buffered(lister.concurrency.max(1))
-        .collect()
         .await;
+    let owned: HashSet<usize> = of_pods.values().flatten().copied().collect();
+    let mut results: Vec<(usize, Result<Shot, String>)> = Vec::new();
+    let mut kept = Vec::new();
+    for pod in hooked {
+        results.extend(pod.done);
+        if pod.kept {
+            kept.push(pod.pod);
+        }
+    }
+    let rest = bound.into_iter().filter(|i| !owned.contains(i));
+    results.extend(
+        futures::stream::iter(rest)
+            .map(|i| async move { (i, context.snapshot(&claims[i]).await) })
+            .buffered(lister.concurrency.max(1))
+            .collect::<Vec<_>>()
+            .await,
+    );
     for (i, result) in results {
         let claim = &claims[i];
         let namespace = text(claim, "/metadata/namespace").to_owned();
@@ -293,7 +388,7 @@ async fn cut_all(
             }
         }
     }
-    cuts
+    (cuts, kept)
 }
 
 /// What one claim's snapshot needs.

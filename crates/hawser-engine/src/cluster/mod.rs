@@ -5,6 +5,7 @@
 //!   query value (names come from specs and untrusted archives);
 //! - [`request`]: raw GET, POST, PUT and merge-patch requests over JSON, paged LISTs, and the
 //!   reading of API errors (code, `AlreadyExists`, text);
+//! - [`exec`]: a command in a container (`pods/exec`), for hooks;
 //! - [`discovery`]: the served resources at their preferred versions, as a
 //!   [`Catalogue`](hawser_core::selection::Catalogue).
 //!
@@ -13,6 +14,7 @@
 
 pub mod client;
 pub mod discovery;
+pub(crate) mod exec;
 pub(crate) mod path;
 pub mod request;
 

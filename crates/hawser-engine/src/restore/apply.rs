@@ -11,10 +11,9 @@ use hawser_core::csi::{
     VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOTS, claimed_by_another, own_snapshot, restored_content,
     restored_content_name,
 };
-use hawser_core::pod_annotations::{self, AnnotatedPods};
 use hawser_core::restore::{
-    CRDS, CleanContext, Cleaned, Existing, ExistingPolicy, ImageNames, InitHooks, NonCanonicalType,
-    ResourceModifiers, RestoreSelection, clean, decide, made_by_restore,
+    CRDS, CleanContext, Cleaned, ExecHooks, Existing, ExistingPolicy, ImageNames, InitHooks,
+    NonCanonicalType, ResourceModifiers, RestoreSelection, clean, decide, made_by_restore,
 };
 use hawser_core::selection::related::{PERSISTENT_VOLUMES, PODS};
 use hawser_core::selection::{Catalogue, NAMESPACES};
@@ -22,6 +21,7 @@ use kube::Client;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
+use super::exec_hooks::HookedPod;
 use super::namespaces::Namespaces;
 use super::results::{ItemResult, Report, Scope};
 use crate::cluster::path::Collection;
@@ -53,8 +53,10 @@ pub(crate) struct Restorer {
     pub crds_touched: Mutex<Vec<String>>,
     /// What an archived VolumeSnapshot is checked against before its handle is brought back.
     pub proof: SnapshotProof,
-    /// Pods restored that carry Velero annotations hawser does not act on (restore hooks).
-    pub annotated: Mutex<AnnotatedPods>,
+    /// The restore's exec hooks ([`hawser_core::restore::exec_hooks`]).
+    pub exec_hooks: ExecHooks,
+    /// The Pods created that have exec hooks to run once the items are restored.
+    pub hooked_pods: Mutex<Vec<HookedPod>>,
     /// Velero's `change-storage-class` mapping (see [`super::plugin_config`]).
     pub storage_classes: BTreeMap<String, String>,
     /// Velero's `change-image-name` rules (see [`super::plugin_config`]).
@@ -262,15 +264,6 @@ impl Restorer {
             }
             return;
         }
-        if gr == PODS {
-            self.annotated
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .observe_as(pod_annotations::RESTORE, &object, || {
-                    let namespace = target.namespace.as_deref().unwrap_or_default();
-                    format!("{namespace}/{}", target.name)
-                });
-        }
         match self.check_target(collection, &target) {
             Ok(c) => self.create(c, &target, source_ns.as_deref(), object).await,
             Err(message) => self.fail(&target, message),
@@ -403,10 +396,34 @@ impl Restorer {
                 if let Some((created, status)) = with_status {
                     self.restore_status(&c, t, created, status).await;
                 }
+                if t.gr == PODS {
+                    self.note_exec_hooks(t, &mut object);
+                }
                 self.record(t, ItemResult::Created);
             }
-            Err(e) if api::already_exists(&e) => self.existing(&c, t, &object).await,
+            Err(e) if api::already_exists(&e) => self.existing(&c, t, &mut object).await,
             Err(e) => self.fail(t, api::text(&e)),
+        }
+    }
+
+    /// Keeps a Pod this restore created (now, or in an attempt before an interruption) for its
+    /// exec hooks, if it has some (as in Velero, Pods that existed before run none).
+    fn note_exec_hooks(&self, t: &Target<'_>, pod: &mut Value) {
+        let namespace = t.namespace.clone().unwrap_or_default();
+        pod["metadata"]["namespace"] = Value::from(namespace.clone());
+        let (hooks, notes) = self.exec_hooks.of_pod(pod);
+        for note in notes {
+            self.report.warn(t.scope(), format!("{}: {note}", t.id()));
+        }
+        if !hooks.is_empty() {
+            self.hooked_pods
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(HookedPod {
+                    namespace,
+                    name: t.name.clone(),
+                    hooks,
+                });
         }
     }
 
@@ -526,7 +543,7 @@ impl Restorer {
     }
 
     /// The object exists: compare and act (velero-compat §7.6).
-    async fn existing(&self, c: &Collection, t: &Target<'_>, desired: &Value) {
+    async fn existing(&self, c: &Collection, t: &Target<'_>, desired: &mut Value) {
         let path = c.item_path(t.namespace.as_deref(), &t.name);
         let live = match api::get(&self.client, &path, self.api_retry).await {
             Ok(live) => live,
@@ -544,8 +561,12 @@ impl Restorer {
             }
         };
         if made_by_restore(desired, &live) {
-            // An earlier attempt of this very restore created it before it was interrupted.
+            // An earlier attempt of this very restore created it before it was interrupted:
+            // its exec hooks run (again: they may have run before the interruption).
             self.touched(t);
+            if t.gr == PODS {
+                self.note_exec_hooks(t, desired);
+            }
             self.record(t, ItemResult::Created);
             return;
         }

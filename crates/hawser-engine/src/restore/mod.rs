@@ -44,6 +44,7 @@
 
 mod apply;
 mod error;
+mod exec_hooks;
 mod namespaces;
 mod outcome;
 mod plugin_config;
@@ -65,12 +66,11 @@ use hawser_core::archive::gzjson::to_gz_json;
 use hawser_core::csi::VOLUME_SNAPSHOTS;
 use hawser_core::errors::chain_text;
 use hawser_core::layout::Layout;
-use hawser_core::pod_annotations;
 use hawser_core::poll::poll_until;
 use hawser_core::restore::volume_data;
 use hawser_core::restore::{
-    ArchiveTypes, ExistingPolicy, ImageNames, InitHooks, RestoreFilters, RestoreSelection, Tier,
-    restore_order,
+    ArchiveTypes, ExecHooks, ExistingPolicy, ImageNames, InitHooks, RestoreFilters,
+    RestoreSelection, Tier, restore_order,
 };
 use hawser_core::selection::NAMESPACES;
 use hawser_store::Location;
@@ -274,6 +274,11 @@ async fn run_named(
     .map_err(|message| RestoreError::Validation {
         messages: vec![format!("spec.hooks: {message}")],
     })?;
+    let exec_hooks = ExecHooks::new(restore.spec.exec_hook_specs()).map_err(|message| {
+        RestoreError::Validation {
+            messages: vec![format!("spec.hooks: {message}")],
+        }
+    })?;
     let layout = Layout::new(None);
     let checks = Arc::new(Checks {
         selection: selection.clone(),
@@ -301,7 +306,8 @@ async fn run_named(
             backup_uid,
             ..SnapshotProof::default()
         },
-        annotated: Mutex::default(),
+        exec_hooks,
+        hooked_pods: Mutex::default(),
         storage_classes: BTreeMap::new(),
         image_names: ImageNames::default(),
         modifiers: options.modifiers.clone(),
@@ -363,19 +369,18 @@ async fn run_named(
         }
     }
     drop(waiting);
-    let annotated = restorer
-        .annotated
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .warnings(pod_annotations::RESTORE);
-    for warning in annotated {
-        report.warn(Scope::Velero, warning);
-    }
     let backup_volumes = match &restorer.proof.volume_info {
         Some(Ok(info)) => info.as_slice(),
         _ => &[],
     };
     let restored_volumes = volumes::settle(&restorer, backup_volumes, options.api_retry).await;
+    let hooked = std::mem::take(
+        &mut *restorer
+            .hooked_pods
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let hooks = exec_hooks::run(&restorer, hooked, options.api_retry).await;
 
     let items_restored = report.finish_progress();
     let phase = if report.error_count() > 0 {
@@ -436,6 +441,7 @@ async fn run_named(
         upload_errors,
         failure_reason: None,
         validation_errors: Vec::new(),
+        hooks,
     })
 }
 

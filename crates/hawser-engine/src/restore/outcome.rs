@@ -186,6 +186,8 @@ pub struct RestoreOutcome {
     pub failure_reason: Option<String>,
     /// Velero's validation messages (only for `FailedValidation` of an invalid spec).
     pub validation_errors: Vec<String>,
+    /// The exec hooks attempted and failed (`status.hookStatus`).
+    pub hooks: crate::backup::hooks::Tally,
 }
 
 impl RestoreOutcome {
@@ -223,6 +225,7 @@ impl RestoreOutcome {
                 RestoreError::Validation { messages } => messages.clone(),
                 _ => Vec::new(),
             },
+            hooks: crate::backup::hooks::Tally::default(),
         }
     }
 }
@@ -252,6 +255,9 @@ pub fn record(
     status.failure_reason = outcome.failure_reason.clone();
     if !outcome.validation_errors.is_empty() {
         status.validation_errors = Some(outcome.validation_errors.clone());
+    }
+    if let Some(hooks) = outcome.hooks.status() {
+        status.hook_status = Some(hooks);
     }
     restore.status = Some(status);
     serde_json::to_value(&restore)

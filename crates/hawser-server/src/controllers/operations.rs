@@ -207,6 +207,13 @@ fn outcome_of_record(
             .as_ref()
             .and_then(|a| a.get(backup::ARCHIVE_KEY_ANNOTATION))
             .cloned(),
+        hooks: status.hook_status.map_or_else(Default::default, |h| {
+            let count = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+            backup::hooks::Tally {
+                attempted: count(h.hooks_attempted),
+                failed: count(h.hooks_failed),
+            }
+        }),
     }
 }
 

@@ -405,6 +405,12 @@ pub fn backup(backup: &Backup, files: &Files) -> String {
             ),
         ]);
     }
+    let hook_specs = spec
+        .hooks
+        .iter()
+        .flat_map(|h| h.resources.iter().flatten())
+        .map(|r| r.name.clone());
+    hook_sections(&mut text, hook_specs, status.hook_status.as_ref());
     files.describe_operations(&mut text);
     files.describe_resources(&mut text);
     text.0
@@ -509,8 +515,30 @@ pub fn restore(restore: &Restore, files: &Files) -> String {
             ("Items restored", count(progress.items_restored)),
         ]);
     }
+    let hook_specs = spec
+        .hooks
+        .iter()
+        .flat_map(|h| h.resources.iter().flatten())
+        .map(|r| r.name.clone());
+    hook_sections(&mut text, hook_specs, status.hook_status.as_ref());
     files.describe_resources(&mut text);
     text.0
+}
+
+/// `Hooks:` the hook specs by name, and the hooks run with Velero's labels once some were.
+fn hook_sections(
+    text: &mut Text,
+    specs: impl Iterator<Item = String>,
+    status: Option<&hawser_api::HookStatus>,
+) {
+    let specs: Vec<String> = specs.collect();
+    text.section(&[("Hooks", joined(Some(specs.as_slice()), "<none>"))]);
+    if let Some(hooks) = status {
+        text.section(&[
+            ("HooksAttempted", count(hooks.hooks_attempted)),
+            ("HooksFailed", count(hooks.hooks_failed)),
+        ]);
+    }
 }
 
 /// The description of one schedule: its state, cron expression and the template of its backups.

@@ -5,6 +5,7 @@
 //! - backups read every kind they include: get, list, watch across the cluster;
 //! - restores create what a backup holds and update or patch what exists: create, update,
 //!   patch and get across the cluster;
+//! - backup hooks run commands in pods: `pods/exec` across the cluster;
 //! - the controllers work on the `velero.io` objects of the server namespace (watch, create,
 //!   update, patch their status, delete Backups, Restores and requests), keep restore records in
 //!   ConfigMaps there, read the Secrets that storage locations name there and write Events
@@ -91,9 +92,10 @@ fn subject(namespace: &str, account: &str) -> Option<Vec<Subject>> {
     }])
 }
 
-/// The cluster-wide rules: read for backups, write for restores, and deleting CSI snapshots: a
+/// The cluster-wide rules: read for backups, write for restores, deleting CSI snapshots (a
 /// backup deletes its VolumeSnapshots once their contents keep the snapshots, and deleting the
-/// backup deletes those contents (only the ones labelled with its uid).
+/// backup deletes those contents, only the ones labelled with its uid), and running backup
+/// hooks in pods.
 pub fn cluster_rules() -> Vec<PolicyRule> {
     vec![
         rule(&[""], CORE_RESOURCES, READ),
@@ -105,6 +107,9 @@ pub fn cluster_rules() -> Vec<PolicyRule> {
             &["volumesnapshots", "volumesnapshotcontents"],
             &["delete"],
         ),
+        // Backup hooks run their commands in the pods (a WebSocket exec is a `get` on
+        // API servers before 1.31 and a `create` since).
+        rule(&[""], &["pods/exec"], &["get", "create"]),
     ]
 }
 

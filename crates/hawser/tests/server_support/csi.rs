@@ -17,6 +17,17 @@ pub async fn create(api: &Api<DynamicObject>, object: Value) {
     api.create(&PostParams::default(), &object).await.unwrap();
 }
 
+/// A merge patch of the object `name` of `api`.
+pub async fn patch(api: &Api<DynamicObject>, name: &str, patch: Value) {
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+}
+
 /// The CSI side (snapshots ready `ready_after` after they are cut) and, in namespace `shop`, a
 /// Deployment `db` with its Pod and the Pod's claim `data` (bound), the claim annotated with
 /// `fault` when given.
