@@ -52,7 +52,9 @@ async fn the_demo_survives_the_outage_restores_and_every_object_matches() {
         "✓ Deployment shop matches",
         "✓ RoleBinding shop-reader matches",
         "✓ Storefront main matches",
-        "✓ 10 of 10 objects match their originals",
+        "✓ 11 of 11 objects match their originals",
+        "✓ Pod shop-db-0 matches",
+        "✓ Pod demo-shop/shop-db-0 was frozen by its pre hook before its claim's snapshot was created and thawed by its post hook after",
         "deleted by its request: gone from the cluster and from the storage location",
         "expired and collected: gone from the cluster and from the storage location",
     ] {
@@ -76,6 +78,10 @@ async fn the_demo_survives_the_outage_restores_and_every_object_matches() {
     );
     let finalizing = line_index(&stdout, "Backup velero/demo-backup             Finalizing");
     assert!(waiting < finalizing && finalizing < completed, "{stdout}");
+    // The hooks around the snapshot, while the backup is InProgress.
+    let frozen = line_index(&stdout, "frozen (pre hook: fsfreeze --freeze)");
+    let thawed = line_index(&stdout, "thawed (post hook: fsfreeze --unfreeze)");
+    assert!(frozen < thawed && thawed < waiting, "{stdout}");
 
     // The final status went through the re-driver, as the outage outlasted the resource timeout.
     let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap();

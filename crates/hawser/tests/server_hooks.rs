@@ -625,3 +625,49 @@ async fn restore_exec_hooks_from_the_spec_fail_on_a_wait_timeout_and_go_on_after
         "{errors}"
     );
 }
+
+/// The API goes away while a restore waits for a container to run its exec hook: the wait
+/// reads the pod again once the API is back, the hook runs, the Restore ends `Completed`.
+#[tokio::test]
+async fn an_api_outage_while_a_restore_waits_for_its_hooks_still_runs_them() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let _csi = application(&cluster, Duration::from_millis(100), "").await;
+    annotate_pod(
+        &cluster,
+        json!({"post.hook.restore.velero.io/command": "/bin/check-data"}),
+    )
+    .await;
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "src", json!({"includedNamespaces": ["shop"]}));
+    wait_final(&cluster, &server, "Backup", "src").await;
+    create_restore(
+        &cluster,
+        "through",
+        json!({"backupName": "src", "namespaceMapping": {"shop": "shop-three"}}),
+    );
+    poll(&server, "the pod restored", || {
+        cluster.sim.store().get("v1", "Pod", "shop-three", "db-0")
+    })
+    .await;
+    reads_of_pod(&cluster, &server, "shop-three", "db-0", 1).await;
+
+    cluster.api_outage(Duration::from_secs(3), &[]).await;
+    assert!(cluster.sim.execs().log().is_empty());
+    set_containers(
+        &cluster,
+        "shop-three",
+        "db-0",
+        json!([{"name": "db", "ready": false, "state": {"running": {}}}]),
+    );
+
+    let done = wait_final(&cluster, &server, "Restore", "through").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    assert_eq!(
+        done["status"]["hookStatus"],
+        json!({"hooksAttempted": 1}),
+        "{done:#}"
+    );
+    assert_eq!(commands(&cluster.sim.execs().log()), ["/bin/check-data"]);
+}

@@ -21,6 +21,7 @@
 pub mod compare;
 pub mod dev;
 pub mod env;
+mod hooks;
 pub mod sample;
 mod steps;
 pub mod timeline;

@@ -61,6 +61,13 @@ pub fn claim() -> Value {
 /// The name of [`claim`].
 pub const CLAIM: &str = "shop-data";
 
+/// The database Pod, which mounts [`CLAIM`] and carries backup hook annotations.
+pub const DATABASE_POD: &str = "shop-db-0";
+/// Its pre hook: the database's files frozen while the snapshot is cut.
+pub const FREEZE: &str = r#"["/sbin/fsfreeze", "--freeze", "/var/lib/postgresql"]"#;
+/// Its post hook.
+pub const THAW: &str = r#"["/sbin/fsfreeze", "--unfreeze", "/var/lib/postgresql"]"#;
+
 /// The namespaced objects of the application, in creation order.
 pub fn objects() -> Vec<Value> {
     let labels = json!({"app": "shop", "tier": "web"});
@@ -125,6 +132,25 @@ pub fn objects() -> Vec<Value> {
                         }]
                     }
                 }
+            }
+        }),
+        // The database, quiesced around its claim's snapshot by Velero's hook annotations
+        // (kube-sim's `pods/exec` plays the commands; nothing runs them otherwise).
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": DATABASE_POD, "namespace": NAMESPACE,
+                         "labels": {"app": "shop", "tier": "db"},
+                         "annotations": {
+                             "pre.hook.backup.velero.io/command": FREEZE,
+                             "post.hook.backup.velero.io/command": THAW
+                         }},
+            "spec": {
+                "containers": [{
+                    "name": "db",
+                    "image": "postgres:17",
+                    "volumeMounts": [{"name": "data", "mountPath": "/var/lib/postgresql"}]
+                }],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": CLAIM}}]
             }
         }),
         json!({

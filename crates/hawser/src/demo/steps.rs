@@ -391,6 +391,7 @@ async fn backup_through_outage(
             stored_phase.as_deref().unwrap_or("(unreadable)")
         ),
     );
+    super::hooks::check(env, timeline, story);
     Ok(completed)
 }
 

@@ -57,6 +57,15 @@ impl Timeline {
         at
     }
 
+    /// Appends an entry stamped `at` (what a log recorded happened then).
+    pub fn record_at(&self, at: Duration, object: impl Into<String>, phase: impl Into<String>) {
+        self.push(Entry {
+            at,
+            object: object.into(),
+            phase: phase.into(),
+        });
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A poisoned lock only means a recorder panicked; the entries are still valid.
         self.inner
