@@ -14,8 +14,8 @@ use std::time::Duration;
 use cli_support::{Cluster, NS};
 use serde_json::json;
 use server_support::{
-    FAST, Server, artifact, create_backup, create_restore, filesystem_location, gunzip, phase,
-    poll, seed, wait_final,
+    FAST, Server, artifact, create_backup, create_restore, filesystem_location, gunzip, passes,
+    phase, poll, seed, wait_final,
 };
 
 /// What the log says for each flag accepted without effect.
@@ -310,8 +310,9 @@ async fn restore_only_restores_and_leaves_backups_and_schedules_alone() {
     );
     let restored = wait_final(&cluster, &server, "Restore", "back").await;
     assert_eq!(phase(&restored), "Completed", "{restored:#}");
-    // Several resync periods (1 s) in which a running backup or schedule controller would act.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Three passes of the storage-location controller (one a second), in which a running
+    // backup or schedule controller would act.
+    passes(&cluster, &server, "backupstoragelocations", 3).await;
     let store = cluster.store();
     let backup = store.get("velero.io/v1", "Backup", NS, "not-now").unwrap();
     assert!(backup.pointer("/status/phase").is_none(), "{backup:#}");
@@ -343,7 +344,9 @@ async fn disabled_controllers_do_not_run_and_unknown_names_are_refused() {
     let server = Server::start(&cluster, root.path(), &args).await;
     every_minute_schedule(&cluster);
     backup_completes(&cluster, &server, root.path()).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Two passes of the storage-location controller (one a second), in which a running
+    // schedule controller would act.
+    passes(&cluster, &server, "backupstoragelocations", 2).await;
     schedule_left_alone(&cluster);
     assert_eq!(
         cluster

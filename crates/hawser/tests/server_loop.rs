@@ -340,7 +340,8 @@ async fn an_api_outage_during_a_deletion_leaves_nothing_unfinished() {
         assert!(Instant::now() < deadline, "{}", server.log_text());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Two passes of the deletion controller meet the refusal.
+    passes(&cluster, &server, "deletebackuprequests", 2).await;
     assert!(cluster.get("velero.io/v1", "Backup", "outage").is_some());
     let request = cluster
         .get("velero.io/v1", "DeleteBackupRequest", "outage-1")

@@ -70,6 +70,26 @@ async fn synced(cluster: &Cluster, server: &Server, name: &str) -> Value {
     .await
 }
 
+/// Returns once the sync has passed over `location` twice after this call: it writes the
+/// location's `lastSyncedTime` at the end of each pass, so the second new value is written by a
+/// pass that began after the call. A check that sync did *not* bring something waits for this.
+async fn sync_passes(cluster: &Cluster, server: &Server, location: &str) {
+    let synced_time = || {
+        cluster
+            .get("velero.io/v1", "BackupStorageLocation", location)
+            .and_then(|l| l["status"]["lastSyncedTime"].as_str().map(str::to_owned))
+    };
+    let mut last = synced_time();
+    for pass in 1..=2 {
+        last = Some(
+            poll(server, &format!("sync pass {pass} over {location}"), || {
+                synced_time().filter(|t| Some(t) != last.as_ref())
+            })
+            .await,
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_second_cluster_sees_restores_and_deletes_the_backups_of_its_location() {
     let root = tempfile::tempdir().unwrap();
@@ -170,7 +190,7 @@ async fn a_second_cluster_sees_restores_and_deletes_the_backups_of_its_location(
         files(&bucket.join("restores/keep-here")),
         Vec::<String>::new()
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    sync_passes(&second, &server, "dr").await;
     assert!(
         second.get("velero.io/v1", "Backup", "keep").is_none(),
         "{}",
@@ -217,7 +237,7 @@ async fn a_pending_deletion_request_or_a_location_with_sync_off_keeps_a_backup_o
     let server = Server::start(&cluster, root.path(), &args).await;
 
     synced(&cluster, &server, "free").await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    sync_passes(&cluster, &server, "dr").await;
     assert!(cluster.get("velero.io/v1", "Backup", "pending").is_none());
     assert!(cluster.get("velero.io/v1", "Backup", "quiet").is_none());
     let off = cluster
@@ -288,8 +308,8 @@ async fn a_record_in_the_bucket_cannot_set_the_server_to_work_or_pass_for_a_sche
     let why = restore["status"]["validationErrors"][0].as_str().unwrap();
     assert!(why.contains("spec.backupName"), "{why}");
 
-    // The Failed record stays Failed: no worker takes it up.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The Failed record stays Failed: no worker takes it up (nor does sync write it again).
+    passes(&cluster, &server, "backups", 3).await;
     let running = cluster.get("velero.io/v1", "Backup", "running").unwrap();
     assert_eq!(phase(&running), "Failed", "{running:#}");
 }
