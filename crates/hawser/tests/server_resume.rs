@@ -18,8 +18,8 @@ use cli_support::Cluster;
 use kube_sim::{LatencyFault, StatusFault};
 use serde_json::{Value, json};
 use server_support::{
-    Server, backup_record, create_backup, create_restore, filesystem_location, gunzip, phase, poll,
-    restore_record, seed, wait_final, wait_for, wait_in_progress,
+    Server, backup_record, create_backup, create_restore, filesystem_location, gunzip, passes,
+    phase, poll, restore_record, seed, wait_final, wait_for, wait_in_progress,
 };
 
 /// The leader's renew deadline in these tests.
@@ -279,8 +279,9 @@ async fn with_two_servers_through_the_outage_each_object_is_finished_once_and_ma
         restores += series(&metrics, RESTORE_ATTEMPTS);
     }
     assert_eq!((backups, restores), (2.0, 1.0));
-    // Landed once: the objects do not change any more.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Landed once: the objects do not change any more, through two passes of the leader's
+    // storage-location controller (one a second).
+    passes(&cluster, &first, "backupstoragelocations", 2).await;
     for (kind, name, object) in [
         ("Backup", "during", &backup),
         ("Restore", "during-r", &restore),
