@@ -17,7 +17,7 @@ use super::error::{CliError, ExitStatus};
 use super::flags::{Listing, MetaArgs, fetch, get_required, print_objects, require_location};
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, Table, count, from_now, or_none, print_uncreated, when};
+use super::output::{OutputFormat, Table, count, from_now, or_none, print_uncreated, time_cell};
 use super::template::{BackupSpecArgs, SPEC_FLAG_IDS, backup_from_schedule};
 use super::wait::wait_for_final;
 
@@ -385,7 +385,8 @@ pub fn backups_table(backups: &[Backup], now: Timestamp) -> Table {
                 b.phase().as_str().to_owned(),
                 count(status.and_then(|s| s.errors)),
                 count(status.and_then(|s| s.warnings)),
-                when(b.metadata.creation_timestamp.as_ref()),
+                // Velero's CREATED is the start of the backup.
+                time_cell(status.and_then(|s| s.start_timestamp.as_ref())),
                 from_now(expiration(b), now),
                 or_none(b.spec.storage_location.clone()),
                 status

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::tz::TimeZone;
 
 use super::error::CliError;
 
@@ -140,10 +141,22 @@ pub fn or_none(value: Option<String>) -> String {
 
 /// A timestamp as `2024-03-01 10:00:00 UTC`, or `<none>`.
 pub fn when(time: Option<&Time>) -> String {
-    time.map_or_else(
-        || "<none>".to_owned(),
-        |t| t.0.strftime("%Y-%m-%d %H:%M:%S UTC").to_string(),
-    )
+    time.map_or_else(|| "<none>".to_owned(), |t| go_time(t, &TimeZone::system()))
+}
+
+/// A time cell of a `get` table: as [`when`], `<nil>` when unset (Velero's table prints the
+/// nil pointer so).
+pub fn time_cell(time: Option<&Time>) -> String {
+    time.map_or_else(|| "<nil>".to_owned(), |t| go_time(t, &TimeZone::system()))
+}
+
+/// Go's `Time.String` of a `metav1.Time`, which Kubernetes' client reads in the local time
+/// zone: `2024-03-01 11:00:00 +0100 CET`, fractional seconds only when there are some.
+fn go_time(time: &Time, zone: &TimeZone) -> String {
+    time.0
+        .to_zoned(zone.clone())
+        .strftime("%Y-%m-%d %H:%M:%S%.f %z %Z")
+        .to_string()
 }
 
 /// Velero's relative times (its `humanReadableTimeFromNow`, in the EXPIRES and LAST BACKUP
@@ -153,7 +166,9 @@ pub fn from_now(time: Option<Timestamp>, now: Timestamp) -> String {
     let Some(time) = time else {
         return "n/a".to_owned();
     };
-    let seconds = time.as_second() - now.as_second();
+    // Whole seconds of the exact difference, truncated, as Go's `int(d.Seconds())`: a backup
+    // that expires in 30 days, seen a moment after it started, expires in 29d.
+    let seconds = time.duration_since(now).as_secs();
     if seconds >= 0 {
         short_human_duration(seconds)
     } else {
@@ -217,14 +232,20 @@ mod tests {
     }
 
     #[test]
-    fn times_print_in_utc_and_expiry_in_its_largest_unit() {
+    fn times_print_as_go_in_the_local_zone_and_expiry_in_its_largest_unit() {
         let now: Timestamp = "2024-03-01T10:00:00Z".parse().unwrap();
         let at = |s: &str| Time(s.parse().unwrap());
+        let berlin = TimeZone::get("Europe/Berlin").unwrap();
         assert_eq!(
-            when(Some(&at("2024-03-01T10:00:00Z"))),
-            "2024-03-01 10:00:00 UTC"
+            go_time(&at("2024-03-01T10:00:00Z"), &TimeZone::UTC),
+            "2024-03-01 10:00:00 +0000 UTC"
+        );
+        assert_eq!(
+            go_time(&at("2024-07-01T10:00:00.25Z"), &berlin),
+            "2024-07-01 12:00:00.25 +0200 CEST"
         );
         assert_eq!(when(None), "<none>");
+        assert_eq!(time_cell(None), "<nil>");
         let from_now = |t: &str| from_now(Some(t.parse().unwrap()), now);
         assert_eq!(from_now("2024-03-31T10:00:00Z"), "30d");
         assert_eq!(from_now("2024-03-02T09:00:00Z"), "23h");
@@ -238,5 +259,11 @@ mod tests {
         assert_eq!(from_now("2024-03-01T09:55:00Z"), "5m ago");
         assert_eq!(from_now("2024-02-01T10:00:00Z"), "29d ago");
         assert_eq!(super::from_now(None, now), "n/a");
+        // A moment after a 30-day backup started: 29 whole days to go.
+        let later: Timestamp = "2024-03-01T10:00:00.3Z".parse().unwrap();
+        assert_eq!(
+            super::from_now(Some("2024-03-31T10:00:00Z".parse().unwrap()), later),
+            "29d"
+        );
     }
 }

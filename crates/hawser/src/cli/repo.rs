@@ -88,6 +88,7 @@ pub fn repositories_table(repositories: &[BackupRepository]) -> Table {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     #[test]
     fn the_table_reads_new_and_never_for_what_is_unset() {
@@ -110,7 +111,11 @@ mod tests {
             repositories_table(&[fresh, kept]).rows,
             [
                 ["shop-default-kopia-x1", "New", "<never>"],
-                ["db-default-kopia-x2", "Ready", "2026-12-01 10:00:00 UTC"],
+                [
+                    "db-default-kopia-x2",
+                    "Ready",
+                    &when(Some(&Time("2026-12-01T10:00:00Z".parse().unwrap())))
+                ],
             ]
         );
     }

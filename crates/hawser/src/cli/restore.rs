@@ -18,7 +18,7 @@ use super::flags::{
 };
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, Table, count, or_none, print_uncreated, when};
+use super::output::{OutputFormat, Table, count, or_none, print_uncreated, time_cell};
 use super::wait::wait_for_final;
 
 /// `restore` subcommands.
@@ -486,11 +486,11 @@ pub fn restores_table(restores: &[Restore]) -> Table {
                 r.metadata.name.clone().unwrap_or_default(),
                 or_none(r.spec.backup_name.clone()),
                 r.phase().as_str().to_owned(),
-                when(status.and_then(|s| s.start_timestamp.as_ref())),
-                when(status.and_then(|s| s.completion_timestamp.as_ref())),
+                time_cell(status.and_then(|s| s.start_timestamp.as_ref())),
+                time_cell(status.and_then(|s| s.completion_timestamp.as_ref())),
                 count(status.and_then(|s| s.errors)),
                 count(status.and_then(|s| s.warnings)),
-                when(r.metadata.creation_timestamp.as_ref()),
+                time_cell(r.metadata.creation_timestamp.as_ref()),
                 selector_column(
                     r.spec.label_selector.as_ref(),
                     r.spec.or_label_selectors.as_deref(),

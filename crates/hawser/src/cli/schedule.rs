@@ -12,7 +12,7 @@ use super::error::{CliError, ExitStatus};
 use super::flags::{Listing, MetaArgs, fetch, print_objects, require_location};
 use super::global::GlobalArgs;
 use super::label_selector::selector_column;
-use super::output::{OutputFormat, Table, from_now, or_none, print_uncreated, when};
+use super::output::{OutputFormat, Table, from_now, or_none, print_uncreated, time_cell};
 use super::template::BackupSpecArgs;
 
 /// `schedule` subcommands.
@@ -291,7 +291,7 @@ pub fn schedules_table(schedules: &[Schedule], now: Timestamp) -> Table {
                     .unwrap_or_default()
                     .as_str()
                     .to_owned(),
-                when(s.metadata.creation_timestamp.as_ref()),
+                time_cell(s.metadata.creation_timestamp.as_ref()),
                 s.spec.schedule.clone(),
                 or_none(template.ttl.map(|t| t.to_string())),
                 from_now(
