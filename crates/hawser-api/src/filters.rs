@@ -1,7 +1,7 @@
 //! From a Backup's or a Restore's spec to the filters `hawser-core` plans with: the typed
 //! boundary between the API objects and the pure logic, with no JSON in between.
 
-use hawser_core::backup_hooks::{ExecHook, HookSpec};
+use hawser_core::backup_hooks::{ExecHook, HookSelection, HookSpec};
 use hawser_core::restore::exec_hooks::ExecHook as RestoreExecHook;
 use hawser_core::restore::{ExecHookSpec, InitHookSpec, RestoreFilters, RestoreStatusFilter};
 use hawser_core::selection::{BackupFilters, LabelSelector, LabelSelectorRequirement};
@@ -82,6 +82,21 @@ impl From<&RestoreSpec> for RestoreFilters {
     }
 }
 
+/// The selection fields of a Backup's or a Restore's `spec.hooks.resources[]` entry (two types
+/// with the same fields).
+macro_rules! hook_selection {
+    ($entry:expr) => {
+        HookSelection {
+            name: $entry.name.clone(),
+            included_namespaces: list($entry.included_namespaces.as_ref()),
+            excluded_namespaces: list($entry.excluded_namespaces.as_ref()),
+            included_resources: list($entry.included_resources.as_ref()),
+            excluded_resources: list($entry.excluded_resources.as_ref()),
+            label_selector: $entry.label_selector.as_ref().map(selector),
+        }
+    };
+}
+
 impl BackupSpec {
     /// The hook specs of `spec.hooks.resources`, one per entry, in order.
     #[must_use]
@@ -103,12 +118,7 @@ impl BackupSpec {
             .unwrap_or_default()
             .iter()
             .map(|r| HookSpec {
-                name: r.name.clone(),
-                included_namespaces: list(r.included_namespaces.as_ref()),
-                excluded_namespaces: list(r.excluded_namespaces.as_ref()),
-                included_resources: list(r.included_resources.as_ref()),
-                excluded_resources: list(r.excluded_resources.as_ref()),
-                label_selector: r.label_selector.as_ref().map(selector),
+                selection: hook_selection!(r),
                 pre: exec(r.pre.as_ref()),
                 post: exec(r.post.as_ref()),
             })
@@ -125,12 +135,7 @@ impl RestoreSpec {
             .unwrap_or_default()
             .iter()
             .map(|r| ExecHookSpec {
-                name: r.name.clone(),
-                included_namespaces: list(r.included_namespaces.as_ref()),
-                excluded_namespaces: list(r.excluded_namespaces.as_ref()),
-                included_resources: list(r.included_resources.as_ref()),
-                excluded_resources: list(r.excluded_resources.as_ref()),
-                label_selector: r.label_selector.as_ref().map(selector),
+                selection: hook_selection!(r),
                 hooks: r
                     .post_hooks
                     .iter()

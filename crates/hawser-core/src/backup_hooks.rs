@@ -11,7 +11,8 @@
 //!   for that phase are not run on it;
 //! * otherwise every `spec.hooks.resources[]` entry whose selection takes the Pod runs its
 //!   hooks of the phase, in order: namespaces (Velero's includes and excludes, globs allowed),
-//!   resources (the entry must take `pods`), then the label selector;
+//!   resources (the entry must take `pods`), then the label selector ([`HookSelection`], which
+//!   restore hooks select with too);
 //! * a hook without a container runs in the Pod's first container; a named one must be a
 //!   container of the Pod or a sidecar (an init container with `restartPolicy: Always`);
 //!   a hook without a timeout gets 30 s.
@@ -69,15 +70,67 @@ pub struct ExecHook {
     pub timeout: Option<Duration>,
 }
 
-/// One `spec.hooks.resources[]` entry.
+/// The name and the Pods a `spec.hooks.resources[]` entry selects (backup and restore hooks
+/// alike).
 #[derive(Debug, Clone, Default)]
-pub struct HookSpec {
+pub struct HookSelection {
     pub name: String,
     pub included_namespaces: Vec<String>,
     pub excluded_namespaces: Vec<String>,
     pub included_resources: Vec<String>,
     pub excluded_resources: Vec<String>,
     pub label_selector: Option<LabelSelector>,
+}
+
+impl HookSelection {
+    /// Compiled; `what` names the kind of entry in the error (`backup hook spec`).
+    pub(crate) fn compile(self, what: &str) -> Result<CompiledSelection, String> {
+        let selector = self
+            .label_selector
+            .as_ref()
+            .map(|l| {
+                l.compile()
+                    .map_err(|e| format!("{what} {}: {e}", self.name))
+            })
+            .transpose()?;
+        Ok(CompiledSelection {
+            namespaces: IncludesExcludes::new(&self.included_namespaces, &self.excluded_namespaces),
+            takes_pods: takes_pods(&self.included_resources, &self.excluded_resources),
+            selector,
+            name: self.name,
+        })
+    }
+}
+
+/// A [`HookSelection`] ready to match Pods.
+#[derive(Debug)]
+pub(crate) struct CompiledSelection {
+    pub(crate) name: String,
+    namespaces: IncludesExcludes,
+    takes_pods: bool,
+    selector: Option<CompiledSelector>,
+}
+
+impl CompiledSelection {
+    /// Whether the entry takes `pod` (its namespace as it stands in it, its labels).
+    pub(crate) fn takes(&self, pod: &Value) -> bool {
+        let namespace = pod
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        self.takes_pods
+            && self.namespaces.should_include(namespace)
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&object_labels(pod)))
+    }
+}
+
+/// One `spec.hooks.resources[]` entry of a Backup.
+#[derive(Debug, Clone, Default)]
+pub struct HookSpec {
+    pub selection: HookSelection,
     pub pre: Vec<ExecHook>,
     pub post: Vec<ExecHook>,
 }
@@ -105,9 +158,9 @@ pub struct BackupHooks {
 
 #[derive(Debug)]
 struct Compiled {
-    spec: HookSpec,
-    namespaces: IncludesExcludes,
-    selector: Option<CompiledSelector>,
+    selection: CompiledSelection,
+    pre: Vec<ExecHook>,
+    post: Vec<ExecHook>,
 }
 
 impl BackupHooks {
@@ -119,21 +172,10 @@ impl BackupHooks {
         let specs = specs
             .into_iter()
             .map(|spec| {
-                let selector = spec
-                    .label_selector
-                    .as_ref()
-                    .map(|l| {
-                        l.compile()
-                            .map_err(|e| format!("backup hook spec {}: {e}", spec.name))
-                    })
-                    .transpose()?;
                 Ok(Compiled {
-                    namespaces: IncludesExcludes::new(
-                        &spec.included_namespaces,
-                        &spec.excluded_namespaces,
-                    ),
-                    selector,
-                    spec,
+                    selection: spec.selection.compile("backup hook spec")?,
+                    pre: spec.pre,
+                    post: spec.post,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -161,40 +203,26 @@ impl BackupHooks {
         if let Some((hook, notes)) = from_annotations {
             return (vec![resolve(pod, ANNOTATION_HOOK_NAME, &hook)], notes);
         }
-        let namespace = pod
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let labels = object_labels(pod);
         let hooks = self
             .specs
             .iter()
-            .filter(|c| {
-                c.namespaces.should_include(namespace)
-                    && takes_pods(&c.spec)
-                    && c.selector.as_ref().is_none_or(|s| s.matches(&labels))
-            })
+            .filter(|c| c.selection.takes(pod))
             .flat_map(|c| {
                 let hooks = match phase {
-                    Phase::Pre => &c.spec.pre,
-                    Phase::Post => &c.spec.post,
+                    Phase::Pre => &c.pre,
+                    Phase::Post => &c.post,
                 };
-                hooks.iter().map(|h| resolve(pod, &c.spec.name, h))
+                hooks.iter().map(|h| resolve(pod, &c.selection.name, h))
             })
             .collect();
         (hooks, Vec::new())
     }
 }
 
-/// Whether a hook spec's resource filters take Pods (an empty include list, or `*`, takes
-/// every type; names are compared as Velero's users write Pods: `pods`, `pod`, `po`).
-fn takes_pods(spec: &HookSpec) -> bool {
-    takes_pods_filters(&spec.included_resources, &spec.excluded_resources)
-}
-
-/// Whether a hook spec's `includedResources` and `excludedResources` take Pods (see
-/// [`takes_pods`]); restore hooks select the same way.
-pub(crate) fn takes_pods_filters(included: &[String], excluded: &[String]) -> bool {
+/// Whether a hook spec's `includedResources` and `excludedResources` take Pods (an empty
+/// include list, or `*`, takes every type; names are compared as Velero's users write Pods:
+/// `pods`, `pod`, `po`).
+fn takes_pods(included: &[String], excluded: &[String]) -> bool {
     let names_pods = |r: &String| matches!(r.as_str(), "pods" | "pod" | "po" | "pods.");
     let taken = included.is_empty() || included.iter().any(|r| r == "*" || names_pods(r));
     taken && !excluded.iter().any(names_pods)

@@ -24,10 +24,12 @@ fn exec(command: &str) -> ExecHook {
 
 fn spec(name: &str) -> HookSpec {
     HookSpec {
-        name: name.to_owned(),
+        selection: HookSelection {
+            name: name.to_owned(),
+            ..HookSelection::default()
+        },
         pre: vec![exec(&format!("{name}-pre"))],
         post: vec![exec(&format!("{name}-post"))],
-        ..HookSpec::default()
     }
 }
 
@@ -104,17 +106,17 @@ fn the_phase_less_annotations_are_pre_hooks_only() {
 #[test]
 fn spec_entries_select_by_namespace_resource_and_labels() {
     let mut by_ns = spec("by-ns");
-    by_ns.included_namespaces = vec!["shop*".into()];
-    by_ns.excluded_namespaces = vec!["shop-test".into()];
+    by_ns.selection.included_namespaces = vec!["shop*".into()];
+    by_ns.selection.excluded_namespaces = vec!["shop-test".into()];
     let mut by_labels = spec("by-labels");
-    by_labels.label_selector =
+    by_labels.selection.label_selector =
         Some(serde_json::from_value(json!({"matchLabels": {"app": "db"}})).unwrap());
     let mut not_pods = spec("not-pods");
-    not_pods.included_resources = vec!["deployments".into()];
+    not_pods.selection.included_resources = vec!["deployments".into()];
     let mut pods_excluded = spec("pods-excluded");
-    pods_excluded.excluded_resources = vec!["po".into()];
+    pods_excluded.selection.excluded_resources = vec!["po".into()];
     let mut pods_named = spec("pods-named");
-    pods_named.included_resources = vec!["pods".into()];
+    pods_named.selection.included_resources = vec!["pods".into()];
     let hooks =
         BackupHooks::new(vec![by_ns, by_labels, not_pods, pods_excluded, pods_named]).unwrap();
 
@@ -162,7 +164,7 @@ fn a_named_container_must_be_the_pods_or_a_sidecar() {
 #[test]
 fn a_bad_selector_names_its_spec() {
     let mut s = spec("broken");
-    s.label_selector = Some(
+    s.selection.label_selector = Some(
         serde_json::from_value(json!({"matchExpressions": [{"key": "a", "operator": "Near"}]}))
             .unwrap(),
     );

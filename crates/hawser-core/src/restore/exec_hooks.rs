@@ -18,9 +18,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::backup_hooks::{ANNOTATION_HOOK_NAME, DEFAULT_TIMEOUT, command_of, takes_pods_filters};
+use crate::backup_hooks::{
+    ANNOTATION_HOOK_NAME, CompiledSelection, DEFAULT_TIMEOUT, HookSelection, command_of,
+};
 use crate::duration::GoDuration;
-use crate::selection::{CompiledSelector, IncludesExcludes, LabelSelector, object_labels};
 
 const PREFIX: &str = "post.hook.restore.velero.io/";
 
@@ -39,12 +40,7 @@ pub struct ExecHook {
 /// One `spec.hooks.resources[]` entry's exec hooks.
 #[derive(Debug, Clone, Default)]
 pub struct ExecHookSpec {
-    pub name: String,
-    pub included_namespaces: Vec<String>,
-    pub excluded_namespaces: Vec<String>,
-    pub included_resources: Vec<String>,
-    pub excluded_resources: Vec<String>,
-    pub label_selector: Option<LabelSelector>,
+    pub selection: HookSelection,
     pub hooks: Vec<ExecHook>,
 }
 
@@ -70,9 +66,8 @@ pub struct ExecHooks {
 
 #[derive(Debug)]
 struct Compiled {
-    spec: ExecHookSpec,
-    namespaces: IncludesExcludes,
-    selector: Option<CompiledSelector>,
+    selection: CompiledSelection,
+    hooks: Vec<ExecHook>,
 }
 
 impl ExecHooks {
@@ -85,21 +80,9 @@ impl ExecHooks {
             .into_iter()
             .filter(|s| !s.hooks.is_empty())
             .map(|spec| {
-                let selector = spec
-                    .label_selector
-                    .as_ref()
-                    .map(|l| {
-                        l.compile()
-                            .map_err(|e| format!("hook spec {}: {e}", spec.name))
-                    })
-                    .transpose()?;
                 Ok(Compiled {
-                    namespaces: IncludesExcludes::new(
-                        &spec.included_namespaces,
-                        &spec.excluded_namespaces,
-                    ),
-                    selector,
-                    spec,
+                    selection: spec.selection.compile("hook spec")?,
+                    hooks: spec.hooks,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -123,30 +106,16 @@ impl ExecHooks {
         let mut notes = Vec::new();
         let named: Vec<(String, ExecHook)> = match annotation_hook(pod, &mut notes) {
             Some(hook) => vec![(ANNOTATION_HOOK_NAME.to_owned(), hook)],
-            None => {
-                let namespace = pod
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let labels = object_labels(pod);
-                self.specs
-                    .iter()
-                    .filter(|c| {
-                        c.namespaces.should_include(namespace)
-                            && takes_pods_filters(
-                                &c.spec.included_resources,
-                                &c.spec.excluded_resources,
-                            )
-                            && c.selector.as_ref().is_none_or(|s| s.matches(&labels))
-                    })
-                    .flat_map(|c| {
-                        c.spec
-                            .hooks
-                            .iter()
-                            .map(|h| (c.spec.name.clone(), h.clone()))
-                    })
-                    .collect()
-            }
+            None => self
+                .specs
+                .iter()
+                .filter(|c| c.selection.takes(pod))
+                .flat_map(|c| {
+                    c.hooks
+                        .iter()
+                        .map(|h| (c.selection.name.clone(), h.clone()))
+                })
+                .collect(),
         };
         let mut hooks = Vec::new();
         for (name, hook) in named {

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::backup_hooks::HookSelection;
 
 fn pod(namespace: &str, annotations: Value, labels: Value) -> Value {
     json!({
@@ -14,9 +15,11 @@ fn pod(namespace: &str, annotations: Value, labels: Value) -> Value {
 
 fn spec(name: &str, hooks: Vec<ExecHook>) -> ExecHookSpec {
     ExecHookSpec {
-        name: name.to_owned(),
+        selection: HookSelection {
+            name: name.to_owned(),
+            ..HookSelection::default()
+        },
         hooks,
-        ..ExecHookSpec::default()
     }
 }
 
@@ -79,12 +82,12 @@ fn annotations_are_read_with_veleros_defaults() {
 fn spec_entries_select_by_target_namespace_resources_and_labels_and_missing_containers_are_dropped()
 {
     let mut by_ns = spec("by-ns", vec![exec("a", None), exec("b", Some("nope"))]);
-    by_ns.included_namespaces = vec!["shop-*".into()];
+    by_ns.selection.included_namespaces = vec!["shop-*".into()];
     let mut by_labels = spec("by-labels", vec![exec("c", Some("metrics"))]);
-    by_labels.label_selector =
+    by_labels.selection.label_selector =
         Some(serde_json::from_value(json!({"matchLabels": {"app": "db"}})).unwrap());
     let mut not_pods = spec("not-pods", vec![exec("d", None)]);
-    not_pods.excluded_resources = vec!["pods".into()];
+    not_pods.selection.excluded_resources = vec!["pods".into()];
     let init_only = spec("init-only", Vec::new());
     let hooks = ExecHooks::new(vec![by_ns, by_labels, not_pods, init_only]).unwrap();
 
