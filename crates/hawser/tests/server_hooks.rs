@@ -68,12 +68,39 @@ fn results(root: &std::path::Path, name: &str) -> Value {
     .unwrap()
 }
 
-#[tokio::test]
-async fn pre_hooks_run_before_the_snapshot_is_cut_and_post_hooks_after() {
+/// kube-sim with the CSI side and [`application`] (its claim annotated with the snapshot
+/// `fault`, its pod with `annotations`), a filesystem location and a server. Bind every field:
+/// the CSI side stops when dropped.
+struct Started {
+    cluster: Cluster,
+    root: tempfile::TempDir,
+    _csi: kube_sim::csi::CsiSim,
+    server: Server,
+}
+
+async fn start(fault: &str, annotations: Value) -> Started {
     let cluster = Cluster::start().await;
     let root = tempfile::tempdir().unwrap();
-    let _csi = application(&cluster, Duration::from_millis(200), "").await;
-    annotate_pod(&cluster, freeze_and_thaw()).await;
+    let csi = application(&cluster, Duration::from_millis(200), fault).await;
+    annotate_pod(&cluster, annotations).await;
+    filesystem_location(&cluster, "default", root.path());
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    Started {
+        cluster,
+        root,
+        _csi: csi,
+        server,
+    }
+}
+
+#[tokio::test]
+async fn pre_hooks_run_before_the_snapshot_is_cut_and_post_hooks_after() {
+    let Started {
+        cluster,
+        root,
+        server,
+        _csi,
+    } = start("", freeze_and_thaw()).await;
     cluster.sim.execs().script(ExecRule {
         command: Some("--freeze".into()),
         reply: ExecReply {
@@ -83,8 +110,6 @@ async fn pre_hooks_run_before_the_snapshot_is_cut_and_post_hooks_after() {
         },
         ..ExecRule::default()
     });
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
 
     // The spec's pre hook is not run: the pod's annotation wins for that phase. Its post
     // hook is not run either: the pod has a post annotation too. The second entry selects no
@@ -173,17 +198,17 @@ async fn pre_hooks_run_before_the_snapshot_is_cut_and_post_hooks_after() {
 
 #[tokio::test]
 async fn a_failed_pre_hook_leaves_the_pod_out_and_its_post_hook_still_runs() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    let _csi = application(&cluster, Duration::from_millis(200), "").await;
-    annotate_pod(&cluster, freeze_and_thaw()).await;
+    let Started {
+        cluster,
+        root,
+        server,
+        _csi,
+    } = start("", freeze_and_thaw()).await;
     cluster.sim.execs().script(ExecRule {
         command: Some("--freeze".into()),
         reply: ExecReply::exit(1, "fsfreeze: /data: Device or resource busy\n"),
         ..ExecRule::default()
     });
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
 
     create_backup(&cluster, "busy", json!({"includedNamespaces": ["shop"]}));
     let done = wait_final(&cluster, &server, "Backup", "busy").await;
@@ -231,16 +256,17 @@ async fn a_failed_pre_hook_leaves_the_pod_out_and_its_post_hook_still_runs() {
 
 #[tokio::test]
 async fn a_hanging_hook_times_out_and_continue_keeps_the_pod() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    let _csi = application(&cluster, Duration::from_millis(200), "").await;
+    let Started {
+        cluster,
+        root,
+        server,
+        _csi,
+    } = start("", json!({})).await;
     cluster.sim.execs().script(ExecRule {
         command: Some("flush".into()),
         reply: ExecReply::hang(),
         ..ExecRule::default()
     });
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
 
     create_backup(
         &cluster,
@@ -295,12 +321,12 @@ async fn a_hanging_hook_times_out_and_continue_keeps_the_pod() {
 
 #[tokio::test]
 async fn post_hooks_run_after_a_failed_snapshot() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    let _csi = application(&cluster, Duration::from_millis(200), "error").await;
-    annotate_pod(&cluster, freeze_and_thaw()).await;
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
+    let Started {
+        cluster,
+        root,
+        server,
+        _csi,
+    } = start("error", freeze_and_thaw()).await;
 
     create_backup(
         &cluster,
@@ -335,17 +361,17 @@ async fn post_hooks_run_after_a_failed_snapshot() {
 /// then backs the pod up again, freezing and thawing it.
 #[tokio::test]
 async fn a_server_killed_between_pre_and_post_hooks_leaves_the_thaw_to_the_next() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    let _csi = application(&cluster, Duration::from_millis(200), "").await;
-    annotate_pod(&cluster, freeze_and_thaw()).await;
-    filesystem_location(&cluster, "default", root.path());
+    let Started {
+        cluster,
+        root,
+        server: mut first,
+        _csi,
+    } = start("", freeze_and_thaw()).await;
     let slow = cluster.sim.faults().latency(
         kube_sim::LatencyFault::new(Duration::from_secs(30))
             .verbs(&["create"])
             .resources(&["volumesnapshots"]),
     );
-    let mut first = Server::start(&cluster, root.path(), FAST).await;
 
     create_backup(&cluster, "killed", json!({"includedNamespaces": ["shop"]}));
     poll(&first, "the pre hook ran", || {
@@ -464,17 +490,16 @@ async fn reads_of_pod(
 /// not enough with `wait-for-ready`), then runs in the restored pod, in its new namespace.
 #[tokio::test]
 async fn a_restore_exec_hook_waits_for_its_container_to_be_ready_then_runs() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    let _csi = application(&cluster, Duration::from_millis(100), "").await;
-    annotate_pod(
-        &cluster,
-        json!({"post.hook.restore.velero.io/command": "[\"/bin/check-data\", \"--quick\"]",
-               "post.hook.restore.velero.io/wait-for-ready": "true"}),
-    )
-    .await;
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
+    let annotations = json!({
+        "post.hook.restore.velero.io/command": "[\"/bin/check-data\", \"--quick\"]",
+        "post.hook.restore.velero.io/wait-for-ready": "true"
+    });
+    let Started {
+        cluster,
+        root,
+        server,
+        _csi,
+    } = start("", annotations).await;
     create_backup(&cluster, "src", json!({"includedNamespaces": ["shop"]}));
     let backed_up = wait_final(&cluster, &server, "Backup", "src").await;
     assert_eq!(phase(&backed_up), "Completed", "{backed_up:#}");
@@ -544,9 +569,12 @@ async fn a_restore_exec_hook_waits_for_its_container_to_be_ready_then_runs() {
 /// failing one with the default `Continue` lets the next run.
 #[tokio::test]
 async fn restore_exec_hooks_from_the_spec_fail_on_a_wait_timeout_and_go_on_after_a_failure() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    let _csi = application(&cluster, Duration::from_millis(100), "").await;
+    let Started {
+        cluster,
+        root,
+        server,
+        _csi,
+    } = start("", json!({})).await;
     let pods = dynamic_api(&client(&cluster), "", "Pod", "pods", Some("shop"));
     server_support::csi::create(
         &pods,
@@ -560,8 +588,6 @@ async fn restore_exec_hooks_from_the_spec_fail_on_a_wait_timeout_and_go_on_after
         reply: ExecReply::exit(2, "cache cold\n"),
         ..ExecRule::default()
     });
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
     create_backup(&cluster, "web", json!({"includedNamespaces": ["shop"]}));
     wait_final(&cluster, &server, "Backup", "web").await;
 
@@ -630,16 +656,13 @@ async fn restore_exec_hooks_from_the_spec_fail_on_a_wait_timeout_and_go_on_after
 /// reads the pod again once the API is back, the hook runs, the Restore ends `Completed`.
 #[tokio::test]
 async fn an_api_outage_while_a_restore_waits_for_its_hooks_still_runs_them() {
-    let cluster = Cluster::start().await;
-    let root = tempfile::tempdir().unwrap();
-    let _csi = application(&cluster, Duration::from_millis(100), "").await;
-    annotate_pod(
-        &cluster,
-        json!({"post.hook.restore.velero.io/command": "/bin/check-data"}),
-    )
-    .await;
-    filesystem_location(&cluster, "default", root.path());
-    let server = Server::start(&cluster, root.path(), FAST).await;
+    let annotations = json!({"post.hook.restore.velero.io/command": "/bin/check-data"});
+    let Started {
+        cluster,
+        root: _root,
+        server,
+        _csi,
+    } = start("", annotations).await;
     create_backup(&cluster, "src", json!({"includedNamespaces": ["shop"]}));
     wait_final(&cluster, &server, "Backup", "src").await;
     create_restore(
