@@ -694,3 +694,36 @@ async fn an_api_outage_while_a_restore_waits_for_its_hooks_still_runs_them() {
     );
     assert_eq!(commands(&cluster.sim.execs().log()), ["/bin/check-data"]);
 }
+
+/// The record of owed post hooks is the server's: on a new Backup its creator wrote it, and no
+/// hook of the pods it names runs (the backup takes another namespace).
+#[tokio::test]
+async fn a_new_backup_cannot_ask_for_post_hooks_through_the_servers_annotation() {
+    let Started {
+        cluster,
+        root: _root,
+        server,
+        _csi,
+    } = start("", freeze_and_thaw()).await;
+    cluster
+        .store()
+        .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}}))
+        .unwrap();
+    cluster
+        .store()
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": "sneaky", "namespace": cli_support::NS,
+                         "annotations": {"hawser.io/pending-post-hooks": "[\"shop/db-0\"]"}},
+            "spec": {"includedNamespaces": ["other"]}
+        }))
+        .unwrap();
+    let done = wait_final(&cluster, &server, "Backup", "sneaky").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    assert!(
+        cluster.sim.execs().log().is_empty(),
+        "{:?}",
+        cluster.sim.execs().log()
+    );
+    assert!(done["status"].get("hookStatus").is_none(), "{done:#}");
+}

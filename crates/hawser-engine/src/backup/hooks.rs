@@ -14,7 +14,8 @@
 //! * Recovery: before the first pre hook runs, the Pods with post hooks are recorded on the
 //!   Backup (annotation [`PENDING_ANNOTATION`]), and the record is removed once every post hook
 //!   ran. A backup taken up again after the server died in between first runs the post hooks
-//!   of the recorded Pods, so the next leader thaws what the last one froze. When the record
+//!   of the recorded Pods, so the next leader thaws what the last one froze (a new Backup that
+//!   carries the annotation from its creator is not acted on). When the record
 //!   cannot be written, no hook runs (each counts as failed): a freeze nobody would undo is
 //!   worse than none.
 //! * `status.hookStatus` counts the hooks attempted and failed ([`Tally`]), as Velero does:
@@ -102,7 +103,12 @@ impl<'a> Runner<'a> {
     }
 
     /// Runs the post hooks an earlier run of `backup` recorded as owed (see the module docs).
+    /// Only a backup taken up again (read `InProgress`) has an earlier run: on one that starts
+    /// now the annotation is whoever created it, and is not acted on.
     pub(crate) async fn settle_pending(&self, backup: &hawser_api::Backup) {
+        if backup.phase() != hawser_api::BackupPhase::InProgress {
+            return;
+        }
         let Some(pods) = backup
             .metadata
             .annotations
