@@ -891,3 +891,36 @@ async fn every_printing_command_ends_quietly_on_a_closed_pipe() {
         assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
     }
 }
+
+/// Velero's `plugin add|remove` take Velero's arguments and are refused (exit 2) before any
+/// request: hawser loads no plugin images, and says what it has built in instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_add_and_remove_are_refused_and_change_nothing() {
+    let cluster = Cluster::empty().await;
+    let before = cluster.sim.last_request_seq();
+    for args in [
+        &["plugin", "add", "velero/velero-plugin-for-aws:v1.14.3"][..],
+        &[
+            "plugin",
+            "remove",
+            "velero/velero-plugin-for-aws",
+            "--image-pull-policy",
+            "Always",
+        ][..],
+    ] {
+        let run = cluster.hawser(args).await;
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr
+                .starts_with("error: hawser runs no plugins, so `plugin ")
+                && run.stderr.contains("velero.io/aws")
+                && run.stderr.contains("hint: `hawser plugin get`"),
+            "{}",
+            run.stderr
+        );
+    }
+    assert!(
+        cluster.sim.requests_since(before).is_empty(),
+        "nothing was asked of the API server"
+    );
+}

@@ -158,6 +158,14 @@ pub enum CliError {
         /// What it asks for.
         what: &'static str,
     },
+    /// `plugin add|remove`: hawser loads no plugin images (exit 2, nothing changed).
+    #[error(
+        "hawser runs no plugins, so `plugin {verb}` changes nothing: its object stores (velero.io/aws, velero.io/azure, velero.io/gcp, velero.io/filesystem) are built in"
+    )]
+    NoPlugins {
+        /// `add` or `remove`.
+        verb: &'static str,
+    },
     /// The client configuration file (`client config`) cannot be read or written.
     #[error("the client configuration file {path} cannot be used")]
     ClientConfig {
@@ -180,7 +188,9 @@ impl CliError {
     /// The exit status this error ends the process with.
     pub fn exit_status(&self) -> ExitStatus {
         match self {
-            Self::Usage { .. } | Self::NotBuilt { .. } => ExitStatus::Usage,
+            Self::Usage { .. } | Self::NotBuilt { .. } | Self::NoPlugins { .. } => {
+                ExitStatus::Usage
+            }
             _ => ExitStatus::Failure,
         }
     }
@@ -222,6 +232,9 @@ impl CliError {
             Self::NotBuilt { flag, .. } => Some(format!(
                 "leave {flag} out (or give it its default); Velero's other flags work as in Velero"
             )),
+            Self::NoPlugins { .. } => {
+                Some("`hawser plugin get` lists what the server has built in".to_owned())
+            }
             _ => None,
         }
     }

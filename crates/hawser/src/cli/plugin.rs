@@ -1,7 +1,8 @@
 //! `hawser plugin get`, as Velero's: the plugins the server reports through a
 //! ServerStatusRequest. hawser's are its built-in object-store providers, named as Velero names
-//! its plugins; Velero's `plugin add|remove` (init containers of the server's Deployment) have
-//! no counterpart.
+//! its plugins. Velero's `plugin add|remove` (init containers of the server's Deployment) take
+//! Velero's arguments and are refused with exit 2, changing nothing: hawser loads no plugin
+//! images.
 
 use clap::{Args, Subcommand};
 use hawser_api::PluginInfo;
@@ -24,6 +25,20 @@ pub struct PluginArgs {
 pub enum PluginCommand {
     /// Show the plugins of the server.
     Get(PluginGetArgs),
+    /// Velero's: add a plugin image to the server's Deployment. Refused: hawser loads none.
+    Add(PluginChangeArgs),
+    /// Velero's: remove a plugin from the server's Deployment. Refused: hawser loads none.
+    Remove(PluginChangeArgs),
+}
+
+/// `plugin add IMAGE` and `plugin remove NAME|IMAGE`, with Velero's flag.
+#[derive(Args, Debug)]
+pub struct PluginChangeArgs {
+    /// The plugin image (add), or its name or image (remove).
+    pub plugin: String,
+    /// Velero's pull policy of the plugin's init container.
+    #[arg(long)]
+    pub image_pull_policy: Option<String>,
 }
 
 /// `plugin get`.
@@ -39,7 +54,11 @@ pub struct PluginGetArgs {
 
 /// Runs a `plugin` subcommand.
 pub async fn run(global: &GlobalArgs, args: PluginArgs) -> Result<ExitStatus, CliError> {
-    let PluginCommand::Get(get) = args.command;
+    let get = match args.command {
+        PluginCommand::Get(get) => get,
+        PluginCommand::Add(_) => return Err(CliError::NoPlugins { verb: "add" }),
+        PluginCommand::Remove(_) => return Err(CliError::NoPlugins { verb: "remove" }),
+    };
     let timeout = positive_timeout(&get.timeout)?;
     let client = global.client().await?;
     match server_status(&client, &global.namespace, timeout).await {
