@@ -78,7 +78,7 @@ impl Taken {
         let takeable = match rerun {
             None => phase.is_waiting(),
             Some(rerun) => {
-                phase == Phase::in_progress(kind)
+                phase.is_rerun_from()
                     && uid == rerun.uid
                     && owner_of(&json) == rerun.owner.as_deref()
             }
@@ -178,18 +178,20 @@ impl Taken {
         .for_uid(self.uid.clone())
     }
 
-    /// Writes `status.progress` of this object while `rx` changes (see [`report_progress`]).
+    /// Writes `status.progress` of this object while `rx` changes (see [`report_progress`]),
+    /// with the phase `phase_of` says the work is in.
     pub(crate) fn report_progress<P>(
         &self,
         ctx: Arc<Context>,
         rx: watch::Receiver<P>,
         to_json: fn(&P) -> Value,
+        phase_of: fn(&P) -> Phase,
     ) -> tokio::task::JoinHandle<()>
     where
         P: Clone + PartialEq + Default + Send + Sync + 'static,
     {
         let template = self.update(Phase::in_progress(self.key.kind));
-        tokio::spawn(report_progress(ctx, template, rx, to_json))
+        tokio::spawn(report_progress(ctx, template, rx, (to_json, phase_of)))
     }
 
     /// Writes the outcome recorded for this very object (same uid), when this waiting object
@@ -303,16 +305,20 @@ where
 /// Shortest time between two `status.progress` writes of one object.
 pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
 
-/// Writes `status.progress` (as `to_json` renders it, with the phase `InProgress`) when it
-/// changed, at most every [`PROGRESS_INTERVAL`], until aborted or the sender is dropped. Each
-/// write is one attempt, paused after a transient failure
+/// How a progress value is written: its `status.progress` and the phase it stands for.
+type ProgressFields<P> = (fn(&P) -> Value, fn(&P) -> Phase);
+
+/// Writes `status.progress` (as `to_json` renders it, with the phase `phase_of` gives:
+/// `InProgress`, or a Restore's `Finalizing`) when it changed, at most every
+/// [`PROGRESS_INTERVAL`], until aborted or the sender is dropped. Each write is one attempt,
+/// paused after a transient failure
 /// ([`StatusEngine::write_progress`](hawser_status::StatusEngine::write_progress)); a report
-/// that is not stored is replaced by the next one.
+/// that is not stored (the phase table refuses it, say) is replaced by the next one.
 async fn report_progress<P>(
     ctx: Arc<Context>,
     template: StatusUpdate,
     mut rx: watch::Receiver<P>,
-    to_json: fn(&P) -> Value,
+    (to_json, phase_of): ProgressFields<P>,
 ) where
     P: Clone + PartialEq + Default + Send + Sync + 'static,
 {
@@ -327,7 +333,10 @@ async fn report_progress<P>(
             continue;
         }
         let key = template.key().clone();
-        let update = template.clone().field("progress", to_json(&now));
+        let update = template
+            .clone()
+            .with_phase(phase_of(&now))
+            .field("progress", to_json(&now));
         match ctx.engine.write_progress(update).await {
             ProgressWrite::Stored => last = now,
             ProgressWrite::Paused => {}

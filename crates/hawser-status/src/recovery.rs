@@ -396,7 +396,7 @@ impl StatusEngine {
                 attempt: attempts.last.saturating_add(1),
                 interrupted: interrupted.clone(),
             };
-            if phase == Phase::in_progress(key.kind)
+            if phase.is_rerun_from()
                 && attempts.last <= resume_attempts
                 && self.hand_back(Resumed::Rerun(rerun()))
             {

@@ -62,6 +62,19 @@ impl StatusUpdate {
         }
     }
 
+    /// The same update, moving to `phase` (of the same kind) instead.
+    pub fn with_phase(mut self, phase: Phase) -> Self {
+        debug_assert_eq!(
+            self.key.kind,
+            phase.kind(),
+            "a status update names its own kind"
+        );
+        self.status
+            .insert("phase".to_owned(), Value::String(phase.as_str().to_owned()));
+        self.phase = phase;
+        self
+    }
+
     /// Move a Backup to `phase`.
     pub fn backup(
         namespace: impl Into<String>,

@@ -524,6 +524,13 @@ async fn a_restore_exec_hook_waits_for_its_container_to_be_ready_then_runs() {
         cluster.sim.execs().log().is_empty(),
         "running but not ready: the hook waits"
     );
+    // Every item is restored: the Restore waits in Velero's Finalizing.
+    poll(&server, "the Restore Finalizing", || {
+        cluster
+            .get("velero.io/v1", "Restore", "back")
+            .filter(|r| phase(r) == "Finalizing")
+    })
+    .await;
     set_containers(
         &cluster,
         "shop-copy",
@@ -726,4 +733,52 @@ async fn a_new_backup_cannot_ask_for_post_hooks_through_the_servers_annotation()
         cluster.sim.execs().log()
     );
     assert!(done["status"].get("hookStatus").is_none(), "{done:#}");
+}
+
+/// The server dies while a restore waits in `Finalizing` for a container to run its exec hook:
+/// the next server runs the restore again, still `Finalizing` (no phase but a final one may
+/// follow it), and the hook runs once the container does.
+#[tokio::test]
+async fn a_restore_left_finalizing_by_a_dead_server_is_run_again_and_its_hook_runs() {
+    let annotations = json!({"post.hook.restore.velero.io/command": "/bin/check-data"});
+    let Started {
+        cluster,
+        root,
+        server: mut first,
+        _csi,
+    } = start("", annotations).await;
+    create_backup(&cluster, "src", json!({"includedNamespaces": ["shop"]}));
+    wait_final(&cluster, &first, "Backup", "src").await;
+    create_restore(
+        &cluster,
+        "again",
+        json!({"backupName": "src", "namespaceMapping": {"shop": "shop-four"}}),
+    );
+    poll(&first, "the Restore Finalizing", || {
+        cluster
+            .get("velero.io/v1", "Restore", "again")
+            .filter(|r| phase(r) == "Finalizing")
+    })
+    .await;
+    first.kill().await;
+
+    let second = Server::start(&cluster, root.path(), FAST).await;
+    // Taken over: the second server reads the restored pod while it waits again.
+    reads_of_pod(&cluster, &second, "shop-four", "db-0", 1).await;
+    let waiting = cluster.get("velero.io/v1", "Restore", "again").unwrap();
+    assert_eq!(phase(&waiting), "Finalizing", "{waiting:#}");
+    set_containers(
+        &cluster,
+        "shop-four",
+        "db-0",
+        json!([{"name": "db", "ready": true, "state": {"running": {}}}]),
+    );
+    let done = wait_final(&cluster, &second, "Restore", "again").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", second.log_text());
+    assert_eq!(
+        done["status"]["hookStatus"],
+        json!({"hooksAttempted": 1}),
+        "{done:#}"
+    );
+    assert_eq!(commands(&cluster.sim.execs().log()), ["/bin/check-data"]);
 }

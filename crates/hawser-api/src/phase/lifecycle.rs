@@ -100,6 +100,18 @@ impl Phase {
         }
     }
 
+    /// Whether work left in this phase by a server that is gone, with no record deciding it,
+    /// is run again: `InProgress`, and a Restore's `Finalizing` (where it waits for its exec
+    /// hooks).
+    #[must_use]
+    pub fn is_rerun_from(&self) -> bool {
+        matches!(
+            self,
+            Self::Backup(BackupPhase::InProgress)
+                | Self::Restore(RestorePhase::InProgress | RestorePhase::Finalizing)
+        )
+    }
+
     /// Whose phase this is.
     #[must_use]
     pub fn kind(&self) -> Kind {

@@ -249,3 +249,15 @@ fn phases_of_both_kinds_read_from_objects_and_never_cross() {
     assert_eq!(BackupPhase::Unknown("x".to_owned()).name(), "Unknown");
     assert_eq!(RestorePhase::FailedValidation.name(), "FailedValidation");
 }
+
+#[test]
+fn work_is_run_again_from_in_progress_and_a_restores_finalizing_only() {
+    for kind in Kind::ALL {
+        assert!(Phase::in_progress(kind).is_rerun_from());
+        assert!(!Phase::failed(kind).is_rerun_from());
+    }
+    assert!(Phase::Restore(RestorePhase::Finalizing).is_rerun_from());
+    // A backup's Finalizing is taken up from its record, never run again.
+    assert!(!Phase::Backup(BackupPhase::Finalizing).is_rerun_from());
+    assert!(!Phase::Restore(RestorePhase::FinalizingPartiallyFailed).is_rerun_from());
+}

@@ -15,7 +15,7 @@
 //! * the counts go to `status.hookStatus` as Velero counts them: every hook found is attempted;
 //!   failed are those that failed or were not run.
 //!
-//! The Restore stays `InProgress` meanwhile (Velero shows `Finalizing`).
+//! The Restore shows Velero's `Finalizing` meanwhile ([`super::results::Progress::finalizing`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

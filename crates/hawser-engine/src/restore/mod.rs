@@ -380,6 +380,9 @@ async fn run_named(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
+    if !hooked.is_empty() {
+        report.finalizing();
+    }
     let hooks = exec_hooks::run(&restorer, hooked, options.api_retry).await;
 
     let items_restored = report.finish_progress();

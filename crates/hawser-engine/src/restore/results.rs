@@ -16,6 +16,9 @@ pub struct Progress {
     /// Items to restore: the archived items that pass the filters and skip rules, plus the
     /// namespaces created on the way.
     pub total_items: u64,
+    /// Every item is restored and the restore waits for its exec hooks (Velero's
+    /// `Finalizing`).
+    pub finalizing: bool,
 }
 
 pub(crate) use hawser_core::archive::gzjson::Scope;
@@ -161,6 +164,13 @@ impl Report {
     pub(crate) fn add_total(&self, n: u64) {
         if let Some(p) = &self.progress {
             p.send_modify(|p| p.total_items += n);
+        }
+    }
+
+    /// Every item is restored; the exec hooks are waited for now.
+    pub(crate) fn finalizing(&self) {
+        if let Some(p) = &self.progress {
+            p.send_modify(|p| p.finalizing = true);
         }
     }
 

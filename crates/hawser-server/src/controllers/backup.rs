@@ -149,6 +149,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         ctx.clone(),
         progress_rx,
         |p| json!({"totalItems": p.total_items, "itemsBackedUp": p.items_backed_up}),
+        |_| BackupPhase::InProgress.into(),
     );
     let options = BackupOptions::default()
         .with_page_size(ctx.settings.client.page_size.unwrap_or(u32::MAX))

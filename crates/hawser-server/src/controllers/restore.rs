@@ -24,7 +24,7 @@
 use std::sync::Arc;
 
 use hawser_api::labels::HAWSER_RECORD_UID;
-use hawser_api::phase::{BackupPhase, RestorePhase};
+use hawser_api::phase::{BackupPhase, Phase, RestorePhase};
 use hawser_api::{Backup, Restore};
 use hawser_status::Kind;
 use hawser_store::Location;
@@ -106,8 +106,14 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         tracing::warn!(restore = %name, error = %why, "the restore's finalizer could not be added: deleting the Restore will leave its files in the storage location");
     }
     let started = taken.started(ctx.clock.now());
+    // A restore interrupted while it waited for its exec hooks is run again in `Finalizing`,
+    // the phase it showed, which no phase may follow but a final one.
+    let claim_phase = match taken.phase {
+        Phase::Restore(RestorePhase::Finalizing) => RestorePhase::Finalizing,
+        _ => RestorePhase::InProgress,
+    };
     let claim = taken
-        .update(RestorePhase::InProgress)
+        .update(claim_phase)
         // The backup a `scheduleName` resolved to, written as Velero does, so that recovery
         // finds the record whatever the schedule's newest backup is by then.
         .spec_field("backupName", restore.spec.backup_name.clone())
@@ -124,6 +130,14 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         ctx.clone(),
         progress_rx,
         |p| json!({"totalItems": p.total_items, "itemsRestored": p.items_restored}),
+        // Velero's phase while a restore waits for its exec hooks.
+        |p| {
+            if p.finalizing {
+                RestorePhase::Finalizing.into()
+            } else {
+                RestorePhase::InProgress.into()
+            }
+        },
     );
     let options = RestoreOptions::default()
         .with_priorities(ctx.settings.restore.resource_priorities.clone())
