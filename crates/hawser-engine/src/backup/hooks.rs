@@ -1,9 +1,9 @@
 //! Backup hooks run ([`hawser_core::backup_hooks`] decides which): a Pod's pre hooks, then the
 //! work done for it (its claims' CSI snapshots cut), then its post hooks, for
-//! [`Lister::concurrency`] Pods at a time.
+//! `Lister::concurrency` Pods at a time.
 //!
 //! * A command runs through the API server's `pods/exec` (WebSocket), bounded by the hook's
-//!   timeout ([`crate::cluster::exec`]); its exit code, and the first 4 KiB of its stdout and
+//!   timeout (`crate::cluster::exec`); its exit code, and the first 4 KiB of its stdout and
 //!   stderr, go into the backup's log. A Pod in phase `Succeeded` or `Failed` runs none (Velero's rule).
 //! * A failed hook is an error of the backup in the Pod's namespace (the backup ends
 //!   `PartiallyFailed`). A failed pre hook with `onError: Fail` stops the Pod's other pre

@@ -22,6 +22,9 @@
 //!    included), with an operation that waits for `readyToUse`
 //!    ([`hawser_core::csi::BackupOperation`]).
 //!
+//! The claims a Pod with backup hooks mounts are cut between that Pod's pre and post hooks
+//! ([`super::hooks`]); the other claims after.
+//!
 //! A claim that cannot be snapshotted is an error in its namespace; the backup goes on.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -5,7 +5,7 @@
 //!   query value (names come from specs and untrusted archives);
 //! - [`request`]: raw GET, POST, PUT and merge-patch requests over JSON, paged LISTs, and the
 //!   reading of API errors (code, `AlreadyExists`, text);
-//! - [`exec`]: a command in a container (`pods/exec`), for hooks;
+//! - `exec`: a command in a container (`pods/exec`), for hooks;
 //! - [`discovery`]: the served resources at their preferred versions, as a
 //!   [`Catalogue`](hawser_core::selection::Catalogue).
 //!
