@@ -34,6 +34,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The annotation keys of a hook, after the phase prefix (`pre.`, `post.`, or none).
 const COMMAND: &str = "hook.backup.velero.io/command";
+/// The command annotations of the three phases (`pre.`, `post.`, none).
+const COMMAND_KEYS: [&str; 3] = [
+    "pre.hook.backup.velero.io/command",
+    "post.hook.backup.velero.io/command",
+    COMMAND,
+];
 const CONTAINER: &str = "hook.backup.velero.io/container";
 const ON_ERROR: &str = "hook.backup.velero.io/on-error";
 const TIMEOUT: &str = "hook.backup.velero.io/timeout";
@@ -182,12 +188,22 @@ impl BackupHooks {
         Ok(Self { specs })
     }
 
-    /// Whether `pod` has a hook of either phase.
+    /// Whether `pod` has a hook of either phase (asked of every backed-up Pod, so it reads
+    /// only what decides it: three annotations, and the specs' selections).
     #[must_use]
     pub fn any(&self, pod: &Value) -> bool {
-        [Phase::Pre, Phase::Post]
-            .into_iter()
-            .any(|phase| !self.of_pod(pod, phase).0.is_empty())
+        let annotations = pod.pointer("/metadata/annotations");
+        let annotated = COMMAND_KEYS.iter().any(|key| {
+            annotations
+                .and_then(|a| a.get(*key))
+                .and_then(Value::as_str)
+                .is_some_and(|v| !v.is_empty())
+        });
+        annotated
+            || self
+                .specs
+                .iter()
+                .any(|c| (!c.pre.is_empty() || !c.post.is_empty()) && c.selection.takes(pod))
     }
 
     /// The hooks `pod` runs in `phase`, in order, and a note for each annotation that was read

@@ -171,3 +171,31 @@ fn a_bad_selector_names_its_spec() {
     let e = BackupHooks::new(vec![s]).unwrap_err();
     assert!(e.starts_with("backup hook spec broken: "), "{e}");
 }
+
+#[test]
+fn any_is_true_for_a_hook_of_either_phase_only() {
+    let mut shop_only = spec("shop-only");
+    shop_only.selection.included_namespaces = vec!["shop".into()];
+    let hooks = BackupHooks::new(vec![shop_only]).unwrap();
+    assert!(hooks.any(&pod("shop", json!({}), json!({}))));
+    assert!(!hooks.any(&pod("other", json!({}), json!({}))));
+    let post_only = pod(
+        "other",
+        json!({"post.hook.backup.velero.io/command": "thaw"}),
+        json!({}),
+    );
+    assert!(hooks.any(&post_only));
+    assert!(!hooks.any(&pod(
+        "other",
+        json!({"pre.hook.backup.velero.io/command": ""}),
+        json!({})
+    )));
+    let mut empty = spec("empty");
+    empty.pre.clear();
+    empty.post.clear();
+    assert!(
+        !BackupHooks::new(vec![empty])
+            .unwrap()
+            .any(&pod("shop", json!({}), json!({})))
+    );
+}

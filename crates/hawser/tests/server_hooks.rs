@@ -782,3 +782,30 @@ async fn a_restore_left_finalizing_by_a_dead_server_is_run_again_and_its_hook_ru
     );
     assert_eq!(commands(&cluster.sim.execs().log()), ["/bin/check-data"]);
 }
+
+/// A pod with a post hook and no pre hook runs it after its snapshot.
+#[tokio::test]
+async fn a_pod_with_only_a_post_hook_runs_it() {
+    let Started {
+        cluster,
+        root: _root,
+        server,
+        _csi,
+    } = start("", json!({"post.hook.backup.velero.io/command": THAW})).await;
+    create_backup(
+        &cluster,
+        "thaw-only",
+        json!({"includedNamespaces": ["shop"]}),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "thaw-only").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    assert_eq!(
+        done["status"]["hookStatus"],
+        json!({"hooksAttempted": 1}),
+        "{done:#}"
+    );
+    assert_eq!(
+        commands(&cluster.sim.execs().log()),
+        ["/sbin/fsfreeze --unfreeze /data"]
+    );
+}

@@ -4,13 +4,14 @@
 //!
 //! * A command runs through the API server's `pods/exec` (WebSocket), bounded by the hook's
 //!   timeout (`crate::cluster::exec`); its exit code, and the first 4 KiB of its stdout and
-//!   stderr, go into the backup's log. A Pod in phase `Succeeded` or `Failed` runs none (Velero's rule).
+//!   stderr, go into the backup's log. A Pod in phase `Succeeded` or `Failed` runs none
+//!   (Velero's rule).
 //! * A failed hook is an error of the backup in the Pod's namespace (the backup ends
 //!   `PartiallyFailed`). A failed pre hook with `onError: Fail` stops the Pod's other pre
 //!   hooks and leaves the Pod out of the archive; its claims are still snapshotted, as in
-//!   Velero. Post hooks then run all the same whenever a pre hook ran: a freeze that failed or
-//!   timed out may still have taken hold, and an application is never left frozen (Velero
-//!   skips them).
+//!   Velero. A Pod's post hooks run after its snapshots whatever its pre hooks did (it may
+//!   have none): a freeze that failed or timed out may still have taken hold, and an
+//!   application is never left frozen (Velero skips them after a failed pre hook).
 //! * Recovery: before the first pre hook runs, the Pods with post hooks are recorded on the
 //!   Backup (annotation [`PENDING_ANNOTATION`]), and the record is removed once every post hook
 //!   ran. A backup taken up again after the server died in between first runs the post hooks
@@ -171,13 +172,11 @@ impl<'a> Runner<'a> {
                     let done = work(&pod).await;
                     return Hooked { pod, kept: true, done };
                 }
-                let pre = self.run_phase(&pod, Phase::Pre).await;
+                let left_out = self.run_phase(&pod, Phase::Pre).await;
                 let done = work(&pod).await;
-                if pre.ran {
-                    self.run_phase(&pod, Phase::Post).await;
-                }
+                self.run_phase(&pod, Phase::Post).await;
                 Hooked {
-                    kept: !pre.failed_pod,
+                    kept: !left_out,
                     pod,
                     done,
                 }
@@ -207,15 +206,15 @@ impl<'a> Runner<'a> {
         notes.tally
     }
 
-    /// Runs `pod`'s hooks of `phase` in order, until one with `onError: Fail` fails.
-    async fn run_phase(&self, pod: &Value, phase: Phase) -> PhaseRun {
+    /// Runs `pod`'s hooks of `phase` in order, until one with `onError: Fail` fails; whether
+    /// that left the Pod out of the backup (a failed `Fail` pre hook).
+    async fn run_phase(&self, pod: &Value, phase: Phase) -> bool {
         let (hooks, read_notes) = self.hooks.of_pod(pod, phase);
         for line in read_notes {
             self.note("warning", format!("pod {}: {line}", full_name(pod)));
         }
-        let mut run = PhaseRun::default();
         if hooks.is_empty() {
-            return run;
+            return false;
         }
         let pod_phase = pod.pointer("/status/phase").and_then(Value::as_str);
         if let Some(done @ ("Succeeded" | "Failed")) = pod_phase {
@@ -227,10 +226,9 @@ impl<'a> Runner<'a> {
                     phase.as_str()
                 ),
             );
-            return run;
+            return false;
         }
         self.count(hooks.len() as u64, 0);
-        run.ran = true;
         for hook in &hooks {
             let what = format!(
                 "{} hook {} in pod {} (container {})",
@@ -255,13 +253,12 @@ impl<'a> Runner<'a> {
                     };
                     self.error(namespace(pod), format!("The {what} failed: {why}{then}"));
                     if fails {
-                        run.failed_pod = phase == Phase::Pre;
-                        break;
+                        return phase == Phase::Pre;
                     }
                 }
             }
         }
-        run
+        false
     }
 
     /// Runs one hook: `Ok` with its output for the log, or why it failed.
@@ -324,14 +321,6 @@ impl<'a> Runner<'a> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-#[derive(Debug, Default)]
-struct PhaseRun {
-    /// A hook of the phase was run.
-    ran: bool,
-    /// A pre hook with `onError: Fail` failed: the Pod is left out.
-    failed_pod: bool,
 }
 
 fn namespace(pod: &Value) -> &str {

@@ -428,8 +428,9 @@ async fn list_types(lister: &Lister<'_>, plan: &Plan, notes: &mut Notes) -> List
 }
 
 /// After the listed types: the items they name (the built-in item actions), the CSI
-/// snapshots of the claims between the hooks of the Pods that mount them, the Namespace objects of the namespaces with items, and (unless
-/// CRDs are filtered explicitly) the CRDs of the custom resource types with items.
+/// snapshots of the claims between the hooks of the Pods that mount them, the Namespace
+/// objects of the namespaces with items, and (unless CRDs are filtered explicitly) the CRDs of
+/// the custom resource types with items.
 async fn back_up_the_rest(
     lister: &Lister<'_>,
     plan: &Plan,
