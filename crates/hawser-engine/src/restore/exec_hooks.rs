@@ -17,7 +17,6 @@
 //!
 //! The Restore shows Velero's `Finalizing` meanwhile ([`super::results::Progress::finalizing`]).
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -69,26 +68,26 @@ async fn run_pod(restorer: &Restorer, pod: HookedPod, bound: Duration) -> Tally 
         attempted: pod.hooks.len() as u64,
         failed: 0,
     };
-    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
-    let mut order = Vec::new();
+    // The containers in the order their first hook names them (a Pod has few).
+    let mut pending: Vec<Group> = Vec::new();
     for hook in pod.hooks {
-        let group = groups.entry(hook.container.clone()).or_insert_with(|| {
-            order.push(hook.container.clone());
-            Group {
-                container: hook.container.clone(),
-                hooks: Vec::new(),
-                ready: false,
-                wait: Some(Duration::ZERO),
+        let i = match pending.iter().position(|g| g.container == hook.container) {
+            Some(i) => i,
+            None => {
+                pending.push(Group {
+                    container: hook.container.clone(),
+                    hooks: Vec::new(),
+                    ready: false,
+                    wait: Some(Duration::ZERO),
+                });
+                pending.len() - 1
             }
-        });
+        };
+        let group = &mut pending[i];
         group.ready |= hook.wait_for_ready;
         group.wait = group.wait.zip(hook.wait_timeout).map(|(a, b)| a.max(b));
         group.hooks.push(hook);
     }
-    let mut pending: Vec<Group> = order
-        .into_iter()
-        .filter_map(|c| groups.remove(&c))
-        .collect();
     let path = format!(
         "/api/v1/namespaces/{}/pods/{}",
         encode(&pod.namespace),

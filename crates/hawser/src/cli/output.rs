@@ -139,7 +139,8 @@ pub fn or_none(value: Option<String>) -> String {
         .unwrap_or_else(|| "<none>".to_owned())
 }
 
-/// A timestamp as `2024-03-01 10:00:00 UTC`, or `<none>`.
+/// A time as Velero's CLI prints it (Go's `Time.String` in the local zone,
+/// `2024-03-01 10:00:00 +0000 UTC`), or `<none>`.
 pub fn when(time: Option<&Time>) -> String {
     time.map_or_else(|| "<none>".to_owned(), |t| go_time(t, &TimeZone::system()))
 }
