@@ -1,6 +1,21 @@
-//! Label values as Velero writes them.
+//! Label values as Velero writes them, and the names Kubernetes accepts.
 
 use sha2::{Digest, Sha256};
+
+/// Whether `s` is a DNS-1123 subdomain: the name most Kubernetes objects must have (a label
+/// key's prefix too). An object never has a name that is not one.
+#[must_use]
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253
+        && s.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        })
+}
 
 /// Velero's `GetValidName`: a label value of at most 63 characters. Longer values keep their
 /// first 57 characters followed by the first 6 hex digits of the SHA-256 of the whole value.

@@ -1,6 +1,7 @@
 //! The server's HTTP endpoints on `--metrics-address`: `/metrics` (Prometheus text format),
-//! `/livez` (the process answers) and `/readyz` (the server leads, every controller's watch is up
-//! and the server is not shutting down; see [`Readiness`]).
+//! `/livez` (the process answers), `/readyz` (the server leads, every controller's watch is up
+//! and the server is not shutting down; see [`Readiness`]) and, with `--status-page`, `/status`
+//! ([`crate::status_page`]).
 
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
@@ -28,6 +29,8 @@ const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0;
 pub(crate) struct Endpoints {
     pub(crate) registry: Arc<Registry>,
     pub(crate) readiness: Readiness,
+    /// `/status`, with `--status-page`.
+    pub(crate) status_page: Option<crate::status_page::StatusPage>,
 }
 
 /// Binds `addr`; the listener is returned so that a bad address fails start-up at once.
@@ -43,7 +46,7 @@ pub(crate) async fn serve(
 ) {
     accept(listener, "metrics", shutdown, move |req| {
         let endpoints = endpoints.clone();
-        async move { answer(&endpoints, &req) }
+        async move { answer(&endpoints, &req).await }
     })
     .await;
 }
@@ -263,7 +266,13 @@ impl RateLimitedLog {
     }
 }
 
-fn answer(endpoints: &Endpoints, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(endpoints: &Endpoints, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    if req.uri().path() == "/status"
+        && let Some(page) = &endpoints.status_page
+    {
+        let html = page.render(&endpoints.readiness).await;
+        return respond(StatusCode::OK, "text/html; charset=utf-8", html);
+    }
     match req.uri().path() {
         "/metrics" => {
             let mut body = String::new();
@@ -288,7 +297,12 @@ fn answer(endpoints: &Endpoints, req: &Request<Incoming>) -> Response<Full<Bytes
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "not found: the endpoints are /metrics, /livez and /readyz\n".to_owned(),
+            if endpoints.status_page.is_some() {
+                "not found: the endpoints are /metrics, /livez, /readyz and /status\n"
+            } else {
+                "not found: the endpoints are /metrics, /livez and /readyz (and /status with --status-page)\n"
+            }
+            .to_owned(),
         ),
     }
 }
@@ -341,9 +355,12 @@ mod tests {
         let endpoints = Endpoints {
             registry: Arc::new(Registry::default()),
             readiness: Readiness::default(),
+            status_page: None,
         };
         tokio::spawn(serve(listener, endpoints, stop.clone()));
 
+        // Without --status-page there is no /status.
+        assert_eq!(get(addr, "/status").await, Some(404));
         // Three times the cap of sockets that connect and never send a request.
         let mut idle = Vec::new();
         for _ in 0..3 * MAX_CONNECTIONS {

@@ -41,6 +41,7 @@ mod queue;
 mod readiness;
 mod records;
 mod serve;
+mod status_page;
 pub mod velero_flags;
 mod work;
 

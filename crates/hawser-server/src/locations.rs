@@ -122,6 +122,10 @@ impl Locations {
     /// [`LocationError::Api`] when the API cannot answer, [`LocationError::Malformed`] when the
     /// object does not parse.
     pub async fn get(&self, name: &str) -> Result<Option<BackupStorageLocation>, LocationError> {
+        // No object has such a name (and no request can be built for some of them).
+        if !hawser_core::label::is_dns_subdomain(name) {
+            return Ok(None);
+        }
         let resource = ApiResource::erase::<BackupStorageLocation>(&());
         let object =
             Api::<DynamicObject>::namespaced_with(self.client.clone(), &self.namespace, &resource)

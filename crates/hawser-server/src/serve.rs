@@ -189,6 +189,14 @@ pub async fn serve(
         http::Endpoints {
             registry: Arc::new(registry),
             readiness: server.readiness.clone(),
+            status_page: server
+                .settings
+                .status_page
+                .then(|| crate::status_page::StatusPage {
+                    client: server.client.clone(),
+                    namespace: server.namespace.clone(),
+                    engine: server.engine.clone(),
+                }),
         },
         endpoints_stop.clone(),
     ));

@@ -107,6 +107,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: StatusMetrics,
     pub(crate) events: Events,
     pub(crate) redriver: Redriver,
+    /// The phases stored here, for people watching ([`StatusEngine::timeline`]).
+    journal: super::journal::Journal,
     workers: Mutex<HashMap<ObjectKey, usize>>,
     /// This instance's Lease and the other instances' (only with a namespace).
     pub(crate) liveness: Option<Liveness>,
@@ -182,6 +184,7 @@ impl StatusEngine {
             metrics,
             events,
             redriver,
+            journal: super::journal::Journal::default(),
             workers: Mutex::new(HashMap::new()),
             liveness,
             abandoned: Mutex::default(),
@@ -261,6 +264,19 @@ impl StatusEngine {
     #[must_use]
     pub fn pending(&self) -> usize {
         self.inner.redriver.len()
+    }
+
+    /// The statuses the re-driver holds, oldest first.
+    #[must_use]
+    pub fn pending_statuses(&self) -> Vec<super::PendingStatus> {
+        self.inner.redriver.list()
+    }
+
+    /// The phases this instance stored for `key`, oldest first, with when (bounded: see
+    /// [`super::journal`]).
+    #[must_use]
+    pub fn timeline(&self, key: &ObjectKey) -> Vec<super::PhaseChange> {
+        self.inner.journal.of(key)
     }
 
     /// Whether the re-driver holds a status for `key`.
@@ -370,6 +386,10 @@ impl Inner {
         timeout: Duration,
     ) -> Result<Step, AttemptError> {
         let r = self.writer.attempt(u, st, timeout).await;
+        if let Ok(Step::Landed(_) | Step::AlreadyLanded(_)) = &r {
+            self.journal
+                .record(&u.key, &u.phase().to_string(), self.config.clock.now());
+        }
         let outcome = match &r {
             Ok(Step::Landed(_)) => AttemptOutcome::Landed,
             Ok(Step::AlreadyLanded(_)) => AttemptOutcome::AlreadyLanded,

@@ -33,6 +33,7 @@ mod api;
 mod engine;
 mod error;
 pub mod events;
+mod journal;
 mod kind;
 mod liveness;
 pub mod metrics;
@@ -47,6 +48,7 @@ mod writer;
 
 pub use engine::{Landing, StatusConfig, StatusEngine, WorkerGuard};
 pub use error::{AttemptError, Class, RecoveryError, WriteError};
+pub use journal::{PendingStatus, PhaseChange};
 pub use kind::{Kind, ObjectKey};
 pub use outcome::{MemoryRecords, RecordError, RecordSource, RecordedOutcome};
 pub use progress::ProgressWrite;

@@ -20,6 +20,7 @@ use tracing::Instrument;
 
 use super::engine::Inner;
 use super::error::Class;
+use super::journal::PendingStatus;
 use super::kind::ObjectKey;
 use super::update::StatusUpdate;
 use super::writer::AttemptState;
@@ -30,6 +31,9 @@ struct Entry {
     id: u64,
     task: AbortHandle,
     decided: bool,
+    /// The phase it is to store, and when it was handed over (for [`Redriver::list`]).
+    phase: String,
+    since: jiff::Timestamp,
 }
 
 pub(crate) struct Redriver {
@@ -52,6 +56,26 @@ impl Redriver {
             .lock()
             .map(|e| e.contains_key(key))
             .unwrap_or(false)
+    }
+
+    /// The pending statuses, oldest first.
+    pub(crate) fn list(&self) -> Vec<PendingStatus> {
+        let mut list: Vec<PendingStatus> = self
+            .entries
+            .lock()
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|(key, entry)| PendingStatus {
+                        key: key.clone(),
+                        phase: entry.phase.clone(),
+                        since: entry.since,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        list.sort_by(|a, b| (a.since, &a.key).cmp(&(b.since, &b.key)));
+        list
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -114,6 +138,7 @@ impl Redriver {
             return;
         };
         let decided = update.decided;
+        let phase = update.phase().to_string();
         // Spawned while the map is locked, so the task cannot finish before its entry exists.
         let task =
             tokio::spawn(run(inner.clone(), update, state, start, attempts, id).instrument(span));
@@ -121,6 +146,8 @@ impl Redriver {
             id,
             task: task.abort_handle(),
             decided,
+            phase,
+            since: inner.config.clock.now(),
         };
         if let Some(old) = entries.insert(key.clone(), entry) {
             old.task.abort();

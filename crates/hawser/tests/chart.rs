@@ -67,7 +67,14 @@ fn render_chart(namespace: &str, values: &str) -> Vec<Value> {
 fn render_install(namespace: &str, args: &[&str]) -> Vec<Value> {
     let text = succeeded(
         Command::new(env!("CARGO_BIN_EXE_hawser"))
-            .args(["install", "--dry-run", "-o", "json", "--namespace", namespace])
+            .args([
+                "install",
+                "--dry-run",
+                "-o",
+                "json",
+                "--namespace",
+                namespace,
+            ])
             .args(args),
     );
     let list: Value = serde_json::from_str(&text).unwrap();
@@ -103,7 +110,11 @@ fn by_key(objects: Vec<Value>, strip_helm_labels: bool) -> BTreeMap<Key, Value> 
             let labelled = strip_helm_labels && object["kind"] != "CustomResourceDefinition";
             if labelled && let Some(labels) = object["metadata"]["labels"].as_object_mut() {
                 for label in HELM_LABELS {
-                    assert!(labels.remove(*label).is_some(), "{label} on {:?}", key(&object));
+                    assert!(
+                        labels.remove(*label).is_some(),
+                        "{label} on {:?}",
+                        key(&object)
+                    );
                 }
             }
             (key(&object), object)
@@ -140,7 +151,10 @@ fn differ(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
         (Value::Object(x), Value::Object(y)) => {
             let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
             for k in keys {
-                let (x, y) = (x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null));
+                let (x, y) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
                 differ(&format!("{path}/{k}"), x, y, out);
             }
         }
@@ -166,10 +180,9 @@ fn credentials_file(dir: &Path) -> String {
 fn the_chart_lints_and_its_version_is_the_workspace_version() {
     let out = succeeded(helm().args(["lint", "--strict"]).arg(chart()));
     assert!(out.contains("0 chart(s) failed"), "{out}");
-    let meta: Value = serde_yaml::from_str(
-        &std::fs::read_to_string(chart().join("Chart.yaml")).unwrap(),
-    )
-    .unwrap();
+    let meta: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(chart().join("Chart.yaml")).unwrap())
+            .unwrap();
     assert_eq!(meta["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(meta["appVersion"], env!("CARGO_PKG_VERSION"));
 }
@@ -298,9 +311,16 @@ metrics:
     let objects = same_as_install(
         "velero",
         values,
-        &["--service-account-name=backup-sa", "--no-default-backup-location"],
+        &[
+            "--service-account-name=backup-sa",
+            "--no-default-backup-location",
+        ],
     );
-    let deployment = &objects[&("Deployment".to_owned(), "velero".to_owned(), "velero".to_owned())];
+    let deployment = &objects[&(
+        "Deployment".to_owned(),
+        "velero".to_owned(),
+        "velero".to_owned(),
+    )];
     assert_eq!(
         deployment["spec"]["template"]["spec"]["serviceAccountName"],
         "backup-sa"
@@ -343,10 +363,16 @@ schedules:
         get("BackupStorageLocation", "other")["spec"]["credential"],
         json!({"name": "other-creds", "key": "cloud"})
     );
-    assert_eq!(get("VolumeSnapshotLocation", "default")["spec"]["provider"], "aws");
+    assert_eq!(
+        get("VolumeSnapshotLocation", "default")["spec"]["provider"],
+        "aws"
+    );
     let schedule = get("Schedule", "velero-nightly");
     assert_eq!(schedule["spec"]["schedule"], "0 3 * * *");
-    assert_eq!(schedule["spec"]["template"]["includedNamespaces"], json!(["shop"]));
+    assert_eq!(
+        schedule["spec"]["template"]["includedNamespaces"],
+        json!(["shop"])
+    );
     assert!(!objects.keys().any(|(_, _, name)| name == "velero-off"));
     assert_eq!(
         get("Service", "velero")["spec"]["ports"][0]["targetPort"],

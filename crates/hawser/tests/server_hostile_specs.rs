@@ -84,12 +84,29 @@ async fn hostile_patterns_fail_validation_and_the_server_carries_on() {
         "broken",
         json!({"backupName": "base", "excludedResources": ["secrets", "[x"]}),
     );
+    // Names no object can have (no request can even be built for some): they do not exist.
+    create_backup(
+        &cluster,
+        "nowhere",
+        json!({"storageLocation": "<b>x y</b>"}),
+    );
+    create_restore(&cluster, "nothing", json!({"backupName": "a b/c"}));
     create_backup(
         &cluster,
         "ordinary",
         json!({"includedNamespaces": ["shop"]}),
     );
 
+    let nowhere = wait_final(&cluster, &server, "Backup", "nowhere").await;
+    assert_eq!(
+        validation_errors(&nowhere),
+        "BackupStorageLocation <b>x y</b> named in spec.storageLocation does not exist in namespace velero; create it (hawser backup-location create) or name an existing one"
+    );
+    let nothing = wait_final(&cluster, &server, "Restore", "nothing").await;
+    assert_eq!(
+        validation_errors(&nothing),
+        "Backup a b/c does not exist in namespace velero; list them with `hawser backup get`"
+    );
     for kind in ["Backup", "Restore"] {
         let done = wait_final(&cluster, &server, kind, "bomb").await;
         assert_eq!(phase(&done), "FailedValidation", "{kind}: {done:#}");

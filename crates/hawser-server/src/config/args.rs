@@ -74,6 +74,21 @@ pub struct ServerArgs {
     #[arg(long, env = "HAWSER_METRICS_ADDRESS", default_value = ":8085")]
     pub metrics_address: String,
 
+    /// Serve a read-only status page at /status on --metrics-address: Backups, Restores and
+    /// Schedules with their phases, progress and warnings, the phases this server stored, and
+    /// the statuses it still owes. Off by default (it shows object names to whoever reaches
+    /// the metrics port).
+    #[arg(
+        long,
+        env = "HAWSER_STATUS_PAGE",
+        default_value_t = false,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub status_page: bool,
+
     /// Backups that run at the same time (must be > 0).
     #[arg(long, env = "HAWSER_CONCURRENT_BACKUPS", default_value_t = 1)]
     pub concurrent_backups: usize,
@@ -353,6 +368,7 @@ impl ServerArgs {
             client_burst,
             client_page_size,
             metrics_address,
+            status_page,
             concurrent_backups,
             restore_resource_priorities,
             status_patch_max_backoff,
@@ -482,6 +498,7 @@ impl ServerArgs {
                 grace_period: non_negative("shutdown-grace-period", shutdown_grace_period)?,
             },
             metrics_address: parse_listen_address(&metrics_address)?,
+            status_page,
             downloads: downloads.settings()?,
             controllers: Enabled::new(&disable_controllers, restore_only)?,
         })

@@ -20,6 +20,8 @@ pub(crate) struct Settings {
     pub(crate) shutdown: ShutdownSettings,
     /// `--metrics-address`: where `/metrics`, `/livez` and `/readyz` are served.
     pub(crate) metrics_address: SocketAddr,
+    /// `--status-page`: serve `/status` on the metrics listener.
+    pub(crate) status_page: bool,
     /// `--download-address`, `--download-url`: the listener of `filesystem` downloads.
     pub(crate) downloads: super::DownloadSettings,
     /// `--disable-controllers`, `--restore-only`: which controllers a term starts.

@@ -268,7 +268,13 @@ async fn check(ctx: &Context, json: Value) -> Checked {
         &ctx.namespace,
         &Kind::Backup.api_resource(),
     );
-    let backup_json = match backups.get_opt(&backup_name).await {
+    // No object has a name that is not a DNS subdomain (and no request can be built for some).
+    let found = if hawser_core::label::is_dns_subdomain(&backup_name) {
+        backups.get_opt(&backup_name).await
+    } else {
+        Ok(None)
+    };
+    let backup_json = match found {
         Ok(Some(b)) => serde_json::to_value(b).unwrap_or(Value::Null),
         Ok(None) => {
             return Checked::Invalid(vec![format!(
