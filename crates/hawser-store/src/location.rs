@@ -286,6 +286,19 @@ impl Location {
             .map_err(|e| StoreError::storage("get", key, e))
     }
 
+    /// Reads `range` (byte offsets) of an object: one ranged GET.
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`] (see [`StoreError::is_not_found`]; a range past the end is one
+    /// too) or [`StoreError::InvalidKey`].
+    pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Bytes, StoreError> {
+        let path = self.path(key)?;
+        self.store
+            .get_range(&path, range)
+            .await
+            .map_err(|e| StoreError::storage("get", key, e))
+    }
+
     /// Opens an object as a stream of chunks (memory: one chunk at a time).
     ///
     /// # Errors

@@ -1,0 +1,218 @@
+//! Index blobs (decrypted): which pack holds each content, where, how long, and when it was
+//! written. Version 2 (kopia's default since format 2) and version 1 are read; the layout is
+//! kopia's writer's (big-endian throughout):
+//!
+//! - v2: a 17-byte header (version, key size, entry size, entry count, pack count, format
+//!   count, base timestamp), the entries sorted by key (key ‖ value of 16–19 bytes), the pack
+//!   table (5 bytes each: name length, name offset), the format table (6 bytes each:
+//!   compression ID, format version, encryption key ID), then the pack names.
+//! - v1: an 8-byte header (version, key size, entry size = 20, entry count), then entries
+//!   whose value holds a 48-bit timestamp, the format version, the pack name's length and
+//!   offset, the deleted flag with the pack offset, and the packed length.
+
+use std::sync::Arc;
+
+use crate::KopiaError;
+use crate::content::ContentId;
+use crate::crypto::OVERHEAD;
+
+/// Where one content is, and its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The content.
+    pub id: ContentId,
+    /// The pack blob holding it.
+    pub pack: Arc<str>,
+    /// Its offset in the pack.
+    pub offset: u32,
+    /// Its stored (encrypted, maybe compressed) length.
+    pub packed_length: u32,
+    /// Its plaintext length.
+    pub original_length: u32,
+    /// When this entry was written (seconds since the epoch).
+    pub timestamp: i64,
+    /// Marked deleted (still readable until the deletion watermark passes it).
+    pub deleted: bool,
+    /// The compressor's ID (0: stored as is).
+    pub compression: u32,
+    /// The repository format version it was written under.
+    pub format_version: u8,
+    /// The encryption key ID (kopia writes 0 only).
+    pub key_id: u8,
+}
+
+/// Reads a big-endian integer of `N` bytes at `at`.
+fn be<const N: usize>(data: &[u8], at: usize) -> Option<u64> {
+    let bytes = data.get(at..at.checked_add(N)?)?;
+    Some(bytes.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b)))
+}
+
+fn narrow<T: TryFrom<u64>>(n: u64, what: &str) -> Result<T, KopiaError> {
+    T::try_from(n).map_err(|_| KopiaError::malformed(what, format!("{n} is out of range")))
+}
+
+/// Every entry of the decrypted index blob `data` (named `what` in errors).
+///
+/// # Errors
+/// [`KopiaError::Unsupported`] for an unknown version, [`KopiaError::Malformed`] when a
+/// table or entry lies outside the data.
+pub fn parse(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
+    match data.first() {
+        Some(2) => parse_v2(data, what),
+        Some(1) => parse_v1(data, what),
+        Some(v) => Err(KopiaError::Unsupported {
+            what: "index version",
+            value: format!("{v} (in {what})"),
+        }),
+        None => Err(KopiaError::malformed(what, "empty index")),
+    }
+}
+
+fn parse_v2(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
+    let short = || KopiaError::malformed(what, "shorter than its tables say");
+    let key_size = usize::from(data.get(1).copied().ok_or_else(short)?);
+    if key_size == 0xff {
+        return Ok(Vec::new());
+    }
+    let entry_size: usize = narrow(be::<2>(data, 2).ok_or_else(short)?, what)?;
+    let count: usize = narrow(be::<4>(data, 4).ok_or_else(short)?, what)?;
+    let pack_count: usize = narrow(be::<4>(data, 8).ok_or_else(short)?, what)?;
+    let format_count = usize::from(data.get(12).copied().ok_or_else(short)?);
+    let base_timestamp = be::<4>(data, 13).ok_or_else(short)?;
+    if key_size <= 1 || !(16..=19).contains(&entry_size) || key_size + entry_size > 256 {
+        return Err(KopiaError::malformed(
+            what,
+            format!("key size {key_size} and entry size {entry_size}"),
+        ));
+    }
+    let stride = key_size + entry_size;
+    let packs_at = count
+        .checked_mul(stride)
+        .and_then(|n| n.checked_add(17))
+        .ok_or_else(short)?;
+    let formats_at = pack_count
+        .checked_mul(5)
+        .and_then(|n| n.checked_add(packs_at))
+        .ok_or_else(short)?;
+    let formats_end = formats_at + format_count * 6;
+    if formats_end > data.len() {
+        return Err(short());
+    }
+    let mut packs = Vec::with_capacity(pack_count);
+    for i in 0..pack_count {
+        let at = packs_at + 5 * i;
+        let len: usize = narrow(be::<1>(data, at).ok_or_else(short)?, what)?;
+        let offset: usize = narrow(be::<4>(data, at + 1).ok_or_else(short)?, what)?;
+        let name = data.get(offset..offset + len).ok_or_else(short)?;
+        let name = std::str::from_utf8(name)
+            .map_err(|_| KopiaError::malformed(what, "a pack name is not text"))?;
+        packs.push(Arc::<str>::from(name));
+    }
+    let formats: Vec<(u32, u8, u8)> = (0..format_count)
+        .map(|i| {
+            let at = formats_at + 6 * i;
+            let compression =
+                u32::from_be_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]);
+            (compression, data[at + 4], data[at + 5])
+        })
+        .collect();
+    let mut entries = Vec::with_capacity(count);
+    for i in 0..count {
+        let at = 17 + i * stride;
+        let key = &data[at..at + key_size];
+        let value = &data[at + key_size..at + stride];
+        // Bytes past the entry size count as 0.
+        let byte = |n: usize| u64::from(value.get(n).copied().unwrap_or(0));
+        let timestamp = be::<4>(value, 0).unwrap_or(0) + base_timestamp;
+        let offset_word = be::<4>(value, 4).unwrap_or(0);
+        let original = be::<3>(value, 8).unwrap_or(0) | ((byte(18) >> 4) << 24);
+        let packed = be::<3>(value, 11).unwrap_or(0) | ((byte(18) & 0x0f) << 24);
+        let pack_index = be::<2>(value, 14).unwrap_or(0) | (byte(17) << 16);
+        let format_index: usize = narrow(byte(16), what)?;
+        let pack = packs
+            .get(narrow::<usize>(pack_index, what)?)
+            .cloned()
+            .ok_or_else(|| {
+                KopiaError::malformed(what, format!("entry {i} names pack {pack_index}"))
+            })?;
+        let (compression, format_version, key_id) = match formats.get(format_index) {
+            Some(format) => *format,
+            // A v2 index without formats: every entry is stored as is.
+            None if format_count == 0 => (0, 0, 0),
+            None => {
+                return Err(KopiaError::malformed(
+                    what,
+                    format!("entry {i} names format {format_index}"),
+                ));
+            }
+        };
+        entries.push(Entry {
+            id: ContentId(key.into()),
+            pack,
+            offset: narrow(offset_word & 0x7fff_ffff, what)?,
+            packed_length: narrow(packed, what)?,
+            original_length: narrow(original, what)?,
+            timestamp: narrow(timestamp, what)?,
+            deleted: offset_word & 0x8000_0000 != 0,
+            compression,
+            format_version,
+            key_id,
+        });
+    }
+    Ok(entries)
+}
+
+fn parse_v1(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
+    let short = || KopiaError::malformed(what, "shorter than its header says");
+    let key_size = usize::from(data.get(1).copied().ok_or_else(short)?);
+    if key_size == 0xff {
+        return Ok(Vec::new());
+    }
+    let entry_size: usize = narrow(be::<2>(data, 2).ok_or_else(short)?, what)?;
+    let count: usize = narrow(be::<4>(data, 4).ok_or_else(short)?, what)?;
+    if entry_size != 20 || key_size <= 1 {
+        return Err(KopiaError::malformed(
+            what,
+            format!("key size {key_size} and entry size {entry_size}"),
+        ));
+    }
+    let stride = key_size + entry_size;
+    let mut entries = Vec::with_capacity(count);
+    for i in 0..count {
+        let at = 8 + i * stride;
+        let key = data.get(at..at + key_size).ok_or_else(short)?;
+        let value = data.get(at + key_size..at + stride).ok_or_else(short)?;
+        let head = be::<8>(value, 0).unwrap_or(0);
+        let name_len: usize = narrow(head & 0xff, what)?;
+        let name_at: usize = narrow(be::<4>(value, 8).unwrap_or(0), what)?;
+        let name = data.get(name_at..name_at + name_len).ok_or_else(short)?;
+        let name = std::str::from_utf8(name)
+            .map_err(|_| KopiaError::malformed(what, "a pack name is not text"))?;
+        let offset_word = be::<4>(value, 12).unwrap_or(0);
+        let packed: u32 = narrow(be::<4>(value, 16).unwrap_or(0), what)?;
+        entries.push(Entry {
+            id: ContentId(key.into()),
+            pack: Arc::from(name),
+            offset: narrow(offset_word & 0x7fff_ffff, what)?,
+            packed_length: packed,
+            // v1 stores no plaintext length: the packed one less the cipher's overhead.
+            original_length: packed.saturating_sub(u32::try_from(OVERHEAD).unwrap_or(0)),
+            timestamp: narrow(head >> 16, what)?,
+            deleted: offset_word & 0x8000_0000 != 0,
+            compression: 0,
+            format_version: narrow((head >> 8) & 0xff, what)?,
+            key_id: 0,
+        });
+    }
+    Ok(entries)
+}
+
+/// Whether entry `a` wins over `b` for the same content: the newer, then the one not deleted,
+/// then the greater pack name (kopia's rule).
+pub(crate) fn wins(a: &Entry, b: &Entry) -> bool {
+    (a.timestamp, !a.deleted, &a.pack) > (b.timestamp, !b.deleted, &b.pack)
+}
+
+#[cfg(test)]
+#[path = "index_tests.rs"]
+mod tests;

@@ -1,0 +1,34 @@
+//! A kopia-compatible repository in Rust, starting with its reader: the repositories Velero's
+//! file-system backup and CSI data mover write into a backup storage location
+//! (`<prefix>/kopia/<namespace>/`, kopia's format 3 with its defaults: index v2 with epochs,
+//! `BLAKE2B-256-128`, `AES256-GCM-HMAC-SHA256`, zstd-fastest metadata), read through any
+//! provider of `hawser-store`. No Kubernetes here.
+//!
+//! Open a repository with its password ([`Repository::open`]), list its snapshots
+//! ([`Repository::snapshots`]) and restore one into a directory ([`Repository::restore`]).
+//! What this reader does not implement (format 1, error correction, another cipher, an unknown
+//! compressor) is refused with a [`KopiaError::Unsupported`] naming it, never read wrongly.
+//! The writer is not built yet.
+
+mod blobs;
+mod content;
+mod crypto;
+pub mod epoch;
+mod error;
+pub mod index;
+mod object;
+mod repo;
+mod restore;
+mod snapshot;
+
+pub use blobs::Blobs;
+pub use content::ContentId;
+pub use error::KopiaError;
+pub use object::{Chunk, ObjectId};
+pub use repo::{FORMAT_BLOB, Repository, RepositoryConfig};
+pub use restore::{RestoreOptions, RestoreStats};
+pub use snapshot::{DirEntry, Snapshot};
+
+/// Velero's repository password when its Secret `velero-repo-credentials` (key
+/// `repository-password`) was created by Velero: one well-known value for every installation.
+pub const VELERO_DEFAULT_PASSWORD: &str = "static-passw0rd";

@@ -1,0 +1,206 @@
+//! Objects: a file's data, a directory listing or a symbolic link's target, as contents.
+//!
+//! An object ID is `I*` `Z`? `D`? then a content ID: each `I` is one level of indirection (the
+//! content holds a JSON list of the parts, `{"stream":"kopia:indirect","entries":[{"s":start,
+//! "l":length,"o":object}]}`, `s` and `l` left out when 0), `Z` marks object-level compression
+//! (index v1 only), `D` is an old marker without meaning. A file's data becomes a flat list of
+//! [`Chunk`]s, which the restore fetches several at a time.
+
+use serde::Deserialize;
+
+use crate::KopiaError;
+use crate::content::{ContentId, decompress};
+use crate::repo::Repository;
+
+/// Levels of indirection followed at most (kopia writes one or two).
+const MAX_INDIRECTION: usize = 8;
+
+/// A parsed object ID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectId {
+    indirection: usize,
+    compressed: bool,
+    content: ContentId,
+}
+
+impl ObjectId {
+    /// Parses the text form.
+    ///
+    /// # Errors
+    /// [`KopiaError::Malformed`].
+    pub fn parse(text: &str) -> Result<Self, KopiaError> {
+        let indirection = text.bytes().take_while(|b| *b == b'I').count();
+        let mut rest = &text[indirection..];
+        let compressed = rest.starts_with('Z');
+        if compressed {
+            rest = &rest[1..];
+        }
+        if let Some(stripped) = rest.strip_prefix('D') {
+            rest = stripped;
+        }
+        if indirection > MAX_INDIRECTION || (compressed && indirection > 0) {
+            return Err(KopiaError::malformed(
+                format!("object ID {text:?}"),
+                "unexpected indirection or compression",
+            ));
+        }
+        Ok(Self {
+            indirection,
+            compressed,
+            content: ContentId::parse(rest)?,
+        })
+    }
+}
+
+/// A piece of a file: the whole of one content, at `offset` in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// Where the piece starts in the file.
+    pub offset: u64,
+    /// Its length.
+    pub length: u64,
+    /// The content holding it.
+    pub content: ContentId,
+    /// Object-level compression: the content holds a compressed stream.
+    pub compressed: bool,
+}
+
+#[derive(Deserialize)]
+struct IndirectList {
+    stream: String,
+    entries: Vec<IndirectEntry>,
+}
+
+#[derive(Deserialize)]
+struct IndirectEntry {
+    #[serde(rename = "s", default)]
+    start: u64,
+    #[serde(rename = "l", default)]
+    length: u64,
+    #[serde(rename = "o")]
+    object: String,
+}
+
+impl Repository {
+    /// The pieces of object `id`, in order, from offset 0.
+    ///
+    /// # Errors
+    /// [`KopiaError::Malformed`] for a list that is not kopia's or whose pieces do not follow
+    /// one another, and the errors of [`Repository::read_content`].
+    pub async fn chunks(&self, id: &ObjectId) -> Result<Vec<Chunk>, KopiaError> {
+        let mut out = Vec::new();
+        // (object, where it starts, the length its list gave, if any)
+        let mut pending = vec![(id.clone(), 0u64, None::<u64>)];
+        while let Some((object, start, listed)) = pending.pop() {
+            if object.indirection == 0 {
+                let length = match listed {
+                    Some(l) => l,
+                    None => self
+                        .entry(&object.content)
+                        .map(|e| u64::from(e.original_length))
+                        .ok_or_else(|| KopiaError::MissingContent(object.content.to_string()))?,
+                };
+                out.push(Chunk {
+                    offset: start,
+                    length,
+                    content: object.content,
+                    compressed: object.compressed,
+                });
+                continue;
+            }
+            let what = format!("indirect list {}", object.content);
+            let list = ObjectId {
+                indirection: object.indirection - 1,
+                ..object.clone()
+            };
+            let bytes = self.read_object(&list).await?;
+            let list: IndirectList =
+                serde_json::from_slice(&bytes).map_err(|e| KopiaError::malformed(&what, e))?;
+            if list.stream != "kopia:indirect" {
+                return Err(KopiaError::malformed(
+                    what,
+                    format!("stream {:?}", list.stream),
+                ));
+            }
+            let mut expected = 0u64;
+            let mut parts = Vec::with_capacity(list.entries.len());
+            for entry in list.entries {
+                if entry.start != expected {
+                    return Err(KopiaError::malformed(
+                        &what,
+                        format!("a piece starts at {}, not {expected}", entry.start),
+                    ));
+                }
+                expected = entry.start + entry.length;
+                parts.push((
+                    ObjectId::parse(&entry.object)?,
+                    start + entry.start,
+                    Some(entry.length),
+                ));
+            }
+            if let Some(total) = listed
+                && total != expected
+            {
+                return Err(KopiaError::malformed(
+                    what,
+                    format!("{expected} bytes, its parent says {total}"),
+                ));
+            }
+            // Popped last first: push in reverse so that pieces come out in order.
+            pending.extend(parts.into_iter().rev());
+        }
+        Ok(out)
+    }
+
+    /// The bytes of one chunk.
+    ///
+    /// # Errors
+    /// Those of [`Repository::read_content`]; [`KopiaError::Malformed`] when the length is not
+    /// the one listed.
+    pub async fn read_chunk(&self, chunk: &Chunk) -> Result<Vec<u8>, KopiaError> {
+        let mut data = self.read_content(&chunk.content).await?;
+        if chunk.compressed {
+            data = decompress(&data, 0, &format!("object Z{}", chunk.content))?;
+        }
+        if data.len() as u64 != chunk.length {
+            return Err(KopiaError::malformed(
+                format!("content {}", chunk.content),
+                format!("{} bytes, its list says {}", data.len(), chunk.length),
+            ));
+        }
+        Ok(data)
+    }
+
+    /// A whole object in memory (directory listings, indirect lists, symbolic links).
+    ///
+    /// # Errors
+    /// Those of [`Repository::chunks`] and [`Repository::read_chunk`].
+    pub async fn read_object(&self, id: &ObjectId) -> Result<Vec<u8>, KopiaError> {
+        let chunks = Box::pin(self.chunks(id)).await?;
+        let mut out = Vec::new();
+        for chunk in &chunks {
+            out.extend(self.read_chunk(chunk).await?);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_ids_say_their_indirection_and_compression() {
+        let id = ObjectId::parse("Ix0123456789abcdef0123456789abcdef").unwrap();
+        assert_eq!((id.indirection, id.compressed), (1, false));
+        assert_eq!(id.content.prefix(), Some('x'));
+        let id = ObjectId::parse("ZD0123456789abcdef0123456789abcdef").unwrap();
+        assert_eq!(
+            (id.indirection, id.compressed, id.content.prefix()),
+            (0, true, None)
+        );
+        assert!(ObjectId::parse("IZ0123456789abcdef0123456789abcdef").is_err());
+        assert!(ObjectId::parse(&format!("{}k01", "I".repeat(9))).is_err());
+    }
+}

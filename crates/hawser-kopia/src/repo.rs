@@ -1,0 +1,234 @@
+//! Opening a repository and reading its contents.
+//!
+//! Opening reads `kopia.repository`, derives the password's key, decrypts the repository's
+//! config (hash, cipher, keys, format version, index version, epoch parameters), refuses what
+//! this reader does not implement by name, then lists the blobs, reads the live index blobs
+//! ([`crate::epoch`]) and merges their entries: per content the newest entry wins, and a
+//! deleted one older than the deletion watermark is gone. Reading a content is one ranged GET
+//! of its pack, then authenticated decryption and, when the index says so, decompression.
+
+use std::collections::HashMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use futures::{StreamExt as _, TryStreamExt as _};
+use serde::Deserialize;
+
+use crate::blobs::Blobs;
+use crate::content::{ContentId, decompress};
+use crate::crypto::{ContentCipher, blob_iv, open_format, password_key};
+use crate::index::{Entry, parse, wins};
+use crate::{KopiaError, epoch};
+
+/// The name of the format blob.
+pub const FORMAT_BLOB: &str = "kopia.repository";
+/// Index blobs read at once while opening.
+const INDEX_READS: usize = 8;
+
+/// `kopia.repository`: plain JSON around the encrypted config.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FormatBlob {
+    #[serde(rename = "uniqueID")]
+    unique_id: String,
+    #[serde(default)]
+    key_algo: String,
+    #[serde(default)]
+    encryption: String,
+    #[serde(default)]
+    encrypted_block_format: String,
+}
+
+/// The decrypted config's `format` object (the fields a reader uses).
+#[derive(Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryConfig {
+    /// The content hash (`BLAKE2B-256-128` by default).
+    pub hash: String,
+    /// The content cipher (`AES256-GCM-HMAC-SHA256` by default).
+    pub encryption: String,
+    /// Error correction, if any (Velero never turns it on).
+    #[serde(default)]
+    pub ecc: String,
+    /// The format version: 1, 2 or 3.
+    pub version: u8,
+    /// The index version: 1 or 2 (0 means 1).
+    #[serde(default)]
+    pub index_version: u8,
+    /// The splitter of new objects (`DYNAMIC-4M-BUZHASH` by default).
+    #[serde(default)]
+    pub splitter: String,
+    /// The largest pack.
+    #[serde(default)]
+    pub max_pack_size: u64,
+    #[serde(rename = "masterKey")]
+    master_key: String,
+    #[serde(default)]
+    epoch_parameters: EpochParameters,
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+struct EpochParameters {
+    #[serde(rename = "Enabled", default)]
+    enabled: bool,
+}
+
+#[derive(Deserialize)]
+struct Config {
+    format: RepositoryConfig,
+}
+
+/// An open repository: its config and the merged index of its contents.
+pub struct Repository {
+    blobs: Blobs,
+    config: RepositoryConfig,
+    cipher: ContentCipher,
+    index: HashMap<ContentId, Entry>,
+}
+
+impl Repository {
+    /// Opens the repository in `blobs` with `password`.
+    ///
+    /// # Errors
+    /// [`KopiaError::WrongPassword`]; [`KopiaError::Unsupported`] for a format, cipher, hash,
+    /// error correction or index version this reader does not implement;
+    /// [`KopiaError::Storage`], [`KopiaError::Malformed`], [`KopiaError::Authentication`].
+    pub async fn open(blobs: Blobs, password: &str) -> Result<Self, KopiaError> {
+        let raw = blobs.get(FORMAT_BLOB).await?;
+        let config = open_config(&raw, password)?;
+        let master_key = base64_field(&config.master_key, "masterKey")?;
+        let cipher = ContentCipher::new(&config.encryption, &master_key)?;
+        let ids = blobs.list().await?;
+        let set = epoch::select(&ids)?;
+        let mut index: HashMap<ContentId, Entry> = HashMap::new();
+        let mut reads = futures::stream::iter(set.blobs.iter().map(|id| {
+            let (blobs, cipher) = (&blobs, &cipher);
+            async move {
+                let sealed = blobs.get(id).await?;
+                let plain = cipher.decrypt(&blob_iv(id)?, &sealed, &format!("index blob {id}"))?;
+                parse(&plain, &format!("index blob {id}"))
+            }
+        }))
+        .buffer_unordered(INDEX_READS);
+        while let Some(entries) = reads.try_next().await? {
+            for entry in entries {
+                match index.get(&entry.id) {
+                    Some(have) if !wins(&entry, have) => {}
+                    _ => {
+                        index.insert(entry.id.clone(), entry);
+                    }
+                }
+            }
+        }
+        drop(reads);
+        // Deleted before the watermark: gone, as kopia reads it.
+        index.retain(|_, e| !(e.deleted && e.timestamp <= set.watermark));
+        tracing::debug!(
+            contents = index.len(),
+            index_blobs = set.blobs.len(),
+            "kopia repository opened"
+        );
+        Ok(Self {
+            blobs,
+            config,
+            cipher,
+            index,
+        })
+    }
+
+    /// The repository's config.
+    #[must_use]
+    pub fn config(&self) -> &RepositoryConfig {
+        &self.config
+    }
+
+    /// The index entry of `id`, if the repository holds it.
+    #[must_use]
+    pub fn entry(&self, id: &ContentId) -> Option<&Entry> {
+        self.index.get(id)
+    }
+
+    /// The live (not deleted) contents whose ID has `prefix`.
+    pub fn contents_with_prefix(&self, prefix: char) -> impl Iterator<Item = &Entry> {
+        self.index
+            .values()
+            .filter(move |e| !e.deleted && e.id.prefix() == Some(prefix))
+    }
+
+    /// The plaintext of content `id`.
+    ///
+    /// # Errors
+    /// [`KopiaError::MissingContent`], [`KopiaError::Storage`], [`KopiaError::Authentication`],
+    /// [`KopiaError::Malformed`], [`KopiaError::Unsupported`] (an unknown compressor).
+    pub async fn read_content(&self, id: &ContentId) -> Result<Vec<u8>, KopiaError> {
+        let entry = self
+            .index
+            .get(id)
+            .ok_or_else(|| KopiaError::MissingContent(id.to_string()))?;
+        let sealed = self
+            .blobs
+            .get_range(
+                &entry.pack,
+                u64::from(entry.offset),
+                u64::from(entry.packed_length),
+            )
+            .await?;
+        let what = format!("content {id}");
+        let plain = self.cipher.decrypt(id.iv(), &sealed, &what)?;
+        let plain = if entry.compression == 0 {
+            plain
+        } else {
+            decompress(&plain, entry.compression, &what)?
+        };
+        if plain.len() != entry.original_length as usize {
+            return Err(KopiaError::malformed(
+                what,
+                format!(
+                    "{} bytes, the index says {}",
+                    plain.len(),
+                    entry.original_length
+                ),
+            ));
+        }
+        Ok(plain)
+    }
+}
+
+fn base64_field(text: &str, field: &str) -> Result<Vec<u8>, KopiaError> {
+    STANDARD
+        .decode(text)
+        .map_err(|e| KopiaError::malformed(format!("repository field {field}"), e))
+}
+
+/// The repository config in the format blob `raw`, opened with `password`.
+fn open_config(raw: &[u8], password: &str) -> Result<RepositoryConfig, KopiaError> {
+    let blob: FormatBlob =
+        serde_json::from_slice(raw).map_err(|e| KopiaError::malformed(FORMAT_BLOB, e))?;
+    if blob.encryption != "AES256_GCM" {
+        return Err(KopiaError::Unsupported {
+            what: "format blob encryption",
+            value: blob.encryption,
+        });
+    }
+    let unique_id = base64_field(&blob.unique_id, "uniqueID")?;
+    let sealed = base64_field(&blob.encrypted_block_format, "encryptedBlockFormat")?;
+    let key = password_key(password, &unique_id, &blob.key_algo)?;
+    let plain = open_format(&key, &unique_id, &sealed)?;
+    let config: Config = serde_json::from_slice(&plain)
+        .map_err(|e| KopiaError::malformed("the repository config", e))?;
+    let config = config.format;
+    let refuse = |what: &'static str, value: String| Err(KopiaError::Unsupported { what, value });
+    if !matches!(config.version, 2 | 3) {
+        return refuse("repository format version", config.version.to_string());
+    }
+    if !config.ecc.is_empty() {
+        return refuse("error correction (ecc)", config.ecc);
+    }
+    if !config.epoch_parameters.enabled {
+        return refuse("index layout", "epochs disabled".to_owned());
+    }
+    if !matches!(config.index_version, 1 | 2) {
+        return refuse("index version", config.index_version.to_string());
+    }
+    Ok(config)
+}

@@ -1,0 +1,311 @@
+//! Repositories written by kopia itself (the CLI built from Velero's kopia fork by
+//! `scripts/build-kopia.sh`, named by `KOPIA`) into an S3 bucket (moto, or the run's
+//! `HAWSER_TEST_S3_ENDPOINT`) in Velero's layout (`kopia/<namespace>/`, password
+//! `static-passw0rd`, user and host `default`), read by this crate through `hawser-store`:
+//! snapshots listed, restored byte for byte with modes, times, links and holes. `scripts/test`
+//! leaves them out without `KOPIA`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../hawser-store/tests/common/mod.rs"]
+mod store_common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use hawser_kopia::{Blobs, KopiaError, Repository, RestoreOptions, VELERO_DEFAULT_PASSWORD};
+use hawser_store::Location;
+use store_common::StorageServer;
+
+fn kopia_binary() -> PathBuf {
+    std::env::var_os("KOPIA")
+        .map(PathBuf::from)
+        .expect("KOPIA is not set: run KOPIA=$(scripts/build-kopia.sh) scripts/test")
+}
+
+/// kopia's CLI with a configuration of its own in `home`.
+struct Kopia {
+    home: tempfile::TempDir,
+}
+
+impl Kopia {
+    fn new() -> Self {
+        Self {
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new(kopia_binary())
+            .args(args)
+            .env("KOPIA_PASSWORD", VELERO_DEFAULT_PASSWORD)
+            .env(
+                "KOPIA_CONFIG_PATH",
+                self.home.path().join("repository.config"),
+            )
+            .env("KOPIA_CACHE_DIRECTORY", self.home.path().join("cache"))
+            .env("KOPIA_LOG_DIR", self.home.path().join("logs"))
+            .env("KOPIA_CHECK_FOR_UPDATES", "false")
+            .output()
+            .expect("kopia starts");
+        assert!(
+            out.status.success(),
+            "kopia {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Creates the repository of namespace `ns` in `bucket`, as Velero lays it out.
+    fn create(&self, server: &StorageServer, bucket: &str, ns: &str) {
+        let prefix = format!("kopia/{ns}/");
+        self.run(&[
+            "repository",
+            "create",
+            "s3",
+            "--bucket",
+            bucket,
+            "--prefix",
+            &prefix,
+            "--endpoint",
+            server.host(),
+            "--disable-tls",
+            "--access-key",
+            "testing",
+            "--secret-access-key",
+            "testing",
+            "--region",
+            "us-east-1",
+            "--override-hostname",
+            "default",
+            "--override-username",
+            "default",
+        ]);
+    }
+
+    /// Snapshots `dir`; returns the snapshot's ID.
+    fn snapshot(&self, dir: &Path) -> String {
+        self.run(&["snapshot", "create", dir.to_str().unwrap()]);
+        let list: serde_json::Value =
+            serde_json::from_str(&self.run(&["snapshot", "list", "--json", dir.to_str().unwrap()]))
+                .unwrap();
+        let last = list.as_array().unwrap().last().unwrap();
+        last["id"].as_str().unwrap().to_owned()
+    }
+}
+
+/// `len` bytes that do not repeat (xorshift from `seed`).
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()[0]
+        })
+        .collect()
+}
+
+/// A tree with what a volume holds: small and empty files, a file large enough to be split
+/// into several contents, a sparse file, modes with setuid, links (one dangling), a deep path
+/// and a name that is not ASCII; times with nanoseconds.
+fn tree(root: &Path) {
+    let write = |path: &str, data: &[u8], mode: u32| {
+        let at = root.join(path);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(&at, data).unwrap();
+        std::fs::set_permissions(&at, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    write("a.txt", b"hello\n", 0o644);
+    write("empty", b"", 0o600);
+    write("data/big.bin", &noise(20 << 20, 7), 0o640);
+    let mut sparse = noise(64 << 10, 9);
+    sparse.resize(8 << 20, 0);
+    sparse.extend(noise(64 << 10, 11));
+    write("data/sparse.img", &sparse, 0o644);
+    write("bin/tool", b"#!/bin/sh\necho tool\n", 0o4755);
+    write(
+        "deep/er/still/ünïcode name.txt",
+        "ça va\n".as_bytes(),
+        0o644,
+    );
+    std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
+    std::os::unix::fs::symlink("../nowhere", root.join("data/dangling")).unwrap();
+    std::fs::set_permissions(root.join("deep"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    let mtime = filetime::FileTime::from_unix_time(1_765_000_000, 123_456_789);
+    filetime::set_file_mtime(root.join("a.txt"), mtime).unwrap();
+    filetime::set_symlink_file_times(root.join("link"), mtime, mtime).unwrap();
+}
+
+/// Every path under `root` with what identifies it: type, mode, size, mtime (ns), content
+/// digest or link target.
+fn describe(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let name = path.strip_prefix(root).unwrap().display().to_string();
+            let what = if meta.file_type().is_symlink() {
+                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                pending.push(path.clone());
+                format!("dir {:o}", meta.mode() & 0o7777)
+            } else {
+                let data = std::fs::read(&path).unwrap();
+                let sum = data
+                    .iter()
+                    .fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(*b));
+                format!(
+                    "file {:o} {} bytes sum {sum:x}",
+                    meta.mode() & 0o7777,
+                    meta.len()
+                )
+            };
+            // A link's own time is kept too; directories' times change as kopia reads them
+            // on some systems, so only files' and links' are compared.
+            let time = if meta.is_dir() {
+                String::new()
+            } else {
+                format!(" mtime {}.{:09}", meta.mtime(), meta.mtime_nsec())
+            };
+            out.insert(name, format!("{what}{time}"));
+        }
+    }
+    out
+}
+
+async fn open(
+    server: &StorageServer,
+    bucket: &str,
+    ns: &str,
+    password: &str,
+) -> Result<Repository, KopiaError> {
+    let location = Location::new(&server.spec(bucket)).unwrap();
+    Repository::open(Blobs::new(location, &format!("kopia/{ns}")), password).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_written_by_kopia_restore_byte_for_byte_with_modes_times_and_links() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-read");
+    server.create_bucket(&bucket);
+    let kopia = Kopia::new();
+    kopia.create(&server, &bucket, "shop");
+    let source = tempfile::tempdir().unwrap();
+    tree(source.path());
+    let first = kopia.snapshot(source.path());
+    let first_view = describe(source.path());
+    // An incremental snapshot: one file changed, one added.
+    std::fs::write(source.path().join("a.txt"), b"changed\n").unwrap();
+    std::fs::write(source.path().join("data/new.bin"), noise(3 << 20, 13)).unwrap();
+    let second = kopia.snapshot(source.path());
+    let second_view = describe(source.path());
+
+    let repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let config = repo.config();
+    assert_eq!(
+        (config.hash.as_str(), config.encryption.as_str()),
+        ("BLAKE2B-256-128", "AES256-GCM-HMAC-SHA256")
+    );
+    assert_eq!((config.version, config.index_version), (3, 2));
+    let snapshots = repo.snapshots().await.unwrap();
+    let ids: Vec<&str> = snapshots.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, [first.as_str(), second.as_str()]);
+    assert_eq!(
+        (snapshots[0].host.as_str(), snapshots[0].user.as_str()),
+        ("default", "default")
+    );
+    assert_eq!(snapshots[0].path, source.path().display().to_string());
+
+    for (snapshot, expected) in snapshots.iter().zip([first_view, second_view]) {
+        let target = tempfile::tempdir().unwrap();
+        let stats = repo
+            .restore(snapshot, target.path(), RestoreOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            describe(target.path()),
+            expected,
+            "snapshot {}",
+            snapshot.id
+        );
+        assert_eq!(stats.symlinks, 2);
+        // The zeros of the sparse file are holes again.
+        let sparse = std::fs::metadata(target.path().join("data/sparse.img")).unwrap();
+        assert!(
+            sparse.blocks() * 512 < sparse.len() / 2,
+            "{} blocks for {} bytes",
+            sparse.blocks(),
+            sparse.len()
+        );
+    }
+    // The large file was split into several contents, read through an indirect list.
+    let root = repo.directory(&snapshots[0].root.obj).await.unwrap();
+    let data = root.iter().find(|e| e.name == "data").unwrap();
+    let big = repo
+        .directory(&data.obj)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.name == "big.bin")
+        .unwrap();
+    assert!(big.obj.starts_with('I'), "{}", big.obj);
+}
+
+#[tokio::test]
+async fn a_wrong_password_or_a_missing_repository_is_said_so() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-password");
+    server.create_bucket(&bucket);
+    let kopia = Kopia::new();
+    kopia.create(&server, &bucket, "shop");
+    let err = open(&server, &bucket, "shop", "not-the-password")
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, KopiaError::WrongPassword), "{err}");
+    let err = open(&server, &bucket, "other", VELERO_DEFAULT_PASSWORD)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, KopiaError::Storage { blob, .. } if blob == "kopia.repository"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_restore_never_writes_through_what_is_already_there() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-target");
+    server.create_bucket(&bucket);
+    let kopia = Kopia::new();
+    kopia.create(&server, &bucket, "shop");
+    let source = tempfile::tempdir().unwrap();
+    std::fs::write(source.path().join("a.txt"), b"restored\n").unwrap();
+    kopia.snapshot(source.path());
+    let repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let snapshot = repo.snapshots().await.unwrap().pop().unwrap();
+
+    // A link at the file's name pointing outside the target: an error, the outside untouched.
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, b"mine\n").unwrap();
+    let target = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&victim, target.path().join("a.txt")).unwrap();
+    let err = repo
+        .restore(&snapshot, target.path(), RestoreOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, KopiaError::Restore { .. }), "{err}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"mine\n");
+}
