@@ -74,6 +74,17 @@ impl Blobs {
             .map_err(Self::error(id))
     }
 
+    /// Stores a whole blob.
+    ///
+    /// # Errors
+    /// [`KopiaError::Storage`].
+    pub async fn put(&self, id: &str, data: Bytes) -> Result<(), KopiaError> {
+        self.location
+            .put(&self.key(id), data)
+            .await
+            .map_err(Self::error(id))
+    }
+
     /// `length` bytes of a blob from `offset`.
     ///
     /// # Errors

@@ -140,6 +140,64 @@ impl ContentCipher {
     }
 }
 
+impl ContentCipher {
+    /// Seals `plain` with initialisation vector `iv` and a random nonce.
+    pub(crate) fn encrypt(&self, iv: &[u8], plain: &[u8]) -> Result<Vec<u8>, KopiaError> {
+        let failed = |_| KopiaError::malformed("a content to encrypt", "AES-256-GCM refused it");
+        let tag = hmac::sign(&self.derived, iv);
+        let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, tag.as_ref()).map_err(failed)?);
+        let mut nonce = [0u8; NONCE_LEN];
+        rand::fill(&mut nonce);
+        let mut body = Vec::with_capacity(plain.len() + OVERHEAD);
+        body.extend_from_slice(plain);
+        key.seal_in_place_append_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(iv),
+            &mut body,
+        )
+        .map_err(failed)?;
+        let mut out = Vec::with_capacity(body.len() + NONCE_LEN);
+        out.extend_from_slice(&nonce);
+        out.extend(body);
+        Ok(out)
+    }
+}
+
+/// The content hash: kopia's default `BLAKE2B-256-128`, BLAKE2b keyed with the repository's
+/// secret and a 32-byte digest, of which the first 16 bytes are the content ID.
+#[derive(Clone)]
+pub(crate) struct ContentHash {
+    key: Vec<u8>,
+}
+
+impl ContentHash {
+    /// The hash named `name` with the repository's `secret`.
+    pub(crate) fn new(name: &str, secret: &[u8]) -> Result<Self, KopiaError> {
+        if name != "BLAKE2B-256-128" {
+            return Err(KopiaError::Unsupported {
+                what: "content hash",
+                value: name.to_owned(),
+            });
+        }
+        Ok(Self {
+            key: secret.to_vec(),
+        })
+    }
+
+    /// The 16-byte hash of `data`.
+    pub(crate) fn hash(&self, data: &[u8]) -> [u8; 16] {
+        use blake2::digest::{FixedOutput as _, KeyInit as _, Update as _};
+        let mut out = [0u8; 16];
+        if let Ok(mut mac) =
+            blake2::Blake2bMac::<blake2::digest::consts::U32>::new_from_slice(&self.key)
+        {
+            mac.update(data);
+            out.copy_from_slice(&mac.finalize_fixed()[..16]);
+        }
+        out
+    }
+}
+
 /// The initialisation vector of an encrypted blob (index blobs): the 32 hex digits before the
 /// first `-` of its ID.
 pub(crate) fn blob_iv(blob_id: &str) -> Result<Vec<u8>, KopiaError> {

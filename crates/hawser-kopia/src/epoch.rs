@@ -23,6 +23,8 @@ pub struct IndexSet {
     pub blobs: Vec<String>,
     /// Deleted contents at or before this time are gone.
     pub watermark: i64,
+    /// The epoch new index blobs belong to (the greatest `xe` marker; 0 without one).
+    pub write_epoch: u64,
 }
 
 /// The epoch number at the start of `rest` (digits up to `_` or the end).
@@ -163,7 +165,11 @@ pub fn select(ids: &[String]) -> Result<IndexSet, KopiaError> {
             ),
         }
     }
-    Ok(IndexSet { blobs, watermark })
+    Ok(IndexSet {
+        blobs,
+        watermark,
+        write_epoch: w,
+    })
 }
 
 #[cfg(test)]

@@ -207,6 +207,99 @@ fn parse_v1(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
     Ok(entries)
 }
 
+/// A v2 index of `entries` as kopia's writer lays it out: sorted by content ID, the smallest
+/// entry size that holds them (16 bytes; 17 with more than one format; 18 with more than 65,536
+/// packs; 19 with a length of 2^24 or more), no base timestamp.
+///
+/// # Errors
+/// [`KopiaError::Unsupported`] for a length of 2^28 or more, an offset of 2^31 or more, or more
+/// than 255 formats, which the format cannot hold.
+pub fn build(entries: &[Entry]) -> Result<Vec<u8>, KopiaError> {
+    let too_big = |what: &str| KopiaError::Unsupported {
+        what: "index entry",
+        value: what.to_owned(),
+    };
+    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    sorted.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut packs: Vec<&str> = sorted.iter().map(|e| &*e.pack).collect();
+    packs.sort_unstable();
+    packs.dedup();
+    let mut formats: Vec<(u32, u8, u8)> = sorted
+        .iter()
+        .map(|e| (e.compression, e.format_version, e.key_id))
+        .collect();
+    formats.sort_unstable();
+    formats.dedup();
+    if formats.len() > 255 {
+        return Err(too_big("more than 255 formats"));
+    }
+    let long = sorted
+        .iter()
+        .any(|e| e.original_length >= 1 << 24 || e.packed_length >= 1 << 24);
+    let entry_size: usize = if long {
+        19
+    } else if packs.len() > 65_536 {
+        18
+    } else if formats.len() > 1 {
+        17
+    } else {
+        16
+    };
+    let key_size = sorted.first().map_or(0xff, |e| e.id.0.len());
+    let mut out = vec![2, u8::try_from(key_size).map_err(|_| too_big("key size"))?];
+    out.extend(u16::try_from(entry_size).unwrap_or(16).to_be_bytes());
+    let count = |n: usize, what: &str| u32::try_from(n).map_err(|_| too_big(what));
+    out.extend(count(sorted.len(), "entry count")?.to_be_bytes());
+    out.extend(count(packs.len(), "pack count")?.to_be_bytes());
+    out.push(u8::try_from(formats.len()).unwrap_or(0));
+    out.extend(0u32.to_be_bytes());
+    for entry in &sorted {
+        if entry.id.0.len() != key_size {
+            return Err(too_big("content IDs of different lengths"));
+        }
+        if entry.original_length >= 1 << 28 || entry.packed_length >= 1 << 28 {
+            return Err(too_big("a content of 256 MiB or more"));
+        }
+        if entry.offset >= 1 << 31 {
+            return Err(too_big("a pack offset of 2 GiB or more"));
+        }
+        let pack = packs.binary_search(&&*entry.pack).unwrap_or(0);
+        let format = formats
+            .binary_search(&(entry.compression, entry.format_version, entry.key_id))
+            .unwrap_or(0);
+        out.extend(&entry.id.0);
+        let mut value = Vec::with_capacity(entry_size);
+        value.extend(u32::try_from(entry.timestamp).unwrap_or(0).to_be_bytes());
+        value.extend((entry.offset | if entry.deleted { 1 << 31 } else { 0 }).to_be_bytes());
+        value.extend(&entry.original_length.to_be_bytes()[1..]);
+        value.extend(&entry.packed_length.to_be_bytes()[1..]);
+        value.extend(&u32::try_from(pack).unwrap_or(0).to_be_bytes()[2..]);
+        value.push(u8::try_from(format).unwrap_or(0));
+        value.push(u8::try_from(pack >> 16).unwrap_or(0));
+        value.push(
+            u8::try_from(((entry.original_length >> 24) << 4) | (entry.packed_length >> 24))
+                .unwrap_or(0),
+        );
+        value.truncate(entry_size);
+        out.extend(value);
+    }
+    let mut name_at = out.len() + 5 * packs.len() + 6 * formats.len();
+    for pack in &packs {
+        out.push(u8::try_from(pack.len()).map_err(|_| too_big("a pack name over 255 bytes"))?);
+        out.extend(count(name_at, "index size")?.to_be_bytes());
+        name_at += pack.len();
+    }
+    for (compression, version, key_id) in &formats {
+        out.extend(compression.to_be_bytes());
+        out.push(*version);
+        out.push(*key_id);
+    }
+    for pack in &packs {
+        out.extend(pack.as_bytes());
+    }
+    Ok(out)
+}
+
 /// Whether entry `a` wins over `b` for the same content: the newer, then the one not deleted,
 /// then the greater pack name (kopia's rule).
 pub(crate) fn wins(a: &Entry, b: &Entry) -> bool {

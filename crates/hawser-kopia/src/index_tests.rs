@@ -2,52 +2,66 @@
 
 use super::*;
 
-/// An entry to build: key, timestamp, deleted, offset, original length, packed length, format.
-type Row = (Vec<u8>, u32, bool, u32, u32, u32, u8);
+/// Where an entry is: offset, plaintext length, stored length.
+type Place = (u32, u32, u32);
 
-/// A v2 index of `entries`, all in pack `pack`, with the given formats; entry size 17.
-fn v2(pack: &str, formats: &[(u32, u8)], entries: &[Row]) -> Vec<u8> {
-    let key_size = entries[0].0.len();
-    let mut out = vec![2, u8::try_from(key_size).unwrap()];
-    out.extend(17u16.to_be_bytes());
-    out.extend(u32::try_from(entries.len()).unwrap().to_be_bytes());
-    out.extend(1u32.to_be_bytes());
-    out.push(u8::try_from(formats.len()).unwrap());
-    out.extend(0u32.to_be_bytes());
-    for (key, timestamp, deleted, offset, original, packed, format) in entries {
-        out.extend(key);
-        out.extend(timestamp.to_be_bytes());
-        out.extend((offset | if *deleted { 1 << 31 } else { 0 }).to_be_bytes());
-        out.extend(&original.to_be_bytes()[1..]);
-        out.extend(&packed.to_be_bytes()[1..]);
-        out.extend(0u16.to_be_bytes());
-        out.push(*format);
+/// An entry of content `id` in `pack`, written at `timestamp`, not compressed.
+fn entry(
+    id: &str,
+    pack: &str,
+    timestamp: i64,
+    deleted: bool,
+    (offset, original, packed): Place,
+) -> Entry {
+    Entry {
+        id: ContentId::parse(id).unwrap(),
+        pack: Arc::from(pack),
+        offset,
+        packed_length: packed,
+        original_length: original,
+        timestamp,
+        deleted,
+        compression: 0,
+        format_version: 3,
+        key_id: 0,
     }
-    let names_at = out.len() + 5 + 6 * formats.len();
-    out.push(u8::try_from(pack.len()).unwrap());
-    out.extend(u32::try_from(names_at).unwrap().to_be_bytes());
-    for (compression, version) in formats {
-        out.extend(compression.to_be_bytes());
-        out.push(*version);
-        out.push(0);
-    }
-    out.extend(pack.as_bytes());
-    out
 }
 
 #[test]
 fn a_v2_index_gives_each_content_its_pack_place_and_format() {
     let file = ContentId::parse("0123456789abcdef0123456789abcdef").unwrap();
     let dir = ContentId::parse("k0123456789abcdef0123456789abcdef").unwrap();
-    let data = v2(
-        "q0011-s22",
-        &[(0, 3), (0x1101, 3)],
-        &[
-            (file.0.to_vec(), 1_700_000_000, false, 32, 100, 128, 0),
-            (dir.0.to_vec(), 1_700_000_001, true, 160, 900, 300, 1),
-        ],
+    let written = [
+        Entry {
+            compression: 0x1101,
+            ..entry(
+                "k0123456789abcdef0123456789abcdef",
+                "q0011-s22",
+                1_700_000_001,
+                true,
+                (160, 900, 300),
+            )
+        },
+        entry(
+            "0123456789abcdef0123456789abcdef",
+            "q0011-s22",
+            1_700_000_000,
+            false,
+            (32, 100, 128),
+        ),
+    ];
+    let data = build(&written).unwrap();
+    assert_eq!(
+        u16::from_be_bytes([data[2], data[3]]),
+        17,
+        "two formats: entry size 17"
     );
     let entries = parse(&data, "test index").unwrap();
+    assert_eq!(
+        entries,
+        [written[1].clone(), written[0].clone()],
+        "sorted by content ID"
+    );
     assert_eq!(entries.len(), 2);
     let (a, b) = (&entries[0], &entries[1]);
     assert_eq!(
@@ -73,8 +87,14 @@ fn a_v2_index_gives_each_content_its_pack_place_and_format() {
 
 #[test]
 fn a_truncated_or_unknown_index_is_refused_by_name() {
-    let id = ContentId::parse("0123456789abcdef0123456789abcdef").unwrap();
-    let data = v2("p1", &[(0, 3)], &[(id.0.to_vec(), 1, false, 0, 1, 29, 0)]);
+    let data = build(&[entry(
+        "0123456789abcdef0123456789abcdef",
+        "p1",
+        1,
+        false,
+        (0, 1, 29),
+    )])
+    .unwrap();
     for cut in [1, 10, 17, 30, data.len() - 1] {
         assert!(parse(&data[..cut], "cut").is_err(), "cut at {cut}");
     }
@@ -87,19 +107,39 @@ fn a_truncated_or_unknown_index_is_refused_by_name() {
 
 #[test]
 fn a_deleted_entry_loses_to_a_live_one_of_the_same_second() {
-    let id = ContentId::parse("0123456789abcdef0123456789abcdef").unwrap();
-    let entry = |deleted, pack: &str| Entry {
-        id: id.clone(),
-        pack: Arc::from(pack),
-        offset: 0,
-        packed_length: 0,
-        original_length: 0,
-        timestamp: 5,
-        deleted,
-        compression: 0,
-        format_version: 3,
-        key_id: 0,
+    let at = |deleted, pack| {
+        entry(
+            "0123456789abcdef0123456789abcdef",
+            pack,
+            5,
+            deleted,
+            (0, 0, 0),
+        )
     };
-    assert!(wins(&entry(false, "p1"), &entry(true, "p2")));
-    assert!(wins(&entry(false, "p2"), &entry(false, "p1")));
+    assert!(wins(&at(false, "p1"), &at(true, "p2")));
+    assert!(wins(&at(false, "p2"), &at(false, "p1")));
+}
+
+#[test]
+fn long_contents_and_many_packs_widen_the_entries() {
+    let mut entries: Vec<Entry> = (0..3u32)
+        .map(|i| {
+            entry(
+                &format!("{i:032x}"),
+                &format!("p{i}"),
+                9,
+                false,
+                (i * 100, 20 << 20, (20 << 20) + 28),
+            )
+        })
+        .collect();
+    let data = build(&entries).unwrap();
+    assert_eq!(
+        u16::from_be_bytes([data[2], data[3]]),
+        19,
+        "a length of 2^24 or more"
+    );
+    assert_eq!(parse(&data, "t").unwrap(), entries);
+    entries[0].original_length = 1 << 28;
+    assert!(build(&entries).is_err());
 }

@@ -1,16 +1,18 @@
-//! A kopia-compatible repository in Rust, starting with its reader: the repositories Velero's
+//! A kopia-compatible repository in Rust: the repositories Velero's
 //! file-system backup and CSI data mover write into a backup storage location
 //! (`<prefix>/kopia/<namespace>/`, kopia's format 3 with its defaults: index v2 with epochs,
 //! `BLAKE2B-256-128`, `AES256-GCM-HMAC-SHA256`, zstd-fastest metadata), read through any
 //! provider of `hawser-store`. No Kubernetes here.
 //!
 //! Open a repository with its password ([`Repository::open`]), list its snapshots
-//! ([`Repository::snapshots`]) and restore one into a directory ([`Repository::restore`]).
+//! ([`Repository::snapshots`]), restore one into a directory ([`Repository::restore`]) and
+//! write one of a directory ([`Repository::write_snapshot`]) that kopia reads and takes as the
+//! parent of its next snapshot of the same source.
 //! What this reader does not implement (format 1, error correction, another cipher, an unknown
 //! compressor) is refused with a [`KopiaError::Unsupported`] naming it, never read wrongly.
-//! The writer is not built yet.
 
 mod blobs;
+mod chunker;
 mod content;
 mod crypto;
 pub mod epoch;
@@ -20,6 +22,7 @@ mod object;
 mod repo;
 mod restore;
 mod snapshot;
+mod writer;
 
 pub use blobs::Blobs;
 pub use content::ContentId;
@@ -28,6 +31,7 @@ pub use object::{Chunk, ObjectId};
 pub use repo::{FORMAT_BLOB, Repository, RepositoryConfig};
 pub use restore::{RestoreOptions, RestoreStats};
 pub use snapshot::{DirEntry, Snapshot};
+pub use writer::SourceInfo;
 
 /// Velero's repository password when its Secret `velero-repo-credentials` (key
 /// `repository-password`) was created by Velero: one well-known value for every installation.

@@ -63,6 +63,9 @@ pub struct RepositoryConfig {
     pub max_pack_size: u64,
     #[serde(rename = "masterKey")]
     master_key: String,
+    /// The hashing key of content IDs.
+    #[serde(default)]
+    secret: String,
     #[serde(default)]
     epoch_parameters: EpochParameters,
 }
@@ -80,10 +83,13 @@ struct Config {
 
 /// An open repository: its config and the merged index of its contents.
 pub struct Repository {
-    blobs: Blobs,
+    pub(crate) blobs: Blobs,
     config: RepositoryConfig,
-    cipher: ContentCipher,
-    index: HashMap<ContentId, Entry>,
+    pub(crate) cipher: ContentCipher,
+    pub(crate) hasher: crate::crypto::ContentHash,
+    pub(crate) index: HashMap<ContentId, Entry>,
+    /// The epoch new index blobs are written in.
+    pub(crate) write_epoch: u64,
 }
 
 impl Repository {
@@ -98,6 +104,10 @@ impl Repository {
         let config = open_config(&raw, password)?;
         let master_key = base64_field(&config.master_key, "masterKey")?;
         let cipher = ContentCipher::new(&config.encryption, &master_key)?;
+        let hasher = crate::crypto::ContentHash::new(
+            &config.hash,
+            &base64_field(&config.secret, "secret")?,
+        )?;
         let ids = blobs.list().await?;
         let set = epoch::select(&ids)?;
         let mut index: HashMap<ContentId, Entry> = HashMap::new();
@@ -132,7 +142,9 @@ impl Repository {
             blobs,
             config,
             cipher,
+            hasher,
             index,
+            write_epoch: set.write_epoch,
         })
     }
 

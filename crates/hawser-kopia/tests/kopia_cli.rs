@@ -179,6 +179,25 @@ fn describe(root: &Path) -> BTreeMap<String, String> {
     out
 }
 
+/// `describe`'s view with links' times rounded up to the microsecond, as kopia's restore
+/// sets them (through Go's `NsecToTimeval`).
+fn link_times_in_micros(view: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    view.into_iter()
+        .map(|(path, what)| {
+            let what = match what.split_once(" mtime ") {
+                Some((link, time)) if link.starts_with("link") => {
+                    let (seconds, nanos) = time.split_once('.').unwrap();
+                    let total = seconds.parse::<u128>().unwrap() * 1_000_000_000
+                        + nanos.parse::<u128>().unwrap();
+                    format!("{link} mtime {}us", total.div_ceil(1000))
+                }
+                _ => what,
+            };
+            (path, what)
+        })
+        .collect()
+}
+
 async fn open(
     server: &StorageServer,
     bucket: &str,
@@ -308,4 +327,118 @@ async fn a_restore_never_writes_through_what_is_already_there() {
         .unwrap_err();
     assert!(matches!(err, KopiaError::Restore { .. }), "{err}");
     assert_eq!(std::fs::read(&victim).unwrap(), b"mine\n");
+}
+
+/// The object ID of `path` (`a/b`) in snapshot `id` of `source`, as kopia's CLI shows the
+/// listing of its directory.
+fn kopia_object(kopia: &Kopia, source: &str, id: &str, path: &str) -> String {
+    let listed: serde_json::Value =
+        serde_json::from_str(&kopia.run(&["snapshot", "list", "--json", source])).unwrap();
+    let snapshot = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id)
+        .unwrap_or_else(|| panic!("snapshot {id} not in {listed}"));
+    let root = snapshot["rootEntry"]["obj"].as_str().unwrap();
+    let (dir, name) = path
+        .rsplit_once('/')
+        .map_or((root.to_owned(), path), |(dir, name)| {
+            (format!("{root}/{dir}"), name)
+        });
+    let listing: serde_json::Value = serde_json::from_str(&kopia.run(&["show", &dir])).unwrap();
+    let entry = listing["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in {dir}: {listing}"));
+    entry["obj"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-write");
+    server.create_bucket(&bucket);
+    let kopia = Kopia::new();
+    kopia.create(&server, &bucket, "shop");
+    let source = tempfile::tempdir().unwrap();
+    tree(source.path());
+    let path = source.path().display().to_string();
+    let by_kopia = kopia.snapshot(source.path());
+    std::fs::write(source.path().join("data/new.bin"), noise(3 << 20, 17)).unwrap();
+
+    let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let info = hawser_kopia::SourceInfo {
+        host: "default".to_owned(),
+        user: "default".to_owned(),
+        path: path.clone(),
+    };
+    let tags = BTreeMap::from([("snapshot-uploader".to_owned(), "kopia".to_owned())]);
+    let ours = repo
+        .write_snapshot(source.path(), &info, &tags)
+        .await
+        .unwrap();
+    assert_eq!(ours.tags, tags);
+
+    // kopia lists it as the newest snapshot of the source, verifies every file and restores
+    // the same tree.
+    let listed: serde_json::Value =
+        serde_json::from_str(&kopia.run(&["snapshot", "list", "--json", &path])).unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [by_kopia.as_str(), ours.id.as_str()]);
+    kopia.run(&["snapshot", "verify", "--verify-files-percent=100", &ours.id]);
+    kopia.run(&["content", "verify", "--full"]);
+    let restored = tempfile::tempdir().unwrap();
+    let target = restored.path().join("tree");
+    kopia.run(&["restore", &ours.id, target.to_str().unwrap()]);
+    // kopia's restore sets a link's time to the microsecond.
+    assert_eq!(
+        link_times_in_micros(describe(&target)),
+        link_times_in_micros(describe(source.path()))
+    );
+    // The same bytes have the same content ID as kopia's (same keyed hash).
+    for unchanged in ["a.txt", "empty", "bin/tool"] {
+        assert_eq!(
+            kopia_object(&kopia, &path, &ours.id, unchanged),
+            kopia_object(&kopia, &path, &by_kopia, unchanged),
+            "{unchanged}"
+        );
+    }
+
+    // kopia's next snapshot of the source takes ours as its parent: unchanged files keep the
+    // objects written here (cut differently from kopia's, so not kopia's own).
+    let next = kopia.snapshot(source.path());
+    let big = kopia_object(&kopia, &path, &ours.id, "data/big.bin");
+    assert_ne!(big, kopia_object(&kopia, &path, &by_kopia, "data/big.bin"));
+    assert_eq!(kopia_object(&kopia, &path, &next, "data/big.bin"), big);
+
+    // A second snapshot here of the unchanged tree uploads no file data.
+    let location = Location::new(&server.spec(&bucket)).unwrap();
+    let blobs = Blobs::new(location, "kopia/shop");
+    let data_packs = |ids: &[String]| ids.iter().filter(|i| i.starts_with('p')).count();
+    let before = data_packs(&blobs.list().await.unwrap());
+    let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let again = repo
+        .write_snapshot(source.path(), &info, &BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(data_packs(&blobs.list().await.unwrap()), before);
+    let snapshots = repo.snapshots().await.unwrap();
+    assert_eq!(snapshots.len(), 4);
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&again, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), describe(source.path()));
 }

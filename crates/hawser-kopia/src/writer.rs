@@ -1,0 +1,522 @@
+//! Writing a snapshot of a directory tree into a repository, in kopia's format so that kopia
+//! (and Velero) read it, and take it as the parent of their next snapshot of the same source.
+//!
+//! Files are cut into contents by content-defined chunking ([`crate::chunker`]); a content
+//! already in the repository (same keyed hash) is not written again, so a second snapshot
+//! uploads only what changed. File data goes uncompressed into `p` packs (Velero's policy);
+//! directory listings (`k`), indirect lists (`x`) and the manifest (`m`) go zstd-fastest into
+//! `q` packs. A pack is the 32-byte preamble, its encrypted contents, padding to 4 KiB, its own
+//! encrypted index and the postamble that finds it. Order of writes: every pack, then one index
+//! blob of the epoch being written (`xn<E>_<hash>-<session>-c1`) naming all of the snapshot's
+//! new contents, the manifest among them. The snapshot exists once that index blob is stored:
+//! [`Repository::write_snapshot`] returns its ID only then, and a failure before leaves only
+//! packs that no index names (maintenance's garbage).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::MetadataExt as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jiff::Timestamp;
+use serde::Serialize;
+
+use crate::KopiaError;
+use crate::chunker::Chunker;
+use crate::content::ContentId;
+use crate::index::{Entry, build};
+use crate::repo::Repository;
+use crate::snapshot::Snapshot;
+
+/// Where a snapshot comes from, as kopia labels it (Velero: host and user `default`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceInfo {
+    /// Host name.
+    pub host: String,
+    /// User name.
+    pub user: String,
+    /// The path (Velero's: `snapshot-pod-volume/kopia/<ns>/<pod>/<volume>`).
+    pub path: String,
+}
+
+/// Packs are sent once they reach this size (kopia's default `maxPackSize`, 20 MiB).
+const MAX_PACK: usize = 20 << 20;
+/// kopia's zstd-fastest compressor ID.
+const ZSTD_FASTEST: u32 = 0x1101;
+
+/// A pack being filled.
+struct Pack {
+    id: Arc<str>,
+    data: Vec<u8>,
+    entries: Vec<Entry>,
+}
+
+/// What a snapshot counted, for its manifest.
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    size: u64,
+    files: u64,
+    symlinks: u64,
+    dirs: u64,
+    max_time: Option<Timestamp>,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.size += other.size;
+        self.files += other.files;
+        self.symlinks += other.symlinks;
+        self.dirs += other.dirs;
+        self.max_time = self.max_time.max(other.max_time);
+    }
+}
+
+#[derive(Serialize)]
+struct Summary {
+    size: u64,
+    files: u64,
+    symlinks: u64,
+    dirs: u64,
+    #[serde(rename = "maxTime", skip_serializing_if = "Option::is_none")]
+    max_time: Option<Timestamp>,
+    #[serde(rename = "numFailed")]
+    num_failed: u64,
+}
+
+impl From<Tally> for Summary {
+    fn from(t: Tally) -> Self {
+        Self {
+            size: t.size,
+            files: t.files,
+            symlinks: t.symlinks,
+            dirs: t.dirs,
+            max_time: t.max_time,
+            num_failed: 0,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct EntryOut {
+    name: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    mode: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+    mtime: Timestamp,
+    #[serde(skip_serializing_if = "is_zero")]
+    uid: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    gid: u32,
+    obj: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summ: Option<Summary>,
+}
+
+// serde's `skip_serializing_if` takes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Go's file mode text of Unix permission bits (setuid, setgid and sticky are Go's bits).
+fn go_mode(unix: u32) -> String {
+    let mut mode = unix & 0o777;
+    for (unix_bit, go_bit) in [(0o4000, 1 << 23), (0o2000, 1 << 22), (0o1000, 1 << 20)] {
+        if unix & unix_bit != 0 {
+            mode |= go_bit;
+        }
+    }
+    format!("0{mode:o}")
+}
+
+fn mtime_of(meta: &std::fs::Metadata) -> Timestamp {
+    Timestamp::new(meta.mtime(), i32::try_from(meta.mtime_nsec()).unwrap_or(0))
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KopiaError + '_ {
+    move |source| KopiaError::Restore {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// One snapshot being written.
+struct Writer<'r> {
+    repo: &'r Repository,
+    session: String,
+    data: Option<Pack>,
+    metadata: Option<Pack>,
+    /// Contents of this snapshot not yet named by a stored index blob.
+    pending: HashMap<ContentId, Entry>,
+    /// Every entry of the packs stored so far.
+    stored: Vec<Entry>,
+    now: Timestamp,
+}
+
+/// kopia's session ID: `s`, 8 random bytes in hex, then the number of 30-day periods since
+/// 2000-01-01 in hex.
+fn session_id(now: Timestamp) -> String {
+    let mut random = [0u8; 8];
+    rand::fill(&mut random);
+    let months = (now.as_second() - 946_684_800).max(0) / (30 * 86_400);
+    format!("s{}{months:x}", hex::encode(random))
+}
+
+/// Go's unsigned varint (LEB128).
+fn uvarint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push(u8::try_from(n & 0x7f).unwrap_or(0) | 0x80);
+        n >>= 7;
+    }
+    out.push(u8::try_from(n).unwrap_or(0));
+}
+
+impl Writer<'_> {
+    fn new_pack(&self, prefix: char) -> Pack {
+        let mut random = [0u8; 16];
+        rand::fill(&mut random);
+        let mut preamble = vec![0u8; 32];
+        rand::fill(&mut preamble[..]);
+        Pack {
+            id: Arc::from(format!("{prefix}{}-{}", hex::encode(random), self.session)),
+            data: preamble,
+            entries: Vec::new(),
+        }
+    }
+
+    /// Stores `plain` as a content with `prefix` (none for file data); returns its ID.
+    async fn content(
+        &mut self,
+        prefix: Option<char>,
+        plain: &[u8],
+    ) -> Result<ContentId, KopiaError> {
+        let hash = self.repo.hasher.hash(plain);
+        let mut key = Vec::with_capacity(17);
+        key.push(prefix.map_or(0, |p| u8::try_from(p).unwrap_or(0)));
+        key.extend_from_slice(&hash);
+        let id = ContentId(key.into_boxed_slice());
+        let known = self.repo.index.get(&id).is_some_and(|e| !e.deleted);
+        if known || self.pending.contains_key(&id) {
+            return Ok(id);
+        }
+        let (payload, compression) = match prefix {
+            Some(_) => {
+                let mut compressed = ZSTD_FASTEST.to_be_bytes().to_vec();
+                let body = zstd::bulk::compress(plain, 1)
+                    .map_err(|e| KopiaError::malformed(format!("content {id}"), e))?;
+                compressed.extend(body);
+                if compressed.len() < plain.len() {
+                    (compressed, ZSTD_FASTEST)
+                } else {
+                    (plain.to_vec(), 0)
+                }
+            }
+            None => (plain.to_vec(), 0),
+        };
+        let sealed = self.repo.cipher.encrypt(id.iv(), &payload)?;
+        let metadata = prefix.is_some();
+        let slot = if metadata {
+            &mut self.metadata
+        } else {
+            &mut self.data
+        };
+        if slot.is_none() {
+            let pack = self.new_pack(if metadata { 'q' } else { 'p' });
+            let slot = if metadata {
+                &mut self.metadata
+            } else {
+                &mut self.data
+            };
+            *slot = Some(pack);
+        }
+        let slot = if metadata {
+            &mut self.metadata
+        } else {
+            &mut self.data
+        };
+        let Some(pack) = slot.as_mut() else {
+            return Err(KopiaError::malformed("a pack", "not started"));
+        };
+        let length = |n: usize| {
+            u32::try_from(n).map_err(|_| KopiaError::Unsupported {
+                what: "content size",
+                value: n.to_string(),
+            })
+        };
+        let entry = Entry {
+            id: id.clone(),
+            pack: pack.id.clone(),
+            offset: length(pack.data.len())?,
+            packed_length: length(sealed.len())?,
+            original_length: length(plain.len())?,
+            timestamp: self.now.as_second(),
+            deleted: false,
+            compression,
+            format_version: self.repo.config().version,
+            key_id: 0,
+        };
+        pack.data.extend(sealed);
+        pack.entries.push(entry.clone());
+        self.pending.insert(id.clone(), entry);
+        if pack.data.len() >= MAX_PACK {
+            let full = slot.take();
+            self.send(full).await?;
+        }
+        Ok(id)
+    }
+
+    /// Finishes and stores a pack: padding, its encrypted index, the postamble.
+    async fn send(&mut self, pack: Option<Pack>) -> Result<(), KopiaError> {
+        let Some(mut pack) = pack else {
+            return Ok(());
+        };
+        let pad = 4096 - pack.data.len() % 4096;
+        let mut padding = vec![0u8; pad];
+        rand::fill(&mut padding[..]);
+        pack.data.extend(padding);
+        let mut local = build(&pack.entries)?;
+        let mut suffix = [0u8; 32];
+        rand::fill(&mut suffix);
+        local.extend(suffix);
+        let iv = self.repo.hasher.hash(&local);
+        let sealed = self.repo.cipher.encrypt(&iv, &local)?;
+        let mut postamble = Vec::new();
+        uvarint(&mut postamble, 1);
+        uvarint(&mut postamble, iv.len() as u64);
+        postamble.extend(iv);
+        uvarint(&mut postamble, pack.data.len() as u64);
+        uvarint(&mut postamble, sealed.len() as u64);
+        postamble.extend(crc32fast::hash(&postamble).to_be_bytes());
+        let postamble_len = u8::try_from(postamble.len()).unwrap_or(u8::MAX);
+        pack.data.extend(sealed);
+        pack.data.extend(postamble);
+        pack.data.push(postamble_len);
+        self.repo
+            .blobs
+            .put(&pack.id, Bytes::from(pack.data))
+            .await?;
+        self.stored.extend(pack.entries);
+        Ok(())
+    }
+
+    /// Stores a file's data; returns its object ID and size.
+    async fn file(&mut self, path: &Path) -> Result<(String, u64), KopiaError> {
+        let mut file = std::fs::File::open(path).map_err(io(path))?;
+        let mut chunker = Chunker::default();
+        let mut parts: Vec<(u64, u64, ContentId)> = Vec::new();
+        let mut offset = 0u64;
+        let mut buffer = vec![0u8; 1 << 20];
+        loop {
+            let n = file.read(&mut buffer).map_err(io(path))?;
+            let chunks = chunker.push(&buffer[..n], n == 0);
+            for chunk in chunks {
+                let id = self.content(None, &chunk).await?;
+                parts.push((offset, chunk.len() as u64, id));
+                offset += chunk.len() as u64;
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        if parts.is_empty() {
+            let id = self.content(None, &[]).await?;
+            return Ok((id.to_string(), 0));
+        }
+        if let [(_, length, id)] = parts.as_slice() {
+            return Ok((id.to_string(), *length));
+        }
+        let entries: Vec<serde_json::Value> = parts
+            .iter()
+            .map(|(start, length, id)| {
+                let mut e = serde_json::Map::new();
+                if *start != 0 {
+                    e.insert("s".to_owned(), (*start).into());
+                }
+                e.insert("l".to_owned(), (*length).into());
+                e.insert("o".to_owned(), id.to_string().into());
+                serde_json::Value::Object(e)
+            })
+            .collect();
+        let mut list = serde_json::to_vec(&serde_json::json!({
+            "stream": "kopia:indirect",
+            "entries": entries,
+        }))
+        .map_err(|e| KopiaError::malformed("an indirect list", e))?;
+        list.push(b'\n');
+        let id = self.content(Some('x'), &list).await?;
+        Ok((format!("I{id}"), offset))
+    }
+
+    /// Stores a directory tree; returns its entry (named `name`) and what it holds.
+    async fn dir(&mut self, path: &Path, name: String) -> Result<(EntryOut, Tally), KopiaError> {
+        let meta = std::fs::symlink_metadata(path).map_err(io(path))?;
+        let mut children: Vec<(bool, String, std::path::PathBuf)> = Vec::new();
+        for child in std::fs::read_dir(path).map_err(io(path))? {
+            let child = child.map_err(io(path))?;
+            let child_name = child.file_name().to_string_lossy().into_owned();
+            let is_dir = child.file_type().map_err(io(path))?.is_dir();
+            children.push((!is_dir, child_name, child.path()));
+        }
+        // Directories first, then by name, as kopia lists them.
+        children.sort();
+        let mut tally = Tally {
+            dirs: 1,
+            max_time: Some(mtime_of(&meta)),
+            ..Tally::default()
+        };
+        let mut entries = Vec::with_capacity(children.len());
+        for (_, child_name, child_path) in children {
+            let child_meta = std::fs::symlink_metadata(&child_path).map_err(io(&child_path))?;
+            let kind = child_meta.file_type();
+            let mtime = mtime_of(&child_meta);
+            let entry = if kind.is_dir() {
+                let (entry, sub) = Box::pin(self.dir(&child_path, child_name)).await?;
+                tally.add(&sub);
+                entry
+            } else if kind.is_symlink() || kind.is_file() {
+                let (obj, size, kind_name) = if kind.is_symlink() {
+                    let target = std::fs::read_link(&child_path).map_err(io(&child_path))?;
+                    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(target.as_os_str()).to_vec();
+                    let id = self.content(None, &bytes).await?;
+                    tally.symlinks += 1;
+                    (id.to_string(), bytes.len() as u64, "s")
+                } else {
+                    let (obj, size) = self.file(&child_path).await?;
+                    tally.files += 1;
+                    tally.size += size;
+                    (obj, size, "f")
+                };
+                tally.max_time = tally.max_time.max(Some(mtime));
+                EntryOut {
+                    name: child_name,
+                    kind: kind_name,
+                    mode: go_mode(child_meta.mode()),
+                    size: Some(size),
+                    mtime,
+                    uid: child_meta.uid(),
+                    gid: child_meta.gid(),
+                    obj,
+                    summ: None,
+                }
+            } else {
+                // Sockets, pipes and devices: kopia stores none either.
+                continue;
+            };
+            entries.push(entry);
+        }
+        let listing = serde_json::to_vec(&serde_json::json!({
+            "stream": "kopia:directory",
+            "entries": entries,
+            "summary": Summary::from(tally),
+        }))
+        .map_err(|e| KopiaError::malformed(format!("the listing of {}", path.display()), e))?;
+        let id = self.content(Some('k'), &listing).await?;
+        let entry = EntryOut {
+            name,
+            kind: "d",
+            mode: go_mode(meta.mode()),
+            size: None,
+            mtime: mtime_of(&meta),
+            uid: meta.uid(),
+            gid: meta.gid(),
+            obj: id.to_string(),
+            summ: Some(Summary::from(tally)),
+        };
+        Ok((entry, tally))
+    }
+}
+
+impl Repository {
+    /// Writes a snapshot of directory `dir` as `source` with `tags` (extra manifest labels);
+    /// returns it once it is stored (see the module docs).
+    ///
+    /// # Errors
+    /// [`KopiaError::Restore`] when the tree cannot be read, [`KopiaError::Storage`] when the
+    /// store refuses a write, [`KopiaError::Unsupported`] for a content the format cannot hold.
+    pub async fn write_snapshot(
+        &mut self,
+        dir: &Path,
+        source: &SourceInfo,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Snapshot, KopiaError> {
+        let start = Timestamp::now();
+        let mut writer = Writer {
+            repo: self,
+            session: session_id(start),
+            data: None,
+            metadata: None,
+            pending: HashMap::new(),
+            stored: Vec::new(),
+            now: start,
+        };
+        let root_name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (root, tally) = writer.dir(dir, root_name).await?;
+        let end = Timestamp::now();
+        let mut labels: BTreeMap<String, String> = tags.clone();
+        labels.insert("type".to_owned(), "snapshot".to_owned());
+        labels.insert("hostname".to_owned(), source.host.clone());
+        labels.insert("username".to_owned(), source.user.clone());
+        labels.insert("path".to_owned(), source.path.clone());
+        let mut manifest_id = [0u8; 16];
+        rand::fill(&mut manifest_id);
+        let manifest_id = hex::encode(manifest_id);
+        let mut data = serde_json::json!({
+            "id": "",
+            "source": {"host": source.host, "userName": source.user, "path": source.path},
+            "description": "",
+            "startTime": start,
+            "endTime": end,
+            "stats": {
+                "totalSize": tally.size, "excludedTotalSize": 0, "fileCount": tally.files,
+                "cachedFiles": 0, "nonCachedFiles": tally.files, "dirCount": tally.dirs,
+                "excludedFileCount": 0, "excludedDirCount": 0, "ignoredErrorCount": 0,
+                "errorCount": 0
+            },
+            "rootEntry": root,
+        });
+        if !tags.is_empty() {
+            data["tags"] = serde_json::json!(tags);
+        }
+        let manifest = serde_json::json!({"entries": [{
+            "id": manifest_id, "labels": labels, "modified": end, "data": data,
+        }]});
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let json =
+            serde_json::to_vec(&manifest).map_err(|e| KopiaError::malformed("the manifest", e))?;
+        let gzipped = gzip
+            .write_all(&json)
+            .and_then(|()| gzip.finish())
+            .map_err(|e| KopiaError::malformed("the manifest", e))?;
+        writer.content(Some('m'), &gzipped).await?;
+        let (data_pack, metadata_pack) = (writer.data.take(), writer.metadata.take());
+        writer.send(data_pack).await?;
+        writer.send(metadata_pack).await?;
+        let index = build(&writer.stored)?;
+        let hash = hex::encode(writer.repo.hasher.hash(&index));
+        let blob = format!("xn{}_{hash}-{}-c1", writer.repo.write_epoch, writer.session);
+        let sealed = writer
+            .repo
+            .cipher
+            .encrypt(&crate::crypto::blob_iv(&blob)?, &index)?;
+        writer.repo.blobs.put(&blob, Bytes::from(sealed)).await?;
+        let stored = std::mem::take(&mut writer.stored);
+        drop(writer);
+        for entry in stored {
+            self.index.insert(entry.id.clone(), entry);
+        }
+        let snapshot = self
+            .snapshots()
+            .await?
+            .into_iter()
+            .find(|s| s.id == manifest_id)
+            .ok_or_else(|| KopiaError::MissingSnapshot(manifest_id))?;
+        Ok(snapshot)
+    }
+}
