@@ -74,6 +74,17 @@ impl Blobs {
             .map_err(Self::error(id))
     }
 
+    /// Whether a blob exists.
+    ///
+    /// # Errors
+    /// [`KopiaError::Storage`].
+    pub async fn exists(&self, id: &str) -> Result<bool, KopiaError> {
+        self.location
+            .exists(&self.key(id))
+            .await
+            .map_err(Self::error(id))
+    }
+
     /// Stores a whole blob.
     ///
     /// # Errors

@@ -92,6 +92,26 @@ pub(crate) fn open(key: &[u8; KEY_LEN], aad: &[u8], sealed: &[u8]) -> Option<Vec
     Some(buffer)
 }
 
+/// Seals `plain` with AES-256-GCM under `key` with `aad` and a random nonce (nonce ‖
+/// ciphertext ‖ tag).
+pub(crate) fn seal(key: &[u8; KEY_LEN], aad: &[u8], plain: &[u8]) -> Result<Vec<u8>, KopiaError> {
+    let failed = |_| KopiaError::malformed("data to encrypt", "AES-256-GCM refused it");
+    let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).map_err(failed)?);
+    let mut nonce = [0u8; NONCE_LEN];
+    rand::fill(&mut nonce);
+    let mut body = plain.to_vec();
+    key.seal_in_place_append_tag(
+        Nonce::assume_unique_for_key(nonce),
+        Aad::from(aad),
+        &mut body,
+    )
+    .map_err(failed)?;
+    let mut out = Vec::with_capacity(body.len() + NONCE_LEN);
+    out.extend_from_slice(&nonce);
+    out.extend(body);
+    Ok(out)
+}
+
 /// Decrypts the format blob's `encryptedBlockFormat` with the password's key.
 pub(crate) fn open_format(
     password_key: &[u8; KEY_LEN],
@@ -131,35 +151,21 @@ impl ContentCipher {
         sealed: &[u8],
         what: &str,
     ) -> Result<Vec<u8>, KopiaError> {
-        let tag = hmac::sign(&self.derived, iv);
-        let mut key = [0u8; KEY_LEN];
-        key.copy_from_slice(tag.as_ref());
-        open(&key, iv, sealed).ok_or_else(|| KopiaError::Authentication {
+        open(&self.item_key(iv), iv, sealed).ok_or_else(|| KopiaError::Authentication {
             what: what.to_owned(),
         })
     }
-}
 
-impl ContentCipher {
     /// Seals `plain` with initialisation vector `iv` and a random nonce.
     pub(crate) fn encrypt(&self, iv: &[u8], plain: &[u8]) -> Result<Vec<u8>, KopiaError> {
-        let failed = |_| KopiaError::malformed("a content to encrypt", "AES-256-GCM refused it");
-        let tag = hmac::sign(&self.derived, iv);
-        let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, tag.as_ref()).map_err(failed)?);
-        let mut nonce = [0u8; NONCE_LEN];
-        rand::fill(&mut nonce);
-        let mut body = Vec::with_capacity(plain.len() + OVERHEAD);
-        body.extend_from_slice(plain);
-        key.seal_in_place_append_tag(
-            Nonce::assume_unique_for_key(nonce),
-            Aad::from(iv),
-            &mut body,
-        )
-        .map_err(failed)?;
-        let mut out = Vec::with_capacity(body.len() + NONCE_LEN);
-        out.extend_from_slice(&nonce);
-        out.extend(body);
-        Ok(out)
+        seal(&self.item_key(iv), iv, plain)
+    }
+
+    /// The AES-256-GCM key of the item with initialisation vector `iv`.
+    fn item_key(&self, iv: &[u8]) -> [u8; KEY_LEN] {
+        let mut key = [0u8; KEY_LEN];
+        key.copy_from_slice(hmac::sign(&self.derived, iv).as_ref());
+        key
     }
 }
 

@@ -42,6 +42,9 @@ pub enum KopiaError {
         /// What was being read.
         what: String,
     },
+    /// A repository is there already.
+    #[error("a repository exists there already (kopia.repository)")]
+    AlreadyExists,
     /// A content the repository's index does not hold.
     #[error("content {0} is not in the repository's index")]
     MissingContent(String),

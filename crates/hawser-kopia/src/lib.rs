@@ -4,7 +4,8 @@
 //! `BLAKE2B-256-128`, `AES256-GCM-HMAC-SHA256`, zstd-fastest metadata), read through any
 //! provider of `hawser-store`. No Kubernetes here.
 //!
-//! Open a repository with its password ([`Repository::open`]), list its snapshots
+//! Create a repository ([`Repository::create`]) or open one with its password
+//! ([`Repository::open`]), list its snapshots
 //! ([`Repository::snapshots`]), restore one into a directory ([`Repository::restore`]) and
 //! write one of a directory ([`Repository::write_snapshot`]) that kopia reads and takes as the
 //! parent of its next snapshot of the same source.
@@ -14,6 +15,7 @@
 mod blobs;
 mod chunker;
 mod content;
+mod create;
 mod crypto;
 pub mod epoch;
 mod error;
@@ -26,6 +28,7 @@ mod writer;
 
 pub use blobs::Blobs;
 pub use content::ContentId;
+pub use create::VELERO_MARKER_BLOB;
 pub use error::KopiaError;
 pub use object::{Chunk, ObjectId};
 pub use repo::{FORMAT_BLOB, Repository, RepositoryConfig};

@@ -85,6 +85,33 @@ impl Kopia {
         ]);
     }
 
+    /// Connects to the repository of namespace `ns` in `bucket`, as Velero does.
+    fn connect(&self, server: &StorageServer, bucket: &str, ns: &str) {
+        let prefix = format!("kopia/{ns}/");
+        self.run(&[
+            "repository",
+            "connect",
+            "s3",
+            "--bucket",
+            bucket,
+            "--prefix",
+            &prefix,
+            "--endpoint",
+            server.host(),
+            "--disable-tls",
+            "--access-key",
+            "testing",
+            "--secret-access-key",
+            "testing",
+            "--region",
+            "us-east-1",
+            "--override-hostname",
+            "default",
+            "--override-username",
+            "default",
+        ]);
+    }
+
     /// Snapshots `dir`; returns the snapshot's ID.
     fn snapshot(&self, dir: &Path) -> String {
         self.run(&["snapshot", "create", dir.to_str().unwrap()]);
@@ -438,6 +465,77 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
     assert_eq!(snapshots.len(), 4);
     let target = tempfile::tempdir().unwrap();
     repo.restore(&again, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), describe(source.path()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_created_here_opens_in_kopia_and_carries_velero_s_marker() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-create");
+    server.create_bucket(&bucket);
+    let location = Location::new(&server.spec(&bucket)).unwrap();
+    let blobs = Blobs::new(location, "kopia/app");
+    let mut repo = Repository::create(blobs.clone(), VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let err = Repository::create(blobs.clone(), "another")
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, KopiaError::AlreadyExists), "{err}");
+    // Velero's marker holds the repository's unique ID.
+    let format: serde_json::Value =
+        serde_json::from_slice(&blobs.get("kopia.repository").await.unwrap()).unwrap();
+    let marker: serde_json::Value =
+        serde_json::from_slice(&blobs.get(hawser_kopia::VELERO_MARKER_BLOB).await.unwrap())
+            .unwrap();
+    assert_eq!(marker["uniqueID"], format["uniqueID"]);
+
+    let source = tempfile::tempdir().unwrap();
+    tree(source.path());
+    let path = source.path().display().to_string();
+    let info = hawser_kopia::SourceInfo {
+        host: "default".to_owned(),
+        user: "default".to_owned(),
+        path: path.clone(),
+    };
+    let ours = repo
+        .write_snapshot(source.path(), &info, &BTreeMap::new())
+        .await
+        .unwrap();
+
+    // kopia connects with the password, finds kopia's defaults, verifies and restores.
+    let kopia = Kopia::new();
+    kopia.connect(&server, &bucket, "app");
+    let status = kopia.run(&["repository", "status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(
+        status["contentFormat"]["hash"], "BLAKE2B-256-128",
+        "{status:#}"
+    );
+    kopia.run(&["snapshot", "verify", "--verify-files-percent=100", &ours.id]);
+    let restored = tempfile::tempdir().unwrap();
+    let target = restored.path().join("tree");
+    kopia.run(&["restore", &ours.id, target.to_str().unwrap()]);
+    assert_eq!(
+        link_times_in_micros(describe(&target)),
+        link_times_in_micros(describe(source.path()))
+    );
+    // kopia's snapshot after a change, read here.
+    std::fs::write(source.path().join("a.txt"), b"after\n").unwrap();
+    let theirs = kopia.snapshot(source.path());
+    let repo = open(&server, &bucket, "app", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let snapshots = repo.snapshots().await.unwrap();
+    assert_eq!(
+        snapshots.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        [ours.id.as_str(), theirs.as_str()]
+    );
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&snapshots[1], target.path(), RestoreOptions::default())
         .await
         .unwrap();
     assert_eq!(describe(target.path()), describe(source.path()));
