@@ -185,6 +185,18 @@ impl Repository {
                 u64::from(entry.packed_length),
             )
             .await?;
+        // A store may answer a range past the end with what there is.
+        if sealed.len() != entry.packed_length as usize {
+            return Err(KopiaError::malformed(
+                format!("pack {}", entry.pack),
+                format!(
+                    "{} bytes at offset {} where the index has content {id} of {}",
+                    sealed.len(),
+                    entry.offset,
+                    entry.packed_length
+                ),
+            ));
+        }
         let what = format!("content {id}");
         let plain = self.cipher.decrypt(id.iv(), &sealed, &what)?;
         let plain = if entry.compression == 0 {

@@ -468,6 +468,21 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         .await
         .unwrap();
     assert_eq!(describe(target.path()), describe(source.path()));
+
+    // kopia's full maintenance accepts what was written here (it rewrites the index and
+    // collects garbage); the snapshots still verify there and restore here.
+    kopia.run(&["maintenance", "run", "--full", "--safety=none"]);
+    kopia.run(&["snapshot", "verify", "--verify-files-percent=100"]);
+    let repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let after = repo.snapshots().await.unwrap();
+    assert_eq!(after.len(), 4);
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&after[1], target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), describe(source.path()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -539,4 +554,94 @@ async fn a_repository_created_here_opens_in_kopia_and_carries_velero_s_marker() 
         .await
         .unwrap();
     assert_eq!(describe(target.path()), describe(source.path()));
+}
+
+#[tokio::test]
+async fn damage_in_the_bucket_is_named_never_restored_wrongly() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-damage");
+    server.create_bucket(&bucket);
+    let kopia = Kopia::new();
+    kopia.create(&server, &bucket, "shop");
+    let source = tempfile::tempdir().unwrap();
+    std::fs::write(source.path().join("data.bin"), noise(300 << 10, 21)).unwrap();
+    kopia.snapshot(source.path());
+    let location = Location::new(&server.spec(&bucket)).unwrap();
+    let blobs = Blobs::new(location.clone(), "kopia/shop");
+    let first_indexes: Vec<String> = blobs
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.starts_with("xn"))
+        .collect();
+    std::fs::write(source.path().join("more.bin"), noise(100 << 10, 23)).unwrap();
+    kopia.snapshot(source.path());
+    let ids = blobs.list().await.unwrap();
+    let pack = ids.iter().find(|i| i.starts_with('p')).unwrap().clone();
+    let original = blobs.get(&pack).await.unwrap();
+    let restore = |repo: Repository| async move {
+        let snapshot = repo.snapshots().await.unwrap().pop().unwrap();
+        let target = tempfile::tempdir().unwrap();
+        repo.restore(&snapshot, target.path(), RestoreOptions::default())
+            .await
+            .map(|_| ())
+    };
+
+    // One flipped byte in the first file's content.
+    let mut flipped = original.to_vec();
+    flipped[100] ^= 1;
+    blobs.put(&pack, flipped.into()).await.unwrap();
+    let repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let err = restore(repo).await.unwrap_err();
+    assert!(
+        matches!(&err, KopiaError::Authentication { what } if what.starts_with("content ")),
+        "{err}"
+    );
+
+    // The pack cut short.
+    blobs.put(&pack, original.slice(..64)).await.unwrap();
+    let repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let err = restore(repo).await.unwrap_err();
+    // An error of the store, or (where it answers a range past the end with what there is) the
+    // pack named as shorter than its index says.
+    let named = match &err {
+        KopiaError::Storage { blob, .. } => *blob == pack,
+        KopiaError::Malformed { what, .. } => *what == format!("pack {pack}"),
+        _ => false,
+    };
+    assert!(named, "{err}");
+    blobs.put(&pack, original.clone()).await.unwrap();
+
+    // The first snapshot's index blobs gone: the second snapshot names contents (the first
+    // file, not written again) that no index holds any more.
+    let repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    restore(repo).await.unwrap();
+    for index in &first_indexes {
+        location
+            .delete(&format!("kopia/shop/{index}"))
+            .await
+            .unwrap();
+    }
+    let repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    match repo.snapshots().await {
+        Ok(mut snapshots) => {
+            let snapshot = snapshots.pop().unwrap();
+            let target = tempfile::tempdir().unwrap();
+            let err = repo
+                .restore(&snapshot, target.path(), RestoreOptions::default())
+                .await
+                .unwrap_err();
+            assert!(matches!(err, KopiaError::MissingContent(_)), "{err}");
+        }
+        Err(err) => assert!(matches!(err, KopiaError::MissingContent(_)), "{err}"),
+    }
 }
