@@ -78,6 +78,43 @@ fn child(dir: &Path, name: &str) -> Result<PathBuf, KopiaError> {
 }
 
 impl Repository {
+    /// Reads every content of `snapshot` (listings, lists, data) as a restore would, writing
+    /// nothing: what would fail to restore fails here.
+    ///
+    /// # Errors
+    /// The errors of reading the repository.
+    pub async fn verify(
+        &self,
+        snapshot: &Snapshot,
+        options: RestoreOptions,
+    ) -> Result<RestoreStats, KopiaError> {
+        let mut stats = RestoreStats::default();
+        let mut pending = vec![snapshot.root.clone()];
+        while let Some(entry) = pending.pop() {
+            match entry.kind.as_str() {
+                "d" => {
+                    stats.dirs += 1;
+                    pending.extend(self.directory(&entry.obj).await?);
+                }
+                "s" => {
+                    self.read_object(&ObjectId::parse(&entry.obj)?).await?;
+                    stats.symlinks += 1;
+                }
+                _ => {
+                    let chunks = self.chunks(&ObjectId::parse(&entry.obj)?).await?;
+                    let mut reads =
+                        futures::stream::iter(chunks.iter().map(|c| self.read_chunk(c)))
+                            .buffer_unordered(options.parallel_reads.max(1));
+                    while let Some(data) = reads.try_next().await? {
+                        stats.bytes += data.len() as u64;
+                    }
+                    stats.files += 1;
+                }
+            }
+        }
+        Ok(stats)
+    }
+
     /// Restores `snapshot` into `target` (created if missing; it should be empty).
     ///
     /// # Errors

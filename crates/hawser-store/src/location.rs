@@ -291,7 +291,11 @@ impl Location {
     /// # Errors
     /// [`StoreError::Storage`] (see [`StoreError::is_not_found`]; a range past the end is one
     /// too) or [`StoreError::InvalidKey`].
-    pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Bytes, StoreError> {
+    pub async fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, StoreError> {
         let path = self.path(key)?;
         self.store
             .get_range(&path, range)

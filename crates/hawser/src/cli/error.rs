@@ -127,6 +127,15 @@ pub enum CliError {
         #[source]
         source: anyhow::Error,
     },
+    /// Reading or writing a kopia repository failed.
+    #[error("could not {what}")]
+    Repository {
+        /// What was attempted, e.g. `restore snapshot 0123…`.
+        what: String,
+        /// The repository's error.
+        #[source]
+        source: hawser_kopia::KopiaError,
+    },
     /// `hawser server` could not start or stopped with an error.
     #[error("hawser server failed")]
     Server {

@@ -17,6 +17,7 @@ pub mod flags;
 pub mod global;
 pub mod install;
 pub mod install_flags;
+pub mod kopia;
 pub mod label_selector;
 pub mod manifests;
 pub mod output;
@@ -70,6 +71,8 @@ pub enum Command {
     SnapshotLocation(vsl::VslArgs),
     /// Work with repositories of volume data (`repo get`; hawser makes none yet).
     Repo(repo::RepoArgs),
+    /// Work with a kopia repository of volume data directly (create, snapshot, restore, verify).
+    Kopia(kopia::KopiaArgs),
     /// Show the server's plugins (`plugin get`: its built-in storage providers).
     Plugin(plugin::PluginArgs),
     /// Get resources: `get backups` is `backup get` (Velero's verb-first forms).
@@ -209,6 +212,7 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Schedule(args) => schedule::run(&cli.global, args).await,
         Command::SnapshotLocation(args) => vsl::run(&cli.global, args).await,
         Command::Repo(args) => repo::run(&cli.global, args).await,
+        Command::Kopia(args) => kopia::run(&cli.global, args).await,
         Command::Plugin(args) => plugin::run(&cli.global, args).await,
         Command::Client(args) => client_config::run(args),
         Command::Install(args) => install::run(&cli.global, *args).await,
