@@ -33,12 +33,31 @@ impl Repository {
     /// [`KopiaError::AlreadyExists`] when `kopia.repository` is there already (nothing is
     /// written); [`KopiaError::Storage`].
     pub async fn create(blobs: Blobs, password: &str) -> Result<Self, KopiaError> {
+        Self::create_with_hash(blobs, password, crate::crypto::HASHES[0]).await
+    }
+
+    /// [`Repository::create`] with content hash `hash` (one of [`crate::HASHES`]:
+    /// `BLAKE3-256-128` hashes faster than the default; kopia and Velero read both).
+    ///
+    /// # Errors
+    /// Those of [`Repository::create`]; [`KopiaError::Unsupported`] for another hash.
+    pub async fn create_with_hash(
+        blobs: Blobs,
+        password: &str,
+        hash: &str,
+    ) -> Result<Self, KopiaError> {
+        if !crate::crypto::HASHES.contains(&hash) {
+            return Err(KopiaError::Unsupported {
+                what: "content hash",
+                value: hash.to_owned(),
+            });
+        }
         if blobs.exists(FORMAT_BLOB).await? {
             return Err(KopiaError::AlreadyExists);
         }
         let unique_id = random32();
         let config = serde_json::json!({"format": {
-            "hash": "BLAKE2B-256-128",
+            "hash": hash,
             "encryption": "AES256-GCM-HMAC-SHA256",
             "secret": STANDARD.encode(random32()),
             "masterKey": STANDARD.encode(random32()),

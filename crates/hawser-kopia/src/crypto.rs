@@ -169,36 +169,49 @@ impl ContentCipher {
     }
 }
 
-/// The content hash: kopia's default `BLAKE2B-256-128`, BLAKE2b keyed with the repository's
-/// secret and a 32-byte digest, of which the first 16 bytes are the content ID.
+/// The content hash: kopia's default `BLAKE2B-256-128` (BLAKE2b keyed with the repository's
+/// secret, a 32-byte digest of which the first 16 bytes are the content ID), or
+/// `BLAKE3-256-128` (keyed BLAKE3, the first 16 bytes; kopia stretches a key shorter than 32
+/// bytes, and the secrets it and hawser draw are 32).
 #[derive(Clone)]
-pub(crate) struct ContentHash {
-    key: Vec<u8>,
+pub(crate) enum ContentHash {
+    Blake2b(Vec<u8>),
+    Blake3([u8; 32]),
 }
+
+/// The content hashes this crate implements, kopia's default first.
+pub const HASHES: &[&str] = &["BLAKE2B-256-128", "BLAKE3-256-128"];
 
 impl ContentHash {
     /// The hash named `name` with the repository's `secret`.
     pub(crate) fn new(name: &str, secret: &[u8]) -> Result<Self, KopiaError> {
-        if name != "BLAKE2B-256-128" {
-            return Err(KopiaError::Unsupported {
-                what: "content hash",
-                value: name.to_owned(),
-            });
+        let unsupported = || KopiaError::Unsupported {
+            what: "content hash",
+            value: name.to_owned(),
+        };
+        match name {
+            "BLAKE2B-256-128" => Ok(Self::Blake2b(secret.to_vec())),
+            "BLAKE3-256-128" => Ok(Self::Blake3(secret.try_into().map_err(|_| unsupported())?)),
+            _ => Err(unsupported()),
         }
-        Ok(Self {
-            key: secret.to_vec(),
-        })
     }
 
     /// The 16-byte hash of `data`.
     pub(crate) fn hash(&self, data: &[u8]) -> [u8; 16] {
-        use blake2::digest::{FixedOutput as _, KeyInit as _, Update as _};
         let mut out = [0u8; 16];
-        if let Ok(mut mac) =
-            blake2::Blake2bMac::<blake2::digest::consts::U32>::new_from_slice(&self.key)
-        {
-            mac.update(data);
-            out.copy_from_slice(&mac.finalize_fixed()[..16]);
+        match self {
+            Self::Blake2b(key) => {
+                use blake2::digest::{FixedOutput as _, KeyInit as _, Update as _};
+                if let Ok(mut mac) =
+                    blake2::Blake2bMac::<blake2::digest::consts::U32>::new_from_slice(key)
+                {
+                    mac.update(data);
+                    out.copy_from_slice(&mac.finalize_fixed()[..16]);
+                }
+            }
+            Self::Blake3(key) => {
+                out.copy_from_slice(&blake3::keyed_hash(key, data).as_bytes()[..16])
+            }
         }
         out
     }

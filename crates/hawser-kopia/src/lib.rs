@@ -29,6 +29,7 @@ mod writer;
 pub use blobs::Blobs;
 pub use content::ContentId;
 pub use create::VELERO_MARKER_BLOB;
+pub use crypto::HASHES;
 pub use error::KopiaError;
 pub use object::{Chunk, ObjectId};
 pub use repo::{FORMAT_BLOB, Repository, RepositoryConfig};

@@ -430,6 +430,51 @@ impl Writer<'_> {
     }
 }
 
+impl<'r> Writer<'r> {
+    fn new(repo: &'r Repository) -> Self {
+        let now = Timestamp::now();
+        Self {
+            repo,
+            session: session_id(now),
+            data: None,
+            metadata: None,
+            pending: HashMap::new(),
+            stored: Vec::new(),
+            now,
+        }
+    }
+
+    /// Stores manifest `entries` (kopia's `{"entries":[…]}`, gzip'd) as an `m` content.
+    async fn manifest(&mut self, entries: serde_json::Value) -> Result<(), KopiaError> {
+        let json = serde_json::to_vec(&serde_json::json!({ "entries": entries }))
+            .map_err(|e| KopiaError::malformed("a manifest", e))?;
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let gzipped = gzip
+            .write_all(&json)
+            .and_then(|()| gzip.finish())
+            .map_err(|e| KopiaError::malformed("a manifest", e))?;
+        self.content(Some('m'), &gzipped).await?;
+        Ok(())
+    }
+
+    /// Stores the packs being filled, then the index blob naming every content written: the
+    /// write is there from then on. Returns the new entries.
+    async fn commit(mut self) -> Result<Vec<Entry>, KopiaError> {
+        let (data, metadata) = (self.data.take(), self.metadata.take());
+        self.send(data).await?;
+        self.send(metadata).await?;
+        let index = build(&self.stored)?;
+        let hash = hex::encode(self.repo.hasher.hash(&index));
+        let blob = format!("xn{}_{hash}-{}-c1", self.repo.write_epoch, self.session);
+        let sealed = self
+            .repo
+            .cipher
+            .encrypt(&crate::crypto::blob_iv(&blob)?, &index)?;
+        self.repo.blobs.put(&blob, Bytes::from(sealed)).await?;
+        Ok(self.stored)
+    }
+}
+
 impl Repository {
     /// Writes a snapshot of directory `dir` as `source` with `tags` (extra manifest labels);
     /// returns it once it is stored (see the module docs).
@@ -443,16 +488,8 @@ impl Repository {
         source: &SourceInfo,
         tags: &BTreeMap<String, String>,
     ) -> Result<Snapshot, KopiaError> {
-        let start = Timestamp::now();
-        let mut writer = Writer {
-            repo: self,
-            session: session_id(start),
-            data: None,
-            metadata: None,
-            pending: HashMap::new(),
-            stored: Vec::new(),
-            now: start,
-        };
+        let mut writer = Writer::new(self);
+        let start = writer.now;
         let root_name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -484,39 +521,50 @@ impl Repository {
         if !tags.is_empty() {
             data["tags"] = serde_json::json!(tags);
         }
-        let manifest = serde_json::json!({"entries": [{
-            "id": manifest_id, "labels": labels, "modified": end, "data": data,
-        }]});
-        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        let json =
-            serde_json::to_vec(&manifest).map_err(|e| KopiaError::malformed("the manifest", e))?;
-        let gzipped = gzip
-            .write_all(&json)
-            .and_then(|()| gzip.finish())
-            .map_err(|e| KopiaError::malformed("the manifest", e))?;
-        writer.content(Some('m'), &gzipped).await?;
-        let (data_pack, metadata_pack) = (writer.data.take(), writer.metadata.take());
-        writer.send(data_pack).await?;
-        writer.send(metadata_pack).await?;
-        let index = build(&writer.stored)?;
-        let hash = hex::encode(writer.repo.hasher.hash(&index));
-        let blob = format!("xn{}_{hash}-{}-c1", writer.repo.write_epoch, writer.session);
-        let sealed = writer
-            .repo
-            .cipher
-            .encrypt(&crate::crypto::blob_iv(&blob)?, &index)?;
-        writer.repo.blobs.put(&blob, Bytes::from(sealed)).await?;
-        let stored = std::mem::take(&mut writer.stored);
-        drop(writer);
+        writer
+            .manifest(serde_json::json!([{
+                "id": manifest_id, "labels": labels, "modified": end, "data": data,
+            }]))
+            .await?;
+        let stored = writer.commit().await?;
         for entry in stored {
             self.index.insert(entry.id.clone(), entry);
         }
+        self.snapshots()
+            .await?
+            .into_iter()
+            .find(|s| s.id == manifest_id)
+            .ok_or(KopiaError::MissingSnapshot(manifest_id))
+    }
+
+    /// Deletes snapshot `id`: a newer manifest entry marks it deleted, as kopia's does. Its
+    /// contents stay until maintenance collects what no snapshot uses.
+    ///
+    /// # Errors
+    /// [`KopiaError::MissingSnapshot`], and the errors of writing.
+    pub async fn delete_snapshot(&mut self, id: &str) -> Result<(), KopiaError> {
         let snapshot = self
             .snapshots()
             .await?
             .into_iter()
-            .find(|s| s.id == manifest_id)
-            .ok_or_else(|| KopiaError::MissingSnapshot(manifest_id))?;
-        Ok(snapshot)
+            .find(|s| s.id == id)
+            .ok_or_else(|| KopiaError::MissingSnapshot(id.to_owned()))?;
+        let mut writer = Writer::new(self);
+        let labels = serde_json::json!({
+            "type": "snapshot",
+            "hostname": snapshot.host,
+            "username": snapshot.user,
+            "path": snapshot.path,
+        });
+        writer
+            .manifest(serde_json::json!([{
+                "id": id, "labels": labels, "modified": writer.now, "deleted": true,
+            }]))
+            .await?;
+        let stored = writer.commit().await?;
+        for entry in stored {
+            self.index.insert(entry.id.clone(), entry);
+        }
+        Ok(())
     }
 }

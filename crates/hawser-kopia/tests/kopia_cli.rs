@@ -554,6 +554,83 @@ async fn a_repository_created_here_opens_in_kopia_and_carries_velero_s_marker() 
         .await
         .unwrap();
     assert_eq!(describe(target.path()), describe(source.path()));
+
+    // Deleting a snapshot here: gone for kopia too.
+    let mut repo = repo;
+    repo.delete_snapshot(&ours.id).await.unwrap();
+    let left: Vec<String> = repo
+        .snapshots()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(left, [theirs.clone()]);
+    let listed: serde_json::Value =
+        serde_json::from_str(&kopia.run(&["snapshot", "list", "--json", &path])).unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [theirs.as_str()]);
+    let err = repo.delete_snapshot(&ours.id).await.unwrap_err();
+    assert!(matches!(err, KopiaError::MissingSnapshot(_)), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blake3_repository_created_here_hashes_as_kopia_does() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-blake3");
+    server.create_bucket(&bucket);
+    let location = Location::new(&server.spec(&bucket)).unwrap();
+    let blobs = Blobs::new(location, "kopia/app");
+    let mut repo = Repository::create_with_hash(blobs, VELERO_DEFAULT_PASSWORD, "BLAKE3-256-128")
+        .await
+        .unwrap();
+    assert_eq!(repo.config().hash, "BLAKE3-256-128");
+    let source = tempfile::tempdir().unwrap();
+    tree(source.path());
+    let path = source.path().display().to_string();
+    let info = hawser_kopia::SourceInfo {
+        host: "default".to_owned(),
+        user: "default".to_owned(),
+        path: path.clone(),
+    };
+    let ours = repo
+        .write_snapshot(source.path(), &info, &BTreeMap::new())
+        .await
+        .unwrap();
+    let kopia = Kopia::new();
+    kopia.connect(&server, &bucket, "app");
+    kopia.run(&["snapshot", "verify", "--verify-files-percent=100", &ours.id]);
+    let restored = tempfile::tempdir().unwrap();
+    let target = restored.path().join("tree");
+    kopia.run(&["restore", &ours.id, target.to_str().unwrap()]);
+    assert_eq!(
+        link_times_in_micros(describe(&target)),
+        link_times_in_micros(describe(source.path()))
+    );
+    // kopia hashes the same small files to the same IDs.
+    std::fs::write(source.path().join("data/new.bin"), b"new").unwrap();
+    let theirs = kopia.snapshot(source.path());
+    for file in ["a.txt", "bin/tool"] {
+        assert_eq!(
+            kopia_object(&kopia, &path, &theirs, file),
+            kopia_object(&kopia, &path, &ours.id, file),
+            "{file}"
+        );
+    }
+    assert!(
+        Repository::create_with_hash(
+            Blobs::new(Location::new(&server.spec(&bucket)).unwrap(), "kopia/other"),
+            "p",
+            "SHA1"
+        )
+        .await
+        .is_err()
+    );
 }
 
 #[tokio::test]

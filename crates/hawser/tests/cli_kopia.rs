@@ -116,6 +116,9 @@ fn a_directory_snapshots_and_restores_through_the_command_line() {
         1,
         "{stderr}"
     );
+    let deleted = ok(&hawser(repo.path(), Some("s3cret"), &["delete", &id]));
+    assert_eq!(deleted, format!("Snapshot {id} deleted.\n"));
+    assert!(!ok(&hawser(repo.path(), Some("s3cret"), &["snapshots"])).contains(&id));
     let missing = hawser(repo.path(), Some("s3cret"), &["verify", "0123"]);
     assert!(
         text(&missing.stderr).contains("snapshot 0123 not found"),
@@ -127,8 +130,14 @@ fn a_directory_snapshots_and_restores_through_the_command_line() {
 #[test]
 fn the_well_known_default_password_is_warned_about() {
     let repo = tempfile::tempdir().unwrap();
-    let out = hawser(repo.path(), None, &["create"]);
+    let out = hawser(repo.path(), None, &["create", "--hash", "BLAKE3-256-128"]);
     ok(&out);
+    let bad = hawser(
+        tempfile::tempdir().unwrap().path(),
+        Some("p"),
+        &["create", "--hash", "MD5"],
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
     assert!(
         text(&out.stderr).contains("Velero's well-known default"),
         "{}",

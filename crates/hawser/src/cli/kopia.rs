@@ -53,7 +53,11 @@ pub struct KopiaArgs {
 #[derive(Subcommand, Debug)]
 pub enum KopiaCommand {
     /// Create the repository (kopia's and Velero's defaults).
-    Create,
+    Create {
+        /// The content hash: BLAKE2B-256-128 (kopia's and Velero's default) or BLAKE3-256-128.
+        #[arg(long, default_value = "BLAKE2B-256-128")]
+        hash: String,
+    },
     /// List its snapshots.
     Snapshots,
     /// Snapshot a directory into it.
@@ -82,6 +86,11 @@ pub enum KopiaCommand {
     },
     /// Read every content of a snapshot, writing nothing.
     Verify {
+        /// The snapshot's ID.
+        id: String,
+    },
+    /// Delete a snapshot (its data stays until maintenance, which is not built yet).
+    Delete {
         /// The snapshot's ID.
         id: String,
     },
@@ -156,8 +165,14 @@ pub async fn run(global: &GlobalArgs, args: KopiaArgs) -> Result<ExitStatus, Cli
             .map_err(repository_error(format!("open the repository {dir}")))
     };
     match args.command {
-        KopiaCommand::Create => {
-            Repository::create(blobs.clone(), &password)
+        KopiaCommand::Create { hash } => {
+            if !hawser_kopia::HASHES.contains(&hash.as_str()) {
+                return Err(CliError::usage(
+                    "--hash",
+                    format!("{hash} is not one of {}", hawser_kopia::HASHES.join(", ")),
+                ));
+            }
+            Repository::create_with_hash(blobs.clone(), &password, &hash)
                 .await
                 .map_err(repository_error(format!("create the repository {dir}")))?;
             println!("Repository {dir} created.");
@@ -229,6 +244,14 @@ pub async fn run(global: &GlobalArgs, args: KopiaArgs) -> Result<ExitStatus, Cli
                 "Snapshot {id} verified: {} files, {} directories, {} links, {} bytes read.",
                 stats.files, stats.dirs, stats.symlinks, stats.bytes
             );
+        }
+        KopiaCommand::Delete { id } => {
+            let mut repo = open().await?;
+            find(&repo, &id).await?;
+            repo.delete_snapshot(&id)
+                .await
+                .map_err(repository_error(format!("delete snapshot {id}")))?;
+            println!("Snapshot {id} deleted.");
         }
     }
     Ok(ExitStatus::Success)
