@@ -565,7 +565,7 @@ async fn a_repository_created_here_opens_in_kopia_and_carries_velero_s_marker() 
         .into_iter()
         .map(|s| s.id)
         .collect();
-    assert_eq!(left, [theirs.clone()]);
+    assert_eq!(left, std::slice::from_ref(&theirs));
     let listed: serde_json::Value =
         serde_json::from_str(&kopia.run(&["snapshot", "list", "--json", &path])).unwrap();
     let ids: Vec<&str> = listed
