@@ -60,55 +60,24 @@ impl Kopia {
 
     /// Creates the repository of namespace `ns` in `bucket`, as Velero lays it out.
     fn create(&self, server: &StorageServer, bucket: &str, ns: &str) {
-        let prefix = format!("kopia/{ns}/");
-        self.run(&[
-            "repository",
-            "create",
-            "s3",
-            "--bucket",
-            bucket,
-            "--prefix",
-            &prefix,
-            "--endpoint",
-            server.host(),
-            "--disable-tls",
-            "--access-key",
-            "testing",
-            "--secret-access-key",
-            "testing",
-            "--region",
-            "us-east-1",
-            "--override-hostname",
-            "default",
-            "--override-username",
-            "default",
-        ]);
+        self.repository("create", server, bucket, ns);
     }
 
     /// Connects to the repository of namespace `ns` in `bucket`, as Velero does.
     fn connect(&self, server: &StorageServer, bucket: &str, ns: &str) {
+        self.repository("connect", server, bucket, ns);
+    }
+
+    /// `kopia repository VERB s3` on Velero's prefix of namespace `ns`, as user and host
+    /// `default`.
+    fn repository(&self, verb: &str, server: &StorageServer, bucket: &str, ns: &str) {
         let prefix = format!("kopia/{ns}/");
+        #[rustfmt::skip]
         self.run(&[
-            "repository",
-            "connect",
-            "s3",
-            "--bucket",
-            bucket,
-            "--prefix",
-            &prefix,
-            "--endpoint",
-            server.host(),
-            "--disable-tls",
-            "--access-key",
-            "testing",
-            "--secret-access-key",
-            "testing",
-            "--region",
-            "us-east-1",
-            "--override-hostname",
-            "default",
-            "--override-username",
-            "default",
+            "repository", verb, "s3", "--bucket", bucket, "--prefix", &prefix,
+            "--endpoint", server.host(), "--disable-tls",
+            "--access-key", "testing", "--secret-access-key", "testing", "--region", "us-east-1",
+            "--override-hostname", "default", "--override-username", "default",
         ]);
     }
 
