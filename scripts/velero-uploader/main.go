@@ -1,25 +1,19 @@
 // velero-uploader is a test oracle for crates/hawser-kopia: it writes and reads kopia repositories
-// in an S3 bucket with Velero's own code (module github.com/vmware-tanzu/velero), going through the
-// same layers the Velero server and node-agent go through for a pod volume backup:
+// in an S3 bucket with Velero's own code, through the layers Velero uses for a pod volume backup:
+// the repository provider's PrepareRepo (as the server: creates the kopia repository and the
+// udmrepo.Repository blob) and BoostRepoConnect (as the node-agent: connects a local config), then
+// the kopia uploader provider, whose RunBackup / RunRestore open the unified repository
+// (udmrepo.BackupRepo) and run pkg/uploader/kopia's Backup / Restore through the kopia shim.
+// Both providers take credentials.CredentialGetter, a type under velero/internal that no other
+// module may name; it is built through reflection from the providers' own signatures.
 //
-//	repository provider (pkg/repository/provider): PrepareRepo, as the server's repository
-//	    ensurer does (creates the kopia repository and the udmrepo.Repository blob if absent), then
-//	    BoostRepoConnect, as the node-agent's data path does (connects a local config file);
-//	uploader provider (pkg/uploader/provider): NewUploaderProvider opens the unified repository
-//	    (udmrepo.BackupRepo) and RunBackup / RunRestore drive pkg/uploader/kopia's Backup / Restore
-//	    through the kopia shim, with the requester tag and real-source path of a pod volume backup.
+//	velero-uploader backup  COMMON --source DIR --real-source <ns>/<pod>/<volume>  -> {"snapshotID","size"}
+//	velero-uploader restore COMMON --snapshot ID --target DIR                     -> {"size"}
+//	velero-uploader list    COMMON                                                -> [{"id","path",...}]
+//	COMMON: --endpoint HOST:PORT --bucket B --prefix [<bsl-prefix>/]kopia/<ns>/ --password P
 //
-// Both providers take Velero's credentials.CredentialGetter, a type under velero/internal that no
-// other module may name; it is built here through reflection from the providers' own signatures.
-//
-// Usage (stdout carries one JSON document, logs go to stderr):
-//
-//	velero-uploader backup  --endpoint H:P --bucket B --prefix kopia/<ns>/ --password P --source DIR --real-source <ns>/<pod>/<volume>
-//	velero-uploader restore --endpoint H:P --bucket B --prefix kopia/<ns>/ --password P --snapshot ID --target DIR
-//	velero-uploader list    --endpoint H:P --bucket B --prefix kopia/<ns>/ --password P
-//
-// The prefix is the repository's full prefix inside the bucket; Velero builds it as
-// <BSL prefix>/kopia/<volume namespace>/, so it must end in kopia/<namespace>/.
+// Velero builds a repository's prefix as <BSL prefix>/kopia/<volume namespace>/, so --prefix must
+// end in kopia/<namespace>/. stdout carries one JSON document; the log goes to stderr.
 package main
 
 import (
@@ -30,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 
 	"github.com/kopia/kopia/snapshot"
@@ -77,6 +72,9 @@ func (s secretStore) Get(sel *corev1api.SecretKeySelector) (string, error) {
 	}
 	return s.password, nil
 }
+
+// GetPassword makes secretStore a udmrepo.PasswordGetter too.
+func (s secretStore) GetPassword(any) (string, error) { return s.password, nil }
 
 // fileStore hands Velero the path of an AWS shared-credentials file for the BSL's credential.
 type fileStore struct{ path string }
@@ -159,6 +157,15 @@ func newSession(o options) (*session, func(), error) {
 			return nil, nil, err
 		}
 		work, cleanup = dir, func() { _ = os.RemoveAll(dir) }
+	}
+	// The kopia library reads KOPIA_* variables (KOPIA_CACHE_DIRECTORY overrides the cache
+	// directory of every repository it opens, and a failed connect deletes that directory) and
+	// the AWS SDK prefers AWS_* credentials to the BSL's credentials file: a test that also runs
+	// the kopia CLI or AWS tools must not leak them into this process.
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "KOPIA_") || strings.HasPrefix(name, "AWS_") {
+			_ = os.Unsetenv(name)
+		}
 	}
 	// Velero keeps repository config files under $HOME/udmrepo and kopia its caches under the
 	// user cache directory; both go into the work directory.
@@ -292,20 +299,6 @@ func (s *session) restore(snapshotID, target string) (any, error) {
 	return map[string]any{"size": size}, nil
 }
 
-type listed struct {
-	ID          string            `json:"id"`
-	Source      string            `json:"source"`
-	UserName    string            `json:"userName"`
-	Host        string            `json:"host"`
-	Path        string            `json:"path"`
-	Tags        map[string]string `json:"tags"`
-	Description string            `json:"description"`
-	Pins        []string          `json:"pins"`
-	RootID      string            `json:"rootID"`
-	Size        int64             `json:"size"`
-	StartTime   string            `json:"startTime"`
-}
-
 // list opens the unified repository as Velero's repository provider does for Forget and lists the
 // snapshot manifests through the kopia shim.
 func (s *session) list() (any, error) {
@@ -313,7 +306,7 @@ func (s *session) list() (any, error) {
 		return nil, fmt.Errorf("connect repository: %w", err)
 	}
 	opts, err := udmrepo.NewRepoOptions(
-		udmrepo.WithPassword(secretGetter{s.password}, nil),
+		udmrepo.WithPassword(secretStore{s.password}, nil),
 		udmrepo.WithConfigFile("", string(s.repo.UID)),
 		udmrepo.WithDescription("list"),
 	)
@@ -338,18 +331,14 @@ func (s *session) list() (any, error) {
 		}
 		mans = append(mans, m...)
 	}
-	res := []listed{}
+	sort.Slice(mans, func(i, j int) bool { return mans[i].StartTime.Before(mans[j].StartTime) })
+	res := []map[string]any{}
 	for _, m := range mans {
-		res = append(res, listed{
-			ID: string(m.ID), Source: m.Source.String(), UserName: m.Source.UserName, Host: m.Source.Host,
-			Path: m.Source.Path, Tags: m.Tags, Description: m.Description, Pins: m.Pins,
-			RootID: m.RootObjectID().String(), Size: m.Stats.TotalFileSize,
-			StartTime: m.StartTime.ToTime().UTC().Format("2006-01-02T15:04:05.000000000Z"),
+		res = append(res, map[string]any{
+			"id": m.ID, "source": m.Source.String(), "userName": m.Source.UserName, "host": m.Source.Host,
+			"path": m.Source.Path, "tags": m.Tags, "description": m.Description, "pins": m.Pins,
+			"rootID": m.RootObjectID().String(), "size": m.Stats.TotalFileSize, "startTime": m.StartTime.ToTime().UTC(),
 		})
 	}
 	return res, nil
 }
-
-type secretGetter struct{ password string }
-
-func (g secretGetter) GetPassword(any) (string, error) { return g.password, nil }
