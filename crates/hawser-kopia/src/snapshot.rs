@@ -27,8 +27,9 @@ struct ManifestContent {
 #[derive(Deserialize)]
 struct ManifestEntry {
     id: String,
+    /// `null` in some entries kopia writes (a deleted one's, for one).
     #[serde(default)]
-    labels: BTreeMap<String, String>,
+    labels: Option<BTreeMap<String, String>>,
     modified: Timestamp,
     #[serde(default)]
     deleted: bool,
@@ -153,12 +154,12 @@ impl Repository {
         }
         let mut snapshots = Vec::new();
         for (id, entry) in latest {
-            if entry.deleted || entry.labels.get("type").map(String::as_str) != Some("snapshot") {
+            let mut labels = entry.labels.unwrap_or_default();
+            if entry.deleted || labels.get("type").map(String::as_str) != Some("snapshot") {
                 continue;
             }
             let data: SnapshotData = serde_json::from_value(entry.data)
                 .map_err(|e| KopiaError::malformed(format!("snapshot manifest {id}"), e))?;
-            let mut labels = entry.labels;
             let mut take = |key: &str| labels.remove(key).unwrap_or_default();
             let (host, user, path) = (take("hostname"), take("username"), take("path"));
             labels.remove("type");
