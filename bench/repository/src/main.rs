@@ -169,6 +169,7 @@ fn floor(data: &Path) -> Result<()> {
 }
 
 fn blobs(repo: &Path) -> Result<hawser_kopia::Blobs> {
+    std::fs::create_dir_all(repo)?;
     let spec = hawser_store::LocationSpec::new("filesystem", "bench")
         .with_config("root", repo.display().to_string());
     let location = hawser_store::Location::new(&spec)?;
@@ -307,7 +308,7 @@ async fn main() -> Result<()> {
                 let config = work.path().join(format!("kopia-{set}-{round}.config"));
                 let krepo = work.path().join(format!("krepo-{set}-{round}"));
                 let kopia_run = |kargs: Vec<String>| {
-                    let mut all = vec!["kopia".into(), s(k), s(&config)];
+                    let mut all = vec!["kopia".into(), s(k), s(&config), "--".into()];
                     all.extend(kargs);
                     all
                 };
@@ -333,10 +334,9 @@ async fn main() -> Result<()> {
                     .env("KOPIA_PASSWORD", PASSWORD)
                     .env("KOPIA_CONFIG_PATH", &config)
                     .output()?;
-                let id = String::from_utf8_lossy(&listed.stdout)
-                    .split("\"id\": \"")
-                    .nth(1)
-                    .and_then(|r| r.split('"').next())
+                let listed: serde_json::Value = serde_json::from_slice(&listed.stdout)?;
+                let id = listed[0]["id"]
+                    .as_str()
                     .context("kopia listed no snapshot")?
                     .to_owned();
                 kr.0.push(measure(&kopia_run(vec!["restore".into(), id, s(&target)])).await?);

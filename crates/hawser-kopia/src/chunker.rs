@@ -30,40 +30,48 @@ const GEAR: [u64; 256] = {
     table
 };
 
-/// Cuts a stream into chunks; holds at most [`MAX`] bytes.
+/// Cuts a stream into chunks; holds at most [`MAX`] bytes. Each byte is hashed once: the scan
+/// goes on where the previous [`Chunker::push`] stopped.
 #[derive(Default)]
 pub(crate) struct Chunker {
     buffer: Vec<u8>,
-}
-
-/// Where the first cut of `data` is (its length when there is none within [`MAX`]).
-fn cut(data: &[u8]) -> Option<usize> {
-    if data.len() <= MIN {
-        return None;
-    }
-    let end = data.len().min(MAX);
-    let mut hash = 0u64;
-    // The hash depends on the last 64 bytes only: start 64 bytes before the first candidate.
-    for (i, byte) in data.iter().enumerate().take(end).skip(MIN - 64) {
-        hash = (hash << 1).wrapping_add(GEAR[usize::from(*byte)]);
-        if i + 1 >= MIN && hash & MASK == 0 {
-            return Some(i + 1);
-        }
-    }
-    (end == MAX).then_some(MAX)
+    /// The next byte of `buffer` to hash.
+    scanned: usize,
+    hash: u64,
 }
 
 impl Chunker {
+    /// Where the next cut of the buffer is, once it is known.
+    fn cut(&mut self) -> Option<usize> {
+        if self.buffer.len() <= MIN {
+            return None;
+        }
+        // The hash depends on the last 64 bytes only: start 64 bytes before the first candidate.
+        self.scanned = self.scanned.max(MIN - 64);
+        let end = self.buffer.len().min(MAX);
+        while self.scanned < end {
+            let byte = self.buffer[self.scanned];
+            self.hash = (self.hash << 1).wrapping_add(GEAR[usize::from(byte)]);
+            self.scanned += 1;
+            if self.scanned >= MIN && self.hash & MASK == 0 {
+                return Some(self.scanned);
+            }
+        }
+        (end == MAX).then_some(MAX)
+    }
+
     /// Takes `data`; returns the chunks now complete (all that is left at the `end`).
     pub(crate) fn push(&mut self, data: &[u8], end: bool) -> Vec<Vec<u8>> {
         self.buffer.extend_from_slice(data);
         let mut out = Vec::new();
-        while let Some(at) = cut(&self.buffer) {
+        while let Some(at) = self.cut() {
             let rest = self.buffer.split_off(at);
             out.push(std::mem::replace(&mut self.buffer, rest));
+            (self.scanned, self.hash) = (0, 0);
         }
         if end && !self.buffer.is_empty() {
             out.push(std::mem::take(&mut self.buffer));
+            (self.scanned, self.hash) = (0, 0);
         }
         out
     }
