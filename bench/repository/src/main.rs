@@ -211,6 +211,8 @@ fn kopia(kopia: &Path, config: &Path, args: &[String]) -> Result<()> {
         .args(args)
         .env("KOPIA_PASSWORD", PASSWORD)
         .env("KOPIA_CONFIG_PATH", config)
+        // Its cache beside its configuration, removed with the run's directory.
+        .env("KOPIA_CACHE_DIRECTORY", config.with_extension("cache"))
         .env("KOPIA_CHECK_FOR_UPDATES", "false")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -333,6 +335,8 @@ async fn main() -> Result<()> {
                     .args(["snapshot", "list", "--json", &s(&data)])
                     .env("KOPIA_PASSWORD", PASSWORD)
                     .env("KOPIA_CONFIG_PATH", &config)
+                    .env("KOPIA_CACHE_DIRECTORY", config.with_extension("cache"))
+                    .env("KOPIA_CHECK_FOR_UPDATES", "false")
                     .output()?;
                 let listed: serde_json::Value = serde_json::from_slice(&listed.stdout)?;
                 let id = listed[0]["id"]
