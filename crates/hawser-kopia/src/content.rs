@@ -83,7 +83,14 @@ const DEFLATE: std::ops::RangeInclusive<u32> = 0x1500..=0x1502;
 
 /// Decompresses `data`, which starts with the 4-byte ID of its compressor; `expected` is the ID
 /// the index recorded (0: none, for object-level compression, where the header alone says).
-pub(crate) fn decompress(data: &[u8], expected: u32, what: &str) -> Result<Vec<u8>, KopiaError> {
+/// At most `limit` bytes come out: a stream that would give more is refused, so a small
+/// compressed bomb costs no memory.
+pub(crate) fn decompress(
+    data: &[u8],
+    expected: u32,
+    limit: u64,
+    what: &str,
+) -> Result<Vec<u8>, KopiaError> {
     let Some((header, body)) = data.split_first_chunk::<4>() else {
         return Err(KopiaError::malformed(
             what,
@@ -98,12 +105,17 @@ pub(crate) fn decompress(data: &[u8], expected: u32, what: &str) -> Result<Vec<u
         ));
     }
     let mut out = Vec::new();
+    let bound = limit.saturating_add(1);
     let read = if ZSTD.contains(&id) {
-        zstd::stream::read::Decoder::new(body).and_then(|mut d| d.read_to_end(&mut out))
+        zstd::stream::read::Decoder::new(body).and_then(|d| d.take(bound).read_to_end(&mut out))
     } else if GZIP.contains(&id) || PGZIP.contains(&id) {
-        flate2::read::MultiGzDecoder::new(body).read_to_end(&mut out)
+        flate2::read::MultiGzDecoder::new(body)
+            .take(bound)
+            .read_to_end(&mut out)
     } else if DEFLATE.contains(&id) {
-        flate2::read::DeflateDecoder::new(body).read_to_end(&mut out)
+        flate2::read::DeflateDecoder::new(body)
+            .take(bound)
+            .read_to_end(&mut out)
     } else {
         return Err(KopiaError::Unsupported {
             what: "compression",
@@ -111,6 +123,12 @@ pub(crate) fn decompress(data: &[u8], expected: u32, what: &str) -> Result<Vec<u
         });
     };
     read.map_err(|e| KopiaError::malformed(what, format!("does not decompress: {e}")))?;
+    if out.len() as u64 > limit {
+        return Err(KopiaError::malformed(
+            what,
+            format!("decompresses to more than {limit} bytes"),
+        ));
+    }
     Ok(out)
 }
 
@@ -138,17 +156,21 @@ mod tests {
         let mut data = 0x1101u32.to_be_bytes().to_vec();
         data.extend(zstd::encode_all(&b"directory listing"[..], 1).unwrap());
         assert_eq!(
-            decompress(&data, 0x1101, "t").unwrap(),
+            decompress(&data, 0x1101, 17, "t").unwrap(),
             b"directory listing"
         );
         assert!(
-            decompress(&data, 0x1100, "t").is_err(),
+            decompress(&data, 0x1100, 17, "t").is_err(),
             "the index disagrees"
+        );
+        assert!(
+            decompress(&data, 0x1101, 16, "t").is_err(),
+            "more than the limit"
         );
         let mut s2 = 0x1200u32.to_be_bytes().to_vec();
         s2.push(0);
         assert!(matches!(
-            decompress(&s2, 0, "t"),
+            decompress(&s2, 0, 1, "t"),
             Err(KopiaError::Unsupported { .. })
         ));
     }

@@ -120,40 +120,47 @@ pub fn select(ids: &[String]) -> Result<IndexSet, KopiaError> {
         });
     }
     let w = write_epoch.unwrap_or(0);
-    let mut blobs: Vec<String> = Vec::new();
-    // The longest chain of complete range checkpoints from epoch 0 (fewer ranges on a tie).
+    // The longest chain of complete range checkpoints from epoch 0 (fewer ranges on a tie),
+    // found from the last start backwards, each start's best chain once.
     let complete: BTreeMap<(u64, u64), Vec<&str>> = ranges
         .iter()
+        .filter(|((a, b), _)| a <= b)
         .filter_map(|(k, v)| first_complete(v).map(|set| (*k, set)))
         .collect();
-    let mut best: Vec<(u64, u64)> = Vec::new();
-    let mut chains: Vec<Vec<(u64, u64)>> = complete
-        .keys()
-        .filter(|(a, _)| *a == 0)
-        .map(|k| vec![*k])
-        .collect();
-    while let Some(chain) = chains.pop() {
-        let end = chain.last().map_or(0, |(_, b)| *b);
-        let better = match best.last() {
-            None => true,
-            Some((_, b)) => end > *b || (end == *b && chain.len() < best.len()),
-        };
-        if better {
-            best.clone_from(&chain);
+    let mut best_from: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+    let starts: std::collections::BTreeSet<u64> = complete.keys().map(|(a, _)| *a).collect();
+    for &start in starts.iter().rev() {
+        let mut best: Vec<(u64, u64)> = Vec::new();
+        for &(a, b) in complete.keys().filter(|(a, _)| *a == start) {
+            let mut chain = vec![(a, b)];
+            if let Some(rest) = b.checked_add(1).and_then(|next| best_from.get(&next)) {
+                chain.extend(rest.iter().copied());
+            }
+            let end = |c: &[(u64, u64)]| c.last().map_or(0, |(_, b)| *b);
+            if best.is_empty()
+                || end(&chain) > end(&best)
+                || (end(&chain) == end(&best) && chain.len() < best.len())
+            {
+                best = chain;
+            }
         }
-        for next in complete.keys().filter(|(a, _)| *a == end + 1) {
-            let mut longer = chain.clone();
-            longer.push(*next);
-            chains.push(longer);
-        }
+        best_from.insert(start, best);
     }
+    let mut blobs: Vec<String> = Vec::new();
     let mut start = 0u64;
-    for range in &best {
+    for range in best_from.get(&0).into_iter().flatten() {
         blobs.extend(complete[range].iter().map(|b| (*b).to_owned()));
-        start = range.1 + 1;
+        start = range.1.saturating_add(1);
     }
-    for epoch in start..=w + 1 {
-        let settled = epoch + 2 <= w;
+    // Only the epochs that have blobs, up to W + 1 (a huge marker costs nothing).
+    let last = w.saturating_add(1);
+    let epochs: std::collections::BTreeSet<u64> = single
+        .range(start..=last)
+        .chain(uncompacted.range(start..=last))
+        .map(|(e, _)| *e)
+        .collect();
+    for epoch in epochs {
+        let settled = epoch.saturating_add(2) <= w;
         match single.get(&epoch).and_then(|v| first_complete(v)) {
             Some(set) if settled => blobs.extend(set.into_iter().map(str::to_owned)),
             _ => blobs.extend(
@@ -244,6 +251,30 @@ mod tests {
             set.blobs,
             ids(&["xr0_3_aa-sr-c1", "xn4_cc-s2-c1", "xn6_dd-s3-c1"])
         );
+    }
+
+    #[test]
+    fn hostile_markers_and_ranges_cost_nothing() {
+        // A backwards range, ranges that chain in every way up to epoch 60, a huge marker.
+        let mut names = vec![
+            "xe18446744073709551615".to_owned(),
+            "xr4_3_aa-sa-c1".to_owned(),
+        ];
+        for i in 0..60u64 {
+            names.push(format!("xr{i}_{i}_b{i}-sb{i}-c1"));
+            names.push(format!("xr{i}_{}_c{i}-sc{i}-c1", i + 1));
+        }
+        names.push("xn7_dd-s1-c1".to_owned());
+        let set = select(&names).unwrap();
+        assert!(
+            set.blobs.iter().all(|b| !b.starts_with("xr4_3")),
+            "{:?}",
+            set.blobs
+        );
+        // The chain reaches epoch 60, the farthest, in 31 ranges (every chain to 60 has 31); the
+        // epoch-7 blob is covered by it.
+        assert_eq!(set.blobs.len(), 31, "{:?}", set.blobs);
+        assert!(set.blobs.last().is_some_and(|b| b.starts_with("xr59_60_")));
     }
 
     #[test]

@@ -60,9 +60,34 @@ pub enum KopiaError {
         #[source]
         source: std::io::Error,
     },
+    /// Reading the tree being snapshotted failed.
+    #[error("reading {path}")]
+    Source {
+        /// The path being read.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl KopiaError {
+    /// A [`KopiaError::Restore`] maker for `path`.
+    pub(crate) fn restoring(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+        move |source| Self::Restore {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+
+    /// A [`KopiaError::Source`] maker for `path`.
+    pub(crate) fn reading(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+        move |source| Self::Source {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+
     pub(crate) fn malformed(what: impl Into<String>, why: impl std::fmt::Display) -> Self {
         Self::Malformed {
             what: what.into(),

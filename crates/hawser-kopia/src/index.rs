@@ -94,7 +94,7 @@ fn parse_v2(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
         .checked_mul(5)
         .and_then(|n| n.checked_add(packs_at))
         .ok_or_else(short)?;
-    let formats_end = formats_at + format_count * 6;
+    let formats_end = formats_at.checked_add(format_count * 6).ok_or_else(short)?;
     if formats_end > data.len() {
         return Err(short());
     }
@@ -177,6 +177,14 @@ fn parse_v1(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
         ));
     }
     let stride = key_size + entry_size;
+    // Checked before anything is allocated for them.
+    let entries_end = count
+        .checked_mul(stride)
+        .and_then(|n| n.checked_add(8))
+        .ok_or_else(short)?;
+    if entries_end > data.len() {
+        return Err(short());
+    }
     let mut entries = Vec::with_capacity(count);
     for i in 0..count {
         let at = 8 + i * stride;
@@ -264,12 +272,17 @@ pub fn build(entries: &[Entry]) -> Result<Vec<u8>, KopiaError> {
             return Err(too_big("a pack offset of 2 GiB or more"));
         }
         let pack = packs.binary_search(&&*entry.pack).unwrap_or(0);
+        if pack >= 1 << 24 {
+            return Err(too_big("more than 2^24 packs"));
+        }
         let format = formats
             .binary_search(&(entry.compression, entry.format_version, entry.key_id))
             .unwrap_or(0);
         out.extend(&entry.id.0);
+        let timestamp =
+            u32::try_from(entry.timestamp).map_err(|_| too_big("a timestamp outside 1970–2106"))?;
         let mut value = Vec::with_capacity(entry_size);
-        value.extend(u32::try_from(entry.timestamp).unwrap_or(0).to_be_bytes());
+        value.extend(timestamp.to_be_bytes());
         value.extend((entry.offset | if entry.deleted { 1 << 31 } else { 0 }).to_be_bytes());
         value.extend(&entry.original_length.to_be_bytes()[1..]);
         value.extend(&entry.packed_length.to_be_bytes()[1..]);

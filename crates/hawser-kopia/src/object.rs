@@ -52,6 +52,14 @@ impl ObjectId {
     }
 }
 
+impl ObjectId {
+    /// The prefix of its content.
+    #[must_use]
+    pub fn prefix(&self) -> Option<char> {
+        self.content.prefix()
+    }
+}
+
 /// A piece of a file: the whole of one content, at `offset` in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
@@ -131,12 +139,22 @@ impl Repository {
                         format!("a piece starts at {}, not {expected}", entry.start),
                     ));
                 }
-                expected = entry.start + entry.length;
-                parts.push((
-                    ObjectId::parse(&entry.object)?,
-                    start + entry.start,
-                    Some(entry.length),
-                ));
+                let part = ObjectId::parse(&entry.object)?;
+                // Each level lists objects of fewer levels: no list can list itself.
+                if part.indirection >= object.indirection {
+                    return Err(KopiaError::malformed(
+                        &what,
+                        format!("it lists {}, as indirect as itself", entry.object),
+                    ));
+                }
+                let (Some(end), Some(at)) = (
+                    entry.start.checked_add(entry.length),
+                    start.checked_add(entry.start),
+                ) else {
+                    return Err(KopiaError::malformed(&what, "its pieces overflow 64 bits"));
+                };
+                expected = end;
+                parts.push((part, at, Some(entry.length)));
             }
             if let Some(total) = listed
                 && total != expected
@@ -160,7 +178,12 @@ impl Repository {
     pub async fn read_chunk(&self, chunk: &Chunk) -> Result<Vec<u8>, KopiaError> {
         let mut data = self.read_content(&chunk.content).await?;
         if chunk.compressed {
-            data = decompress(&data, 0, &format!("object Z{}", chunk.content))?;
+            data = decompress(
+                &data,
+                0,
+                chunk.length,
+                &format!("object Z{}", chunk.content),
+            )?;
         }
         if data.len() as u64 != chunk.length {
             return Err(KopiaError::malformed(

@@ -52,7 +52,7 @@ pub struct RepositoryConfig {
     pub ecc: String,
     /// The format version: 1, 2 or 3.
     pub version: u8,
-    /// The index version: 1 or 2 (0 means 1).
+    /// The index version: 1 or 2 (snapshots are written into version 2 only).
     #[serde(default)]
     pub index_version: u8,
     /// The splitter of new objects (`DYNAMIC-4M-BUZHASH` by default).
@@ -202,8 +202,18 @@ impl Repository {
         let plain = if entry.compression == 0 {
             plain
         } else {
-            decompress(&plain, entry.compression, &what)?
+            decompress(
+                &plain,
+                entry.compression,
+                u64::from(entry.original_length),
+                &what,
+            )?
         };
+        // Listings, lists and manifests name other contents: checked against their own ID, no
+        // content can name itself, so a walk of them always ends.
+        if id.prefix().is_some() && self.hasher.hash(&plain)[..] != *id.hash() {
+            return Err(KopiaError::Authentication { what });
+        }
         if plain.len() != entry.original_length as usize {
             return Err(KopiaError::malformed(
                 what,

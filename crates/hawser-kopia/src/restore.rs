@@ -36,15 +36,21 @@ impl Default for RestoreOptions {
     fn default() -> Self {
         Self {
             parallel_reads: 8,
-            ownership: rustix_is_root(),
+            ownership: is_root(),
         }
     }
 }
 
-/// Whether this process runs as root (the owner of `/proc/self`).
-fn rustix_is_root() -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+/// Whether this process's effective user is root (`Uid:` of `/proc/self/status`: real,
+/// effective, …).
+fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            == Some("0")
+    })
 }
 
 /// What a restore wrote.
@@ -58,13 +64,6 @@ pub struct RestoreStats {
     pub symlinks: u64,
     /// Bytes of file content.
     pub bytes: u64,
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KopiaError + '_ {
-    move |source| KopiaError::Restore {
-        path: path.display().to_string(),
-        source,
-    }
 }
 
 fn child(dir: &Path, name: &str) -> Result<PathBuf, KopiaError> {
@@ -128,12 +127,12 @@ impl Repository {
         let mut stats = RestoreStats::default();
         let root = &snapshot.root;
         if root.kind != "d" {
-            fs::create_dir_all(target).map_err(io(target))?;
+            fs::create_dir_all(target).map_err(KopiaError::restoring(target))?;
             let path = child(target, &root.name)?;
             self.restore_entry(root, &path, options, &mut stats).await?;
             return Ok(stats);
         }
-        fs::create_dir_all(target).map_err(io(target))?;
+        fs::create_dir_all(target).map_err(KopiaError::restoring(target))?;
         // Directories get their mode and times after their children are written.
         let mut finished: Vec<(DirEntry, PathBuf)> = Vec::new();
         let mut pending = vec![(root.clone(), target.to_path_buf())];
@@ -142,7 +141,7 @@ impl Repository {
             for entry in self.directory(&dir.obj).await? {
                 let at = child(&path, &entry.name)?;
                 if entry.kind == "d" {
-                    fs::create_dir(&at).map_err(io(&at))?;
+                    fs::create_dir(&at).map_err(KopiaError::restoring(&at))?;
                     pending.push((entry, at));
                 } else {
                     self.restore_entry(&entry, &at, options, &mut stats).await?;
@@ -172,13 +171,14 @@ impl Repository {
                 let target = self.read_object(&ObjectId::parse(&entry.obj)?).await?;
                 // A link's target is bytes on Unix, whatever their encoding.
                 let target = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&target);
-                std::os::unix::fs::symlink(target, path).map_err(io(path))?;
+                std::os::unix::fs::symlink(target, path).map_err(KopiaError::restoring(path))?;
                 if options.ownership {
                     std::os::unix::fs::lchown(path, Some(entry.uid), Some(entry.gid))
-                        .map_err(io(path))?;
+                        .map_err(KopiaError::restoring(path))?;
                 }
                 let mtime = filetime_of(entry);
-                filetime::set_symlink_file_times(path, mtime, mtime).map_err(io(path))?;
+                filetime::set_symlink_file_times(path, mtime, mtime)
+                    .map_err(KopiaError::restoring(path))?;
                 stats.symlinks += 1;
             }
             other => {
@@ -203,9 +203,11 @@ impl Repository {
             .write(true)
             .create_new(true)
             .open(path)
-            .map_err(io(path))?;
+            .map_err(KopiaError::restoring(path))?;
         let chunks = self.chunks(&ObjectId::parse(&entry.obj)?).await?;
-        let size = chunks.last().map_or(0, |c| c.offset + c.length);
+        let size = chunks
+            .last()
+            .map_or(0, |c| c.offset.saturating_add(c.length));
         let mut reads = futures::stream::iter(chunks.iter().map(|chunk| async move {
             self.read_chunk(chunk)
                 .await
@@ -213,9 +215,9 @@ impl Repository {
         }))
         .buffer_unordered(options.parallel_reads.max(1));
         while let Some((offset, data)) = reads.try_next().await? {
-            write_sparse(&file, offset, &data).map_err(io(path))?;
+            write_sparse(&file, offset, &data).map_err(KopiaError::restoring(path))?;
         }
-        file.set_len(size).map_err(io(path))?;
+        file.set_len(size).map_err(KopiaError::restoring(path))?;
         drop(file);
         finish(entry, path, options)?;
         Ok(size)
@@ -247,9 +249,11 @@ fn filetime_of(entry: &DirEntry) -> filetime::FileTime {
 /// Gives a file or directory its owner, mode and modification time.
 fn finish(entry: &DirEntry, path: &Path, options: RestoreOptions) -> Result<(), KopiaError> {
     if options.ownership {
-        std::os::unix::fs::chown(path, Some(entry.uid), Some(entry.gid)).map_err(io(path))?;
+        std::os::unix::fs::chown(path, Some(entry.uid), Some(entry.gid))
+            .map_err(KopiaError::restoring(path))?;
     }
-    fs::set_permissions(path, fs::Permissions::from_mode(entry.unix_mode())).map_err(io(path))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(entry.unix_mode()))
+        .map_err(KopiaError::restoring(path))?;
     let mtime = filetime_of(entry);
-    filetime::set_file_times(path, mtime, mtime).map_err(io(path))
+    filetime::set_file_times(path, mtime, mtime).map_err(KopiaError::restoring(path))
 }

@@ -40,7 +40,8 @@ struct ManifestEntry {
 /// One entry of a directory (and a snapshot's root).
 #[derive(Deserialize, Debug, Clone)]
 pub struct DirEntry {
-    /// Its name in the directory.
+    /// Its name in the directory (kopia leaves an empty one out).
+    #[serde(default)]
     pub name: String,
     /// `d` directory, `f` file, `s` symbolic link.
     #[serde(rename = "type")]
@@ -51,7 +52,8 @@ pub struct DirEntry {
     /// The file's size (a link's target length).
     #[serde(default)]
     pub size: u64,
-    /// Its modification time.
+    /// Its modification time (kopia leaves the Unix epoch out).
+    #[serde(default = "epoch")]
     pub mtime: Timestamp,
     /// Owner.
     #[serde(default)]
@@ -62,6 +64,13 @@ pub struct DirEntry {
     /// The object holding its data or listing.
     pub obj: String,
 }
+
+fn epoch() -> Timestamp {
+    Timestamp::UNIX_EPOCH
+}
+
+/// Most bytes a manifest content may gunzip to.
+const MAX_MANIFEST: u64 = 256 << 20;
 
 impl DirEntry {
     /// The Unix permission bits (with setuid, setgid and sticky) of Go's mode text.
@@ -139,13 +148,17 @@ impl Repository {
             let gzipped = self.read_content(&id).await?;
             let mut json = Vec::new();
             flate2::read::GzDecoder::new(&gzipped[..])
+                .take(MAX_MANIFEST + 1)
                 .read_to_end(&mut json)
                 .map_err(|e| KopiaError::malformed(&what, e))?;
+            if json.len() as u64 > MAX_MANIFEST {
+                return Err(KopiaError::malformed(what, "unpacks to more than 256 MiB"));
+            }
             let content: ManifestContent =
                 serde_json::from_slice(&json).map_err(|e| KopiaError::malformed(&what, e))?;
             for entry in content.entries {
                 match latest.get(&entry.id) {
-                    Some(have) if (have.modified, &have.id) >= (entry.modified, &entry.id) => {}
+                    Some(have) if have.modified >= entry.modified => {}
                     _ => {
                         latest.insert(entry.id.clone(), entry);
                     }
@@ -158,8 +171,14 @@ impl Repository {
             if entry.deleted || labels.get("type").map(String::as_str) != Some("snapshot") {
                 continue;
             }
-            let data: SnapshotData = serde_json::from_value(entry.data)
-                .map_err(|e| KopiaError::malformed(format!("snapshot manifest {id}"), e))?;
+            // One manifest that does not parse hides no other snapshot.
+            let data: SnapshotData = match serde_json::from_value(entry.data) {
+                Ok(data) => data,
+                Err(error) => {
+                    tracing::warn!(manifest = %id, %error, "snapshot manifest does not parse; left out");
+                    continue;
+                }
+            };
             let mut take = |key: &str| labels.remove(key).unwrap_or_default();
             let (host, user, path) = (take("hostname"), take("username"), take("path"));
             labels.remove("type");
@@ -185,7 +204,16 @@ impl Repository {
     /// not kopia's.
     pub async fn directory(&self, obj: &str) -> Result<Vec<DirEntry>, KopiaError> {
         let what = format!("directory {obj}");
-        let bytes = self.read_object(&ObjectId::parse(obj)?).await?;
+        let id = ObjectId::parse(obj)?;
+        // kopia writes listings as `k` contents, which are checked against their IDs when read:
+        // a listing can never list itself.
+        if id.prefix() != Some('k') {
+            return Err(KopiaError::malformed(
+                what,
+                "a directory's object is not a k content",
+            ));
+        }
+        let bytes = self.read_object(&id).await?;
         let dir: Directory =
             serde_json::from_slice(&bytes).map_err(|e| KopiaError::malformed(&what, e))?;
         if dir.stream != "kopia:directory" {
@@ -208,6 +236,16 @@ mod tests {
             "name": "f", "type": "f", "mode": mode, "mtime": "2026-12-07T02:38:25.123456789Z", "obj": "k00"
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn an_entry_without_name_or_time_is_kopia_s_empty_name_and_the_epoch() {
+        let entry: DirEntry =
+            serde_json::from_value(serde_json::json!({"type": "f", "obj": "k00"})).unwrap();
+        assert_eq!(
+            (entry.name.as_str(), entry.mtime),
+            ("", Timestamp::UNIX_EPOCH)
+        );
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub struct SourceInfo {
     pub path: String,
 }
 
+/// The labels kopia gives a snapshot manifest itself; tags may not use them.
+const RESERVED_LABELS: &[&str] = &["type", "hostname", "username", "path"];
+
 /// Packs are sent once they reach this size (kopia's default `maxPackSize`, 20 MiB).
 const MAX_PACK: usize = 20 << 20;
 /// kopia's zstd-fastest compressor ID.
@@ -137,13 +140,6 @@ fn mtime_of(meta: &std::fs::Metadata) -> Timestamp {
         .unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KopiaError + '_ {
-    move |source| KopiaError::Restore {
-        path: path.display().to_string(),
-        source,
-    }
-}
-
 /// One snapshot being written.
 struct Writer<'r> {
     repo: &'r Repository,
@@ -175,19 +171,20 @@ fn uvarint(out: &mut Vec<u8>, mut n: u64) {
     out.push(u8::try_from(n).unwrap_or(0));
 }
 
-impl Writer<'_> {
-    fn new_pack(&self, prefix: char) -> Pack {
-        let mut random = [0u8; 16];
-        rand::fill(&mut random);
-        let mut preamble = vec![0u8; 32];
-        rand::fill(&mut preamble[..]);
-        Pack {
-            id: Arc::from(format!("{prefix}{}-{}", hex::encode(random), self.session)),
-            data: preamble,
-            entries: Vec::new(),
-        }
+/// A new pack of session `session`: `p` for file data, `q` for the rest.
+fn new_pack(prefix: char, session: &str) -> Pack {
+    let mut random = [0u8; 16];
+    rand::fill(&mut random);
+    let mut preamble = vec![0u8; 32];
+    rand::fill(&mut preamble[..]);
+    Pack {
+        id: Arc::from(format!("{prefix}{}-{session}", hex::encode(random))),
+        data: preamble,
+        entries: Vec::new(),
     }
+}
 
+impl Writer<'_> {
     /// Stores `plain` as a content with `prefix` (none for file data); returns its ID.
     async fn content(
         &mut self,
@@ -219,28 +216,13 @@ impl Writer<'_> {
         };
         let sealed = self.repo.cipher.encrypt(id.iv(), &payload)?;
         let metadata = prefix.is_some();
+        let session = &self.session;
         let slot = if metadata {
             &mut self.metadata
         } else {
             &mut self.data
         };
-        if slot.is_none() {
-            let pack = self.new_pack(if metadata { 'q' } else { 'p' });
-            let slot = if metadata {
-                &mut self.metadata
-            } else {
-                &mut self.data
-            };
-            *slot = Some(pack);
-        }
-        let slot = if metadata {
-            &mut self.metadata
-        } else {
-            &mut self.data
-        };
-        let Some(pack) = slot.as_mut() else {
-            return Err(KopiaError::malformed("a pack", "not started"));
-        };
+        let pack = slot.get_or_insert_with(|| new_pack(if metadata { 'q' } else { 'p' }, session));
         let length = |n: usize| {
             u32::try_from(n).map_err(|_| KopiaError::Unsupported {
                 what: "content size",
@@ -261,10 +243,15 @@ impl Writer<'_> {
         };
         pack.data.extend(sealed);
         pack.entries.push(entry.clone());
+        let full = pack.data.len() >= MAX_PACK;
         self.pending.insert(id.clone(), entry);
-        if pack.data.len() >= MAX_PACK {
-            let full = slot.take();
-            self.send(full).await?;
+        if full {
+            let pack = if metadata {
+                self.metadata.take()
+            } else {
+                self.data.take()
+            };
+            self.send(pack).await?;
         }
         Ok(id)
     }
@@ -305,13 +292,13 @@ impl Writer<'_> {
 
     /// Stores a file's data; returns its object ID and size.
     async fn file(&mut self, path: &Path) -> Result<(String, u64), KopiaError> {
-        let mut file = std::fs::File::open(path).map_err(io(path))?;
+        let mut file = std::fs::File::open(path).map_err(KopiaError::reading(path))?;
         let mut chunker = Chunker::default();
         let mut parts: Vec<(u64, u64, ContentId)> = Vec::new();
         let mut offset = 0u64;
         let mut buffer = vec![0u8; 1 << 20];
         loop {
-            let n = file.read(&mut buffer).map_err(io(path))?;
+            let n = file.read(&mut buffer).map_err(KopiaError::reading(path))?;
             let chunks = chunker.push(&buffer[..n], n == 0);
             for chunk in chunks {
                 let id = self.content(None, &chunk).await?;
@@ -353,12 +340,15 @@ impl Writer<'_> {
 
     /// Stores a directory tree; returns its entry (named `name`) and what it holds.
     async fn dir(&mut self, path: &Path, name: String) -> Result<(EntryOut, Tally), KopiaError> {
-        let meta = std::fs::symlink_metadata(path).map_err(io(path))?;
+        let meta = std::fs::symlink_metadata(path).map_err(KopiaError::reading(path))?;
         let mut children: Vec<(bool, String, std::path::PathBuf)> = Vec::new();
-        for child in std::fs::read_dir(path).map_err(io(path))? {
-            let child = child.map_err(io(path))?;
+        for child in std::fs::read_dir(path).map_err(KopiaError::reading(path))? {
+            let child = child.map_err(KopiaError::reading(path))?;
             let child_name = child.file_name().to_string_lossy().into_owned();
-            let is_dir = child.file_type().map_err(io(path))?.is_dir();
+            let is_dir = child
+                .file_type()
+                .map_err(KopiaError::reading(path))?
+                .is_dir();
             children.push((!is_dir, child_name, child.path()));
         }
         // Directories first, then by name, as kopia lists them.
@@ -370,7 +360,8 @@ impl Writer<'_> {
         };
         let mut entries = Vec::with_capacity(children.len());
         for (_, child_name, child_path) in children {
-            let child_meta = std::fs::symlink_metadata(&child_path).map_err(io(&child_path))?;
+            let child_meta =
+                std::fs::symlink_metadata(&child_path).map_err(KopiaError::reading(&child_path))?;
             let kind = child_meta.file_type();
             let mtime = mtime_of(&child_meta);
             let entry = if kind.is_dir() {
@@ -379,7 +370,8 @@ impl Writer<'_> {
                 entry
             } else if kind.is_symlink() || kind.is_file() {
                 let (obj, size, kind_name) = if kind.is_symlink() {
-                    let target = std::fs::read_link(&child_path).map_err(io(&child_path))?;
+                    let target = std::fs::read_link(&child_path)
+                        .map_err(KopiaError::reading(&child_path))?;
                     let bytes = std::os::unix::ffi::OsStrExt::as_bytes(target.as_os_str()).to_vec();
                     let id = self.content(None, &bytes).await?;
                     tally.symlinks += 1;
@@ -480,14 +472,27 @@ impl Repository {
     /// returns it once it is stored (see the module docs).
     ///
     /// # Errors
-    /// [`KopiaError::Restore`] when the tree cannot be read, [`KopiaError::Storage`] when the
-    /// store refuses a write, [`KopiaError::Unsupported`] for a content the format cannot hold.
+    /// [`KopiaError::Source`] when the tree cannot be read, [`KopiaError::Storage`] when the
+    /// store refuses a write, [`KopiaError::Unsupported`] for a content the format cannot hold,
+    /// a tag named as one of kopia's own labels, or a repository with index version 1.
     pub async fn write_snapshot(
         &mut self,
         dir: &Path,
         source: &SourceInfo,
         tags: &BTreeMap<String, String>,
     ) -> Result<Snapshot, KopiaError> {
+        if self.config().index_version != 2 {
+            return Err(KopiaError::Unsupported {
+                what: "writing into an index version",
+                value: self.config().index_version.to_string(),
+            });
+        }
+        if let Some(reserved) = RESERVED_LABELS.iter().find(|l| tags.contains_key(**l)) {
+            return Err(KopiaError::Unsupported {
+                what: "tag (kopia's own label)",
+                value: (*reserved).to_owned(),
+            });
+        }
         let mut writer = Writer::new(self);
         let start = writer.now;
         let root_name = dir
@@ -530,11 +535,19 @@ impl Repository {
         for entry in stored {
             self.index.insert(entry.id.clone(), entry);
         }
-        self.snapshots()
-            .await?
-            .into_iter()
-            .find(|s| s.id == manifest_id)
-            .ok_or(KopiaError::MissingSnapshot(manifest_id))
+        let root = serde_json::to_value(&root)
+            .and_then(serde_json::from_value)
+            .map_err(|e| KopiaError::malformed("the root entry", e))?;
+        Ok(Snapshot {
+            id: manifest_id,
+            host: source.host.clone(),
+            user: source.user.clone(),
+            path: source.path.clone(),
+            start_time: Some(start),
+            end_time: Some(end),
+            tags: tags.clone(),
+            root,
+        })
     }
 
     /// Deletes snapshot `id`: a newer manifest entry marks it deleted, as kopia's does. Its

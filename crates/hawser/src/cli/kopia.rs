@@ -246,11 +246,10 @@ pub async fn run(global: &GlobalArgs, args: KopiaArgs) -> Result<ExitStatus, Cli
             );
         }
         KopiaCommand::Delete { id } => {
-            let mut repo = open().await?;
-            find(&repo, &id).await?;
-            repo.delete_snapshot(&id)
-                .await
-                .map_err(repository_error(format!("delete snapshot {id}")))?;
+            match open().await?.delete_snapshot(&id).await {
+                Err(KopiaError::MissingSnapshot(_)) => return Err(not_found(&id)),
+                done => done.map_err(repository_error(format!("delete snapshot {id}")))?,
+            }
             println!("Snapshot {id} deleted.");
         }
     }
@@ -283,10 +282,14 @@ async fn find(repo: &Repository, id: &str) -> Result<Snapshot, CliError> {
         .map_err(repository_error("list the snapshots"))?
         .into_iter()
         .find(|s| s.id == id)
-        .ok_or_else(|| CliError::NotFound {
-            object: format!("snapshot {id}"),
-            hint: "list them with `hawser kopia snapshots`".to_owned(),
-        })
+        .ok_or_else(|| not_found(id))
+}
+
+fn not_found(id: &str) -> CliError {
+    CliError::NotFound {
+        object: format!("snapshot {id}"),
+        hint: "list them with `hawser kopia snapshots`".to_owned(),
+    }
 }
 
 fn snapshots_table(snapshots: &[Snapshot]) -> Table {
