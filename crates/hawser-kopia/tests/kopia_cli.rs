@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 #[path = "../../hawser-store/tests/common/mod.rs"]
 mod store_common;
 
@@ -15,6 +16,7 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::{describe, noise};
 use hawser_kopia::{Blobs, KopiaError, Repository, RestoreOptions, VELERO_DEFAULT_PASSWORD};
 use hawser_store::Location;
 use store_common::StorageServer;
@@ -92,19 +94,6 @@ impl Kopia {
     }
 }
 
-/// `len` bytes that do not repeat (xorshift from `seed`).
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect()
-}
-
 /// A tree with what a volume holds: small and empty files, a file large enough to be split
 /// into several contents, a sparse file, modes with setuid, links (one dangling), a deep path
 /// and a name that is not ASCII; times with nanoseconds.
@@ -134,45 +123,6 @@ fn tree(root: &Path) {
     let mtime = filetime::FileTime::from_unix_time(1_765_000_000, 123_456_789);
     filetime::set_file_mtime(root.join("a.txt"), mtime).unwrap();
     filetime::set_symlink_file_times(root.join("link"), mtime, mtime).unwrap();
-}
-
-/// Every path under `root` with what identifies it: type, mode, size, mtime (ns), content
-/// digest or link target.
-fn describe(root: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let name = path.strip_prefix(root).unwrap().display().to_string();
-            let what = if meta.file_type().is_symlink() {
-                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
-            } else if meta.is_dir() {
-                pending.push(path.clone());
-                format!("dir {:o}", meta.mode() & 0o7777)
-            } else {
-                let data = std::fs::read(&path).unwrap();
-                let sum = data
-                    .iter()
-                    .fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(*b));
-                format!(
-                    "file {:o} {} bytes sum {sum:x}",
-                    meta.mode() & 0o7777,
-                    meta.len()
-                )
-            };
-            // A link's own time is kept too; directories' times change as kopia reads them
-            // on some systems, so only files' and links' are compared.
-            let time = if meta.is_dir() {
-                String::new()
-            } else {
-                format!(" mtime {}.{:09}", meta.mtime(), meta.mtime_nsec())
-            };
-            out.insert(name, format!("{what}{time}"));
-        }
-    }
-    out
 }
 
 /// `describe`'s view with links' times rounded up to the microsecond, as kopia's restore
