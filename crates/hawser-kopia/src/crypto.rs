@@ -99,16 +99,18 @@ pub(crate) fn seal(key: &[u8; KEY_LEN], aad: &[u8], plain: &[u8]) -> Result<Vec<
     let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).map_err(failed)?);
     let mut nonce = [0u8; NONCE_LEN];
     rand::fill(&mut nonce);
-    let mut body = plain.to_vec();
-    key.seal_in_place_append_tag(
-        Nonce::assume_unique_for_key(nonce),
-        Aad::from(aad),
-        &mut body,
-    )
-    .map_err(failed)?;
-    let mut out = Vec::with_capacity(body.len() + NONCE_LEN);
+    // One buffer, one copy of the plaintext: sealed in place after the nonce.
+    let mut out = Vec::with_capacity(plain.len() + OVERHEAD);
     out.extend_from_slice(&nonce);
-    out.extend(body);
+    out.extend_from_slice(plain);
+    let tag = key
+        .seal_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(aad),
+            &mut out[NONCE_LEN..],
+        )
+        .map_err(failed)?;
+    out.extend_from_slice(tag.as_ref());
     Ok(out)
 }
 

@@ -200,6 +200,7 @@ impl Writer<'_> {
         if known || self.pending.contains_key(&id) {
             return Ok(id);
         }
+        // File data is stored as it is (no copy); metadata compressed when that is smaller.
         let (payload, compression) = match prefix {
             Some(_) => {
                 let mut compressed = ZSTD_FASTEST.to_be_bytes().to_vec();
@@ -207,12 +208,12 @@ impl Writer<'_> {
                     .map_err(|e| KopiaError::malformed(format!("content {id}"), e))?;
                 compressed.extend(body);
                 if compressed.len() < plain.len() {
-                    (compressed, ZSTD_FASTEST)
+                    (std::borrow::Cow::Owned(compressed), ZSTD_FASTEST)
                 } else {
-                    (plain.to_vec(), 0)
+                    (std::borrow::Cow::Borrowed(plain), 0)
                 }
             }
-            None => (plain.to_vec(), 0),
+            None => (std::borrow::Cow::Borrowed(plain), 0),
         };
         let sealed = self.repo.cipher.encrypt(id.iv(), &payload)?;
         let metadata = prefix.is_some();
