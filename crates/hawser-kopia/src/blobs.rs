@@ -7,6 +7,17 @@ use hawser_store::Location;
 
 use crate::KopiaError;
 
+/// A blob as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlobMeta {
+    /// Its ID.
+    pub id: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When the store wrote it.
+    pub modified: jiff::Timestamp,
+}
+
 /// The blobs of one repository.
 #[derive(Clone)]
 pub struct Blobs {
@@ -45,9 +56,17 @@ impl Blobs {
     /// # Errors
     /// [`KopiaError::Storage`].
     pub async fn list(&self) -> Result<Vec<String>, KopiaError> {
-        let keys = self
+        Ok(self.list_meta().await?.into_iter().map(|b| b.id).collect())
+    }
+
+    /// Every blob of the repository with its size and time, sorted by ID.
+    ///
+    /// # Errors
+    /// [`KopiaError::Storage`].
+    pub async fn list_meta(&self) -> Result<Vec<BlobMeta>, KopiaError> {
+        let objects = self
             .location
-            .list_objects(&self.dir)
+            .list_objects_meta(&self.dir)
             .await
             .map_err(Self::error(&self.dir))?;
         let strip = if self.dir.is_empty() {
@@ -55,12 +74,29 @@ impl Blobs {
         } else {
             self.dir.len() + 1
         };
-        Ok(keys
+        Ok(objects
             .into_iter()
-            .filter_map(|key| key.get(strip..).map(str::to_owned))
-            // Blob IDs have no `/`: anything deeper is not the repository's.
-            .filter(|id| !id.contains('/'))
+            .filter_map(|o| {
+                let id = o.key.get(strip..)?;
+                // Blob IDs have no `/`: anything deeper is not the repository's.
+                (!id.contains('/')).then(|| BlobMeta {
+                    id: id.to_owned(),
+                    size: o.size,
+                    modified: o.modified,
+                })
+            })
             .collect())
+    }
+
+    /// Deletes a blob; a missing one is no error.
+    ///
+    /// # Errors
+    /// [`KopiaError::Storage`].
+    pub async fn delete(&self, id: &str) -> Result<(), KopiaError> {
+        self.location
+            .delete(&self.key(id))
+            .await
+            .map_err(Self::error(id))
     }
 
     /// A whole blob.

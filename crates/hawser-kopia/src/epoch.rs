@@ -25,6 +25,8 @@ pub struct IndexSet {
     pub watermark: i64,
     /// The epoch new index blobs belong to (the greatest `xe` marker; 0 without one).
     pub write_epoch: u64,
+    /// The last epoch the range checkpoints in use cover, if any.
+    pub ranges_end: Option<u64>,
 }
 
 /// The epoch number at the start of `rest` (digits up to `_` or the end).
@@ -34,7 +36,7 @@ fn epoch_of(rest: &str) -> Option<u64> {
 
 /// Groups blobs into complete sets: `…-s<set>-c<N>` with N members; a blob of another shape
 /// is a set of its own. The first complete set in listing order.
-fn first_complete<'a>(blobs: &[&'a str]) -> Option<Vec<&'a str>> {
+pub(crate) fn first_complete<'a>(blobs: &[&'a str]) -> Option<Vec<&'a str>> {
     let mut sets: Vec<(String, usize, Vec<&'a str>)> = Vec::new();
     for blob in blobs {
         let parts: Vec<&str> = blob.split('-').collect();
@@ -148,9 +150,11 @@ pub fn select(ids: &[String]) -> Result<IndexSet, KopiaError> {
     }
     let mut blobs: Vec<String> = Vec::new();
     let mut start = 0u64;
+    let mut ranges_end = None;
     for range in best_from.get(&0).into_iter().flatten() {
         blobs.extend(complete[range].iter().map(|b| (*b).to_owned()));
         start = range.1.saturating_add(1);
+        ranges_end = Some(range.1);
     }
     // Only the epochs that have blobs, up to W + 1 (a huge marker costs nothing).
     let last = w.saturating_add(1);
@@ -176,6 +180,7 @@ pub fn select(ids: &[String]) -> Result<IndexSet, KopiaError> {
         blobs,
         watermark,
         write_epoch: w,
+        ranges_end,
     })
 }
 

@@ -45,6 +45,18 @@ pub enum KopiaError {
     /// A repository is there already.
     #[error("a repository exists there already (kopia.repository)")]
     AlreadyExists,
+    /// Another writer holds the repository ([`crate::session`]).
+    #[error(
+        "the repository is being written by session {session} ({holder}, last active {last}); one writer at a time"
+    )]
+    Busy {
+        /// The live session.
+        session: String,
+        /// Who holds it, as its marker says.
+        holder: String,
+        /// When it last wrote a marker or a pack.
+        last: String,
+    },
     /// A content the repository's index does not hold.
     #[error("content {0} is not in the repository's index")]
     MissingContent(String),

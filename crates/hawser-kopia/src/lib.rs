@@ -14,23 +14,28 @@
 
 mod blobs;
 mod chunker;
+pub mod compaction;
 mod content;
 mod create;
 mod crypto;
 pub mod epoch;
 mod error;
 pub mod index;
+mod maintenance;
 mod object;
 mod repo;
 mod restore;
+pub mod session;
 mod snapshot;
 mod writer;
 
-pub use blobs::Blobs;
+pub use blobs::{BlobMeta, Blobs};
+pub use compaction::QuickReport;
 pub use content::ContentId;
 pub use create::VELERO_MARKER_BLOB;
 pub use crypto::HASHES;
 pub use error::KopiaError;
+pub use maintenance::{GcReport, MaintenanceReport, Safety};
 pub use object::{Chunk, ObjectId};
 pub use repo::{FORMAT_BLOB, Repository, RepositoryConfig};
 pub use restore::{RestoreOptions, RestoreStats};

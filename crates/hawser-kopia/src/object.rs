@@ -53,6 +53,12 @@ impl ObjectId {
 }
 
 impl ObjectId {
+    /// The content it starts from (its data, or its top indirect list).
+    #[must_use]
+    pub fn content(&self) -> &ContentId {
+        &self.content
+    }
+
     /// The prefix of its content.
     #[must_use]
     pub fn prefix(&self) -> Option<char> {
@@ -96,6 +102,27 @@ impl Repository {
     /// [`KopiaError::Malformed`] for a list that is not kopia's or whose pieces do not follow
     /// one another, and the errors of [`Repository::read_content`].
     pub async fn chunks(&self, id: &ObjectId) -> Result<Vec<Chunk>, KopiaError> {
+        self.walk(id, &mut Vec::new()).await
+    }
+
+    /// Every content object `id` is made of: its pieces and the contents of its indirect
+    /// lists.
+    ///
+    /// # Errors
+    /// Those of [`Repository::chunks`].
+    pub async fn object_contents(&self, id: &ObjectId) -> Result<Vec<ContentId>, KopiaError> {
+        let mut lists = Vec::new();
+        let chunks = self.walk(id, &mut lists).await?;
+        lists.extend(chunks.into_iter().map(|c| c.content));
+        Ok(lists)
+    }
+
+    /// [`Repository::chunks`], adding the contents of every indirect list read to `lists`.
+    async fn walk(
+        &self,
+        id: &ObjectId,
+        lists: &mut Vec<ContentId>,
+    ) -> Result<Vec<Chunk>, KopiaError> {
         let mut out = Vec::new();
         // (object, where it starts, the length its list gave, if any)
         let mut pending = vec![(id.clone(), 0u64, None::<u64>)];
@@ -121,7 +148,12 @@ impl Repository {
                 indirection: object.indirection - 1,
                 ..object.clone()
             };
-            let bytes = self.read_object(&list).await?;
+            let list_chunks = Box::pin(self.walk(&list, lists)).await?;
+            let mut bytes = Vec::new();
+            for chunk in &list_chunks {
+                bytes.extend(self.read_chunk(chunk).await?);
+            }
+            lists.extend(list_chunks.into_iter().map(|c| c.content));
             let list: IndirectList =
                 serde_json::from_slice(&bytes).map_err(|e| KopiaError::malformed(&what, e))?;
             if list.stream != "kopia:indirect" {
@@ -199,7 +231,7 @@ impl Repository {
     /// # Errors
     /// Those of [`Repository::chunks`] and [`Repository::read_chunk`].
     pub async fn read_object(&self, id: &ObjectId) -> Result<Vec<u8>, KopiaError> {
-        let chunks = Box::pin(self.chunks(id)).await?;
+        let chunks = self.chunks(id).await?;
         let mut out = Vec::new();
         for chunk in &chunks {
             out.extend(self.read_chunk(chunk).await?);

@@ -67,13 +67,36 @@ pub struct RepositoryConfig {
     #[serde(default)]
     secret: String,
     #[serde(default)]
-    epoch_parameters: EpochParameters,
+    pub(crate) epoch_parameters: EpochParameters,
 }
 
-#[derive(Deserialize, Debug, Clone, Default)]
-struct EpochParameters {
-    #[serde(rename = "Enabled", default)]
-    enabled: bool,
+/// The epoch manager's parameters (kopia's `epoch.Parameters`; durations in nanoseconds),
+/// kopia's defaults where a field is absent.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct EpochParameters {
+    pub enabled: bool,
+    /// The least time between the first and the last index blob of an epoch before it ends.
+    pub min_epoch_duration: i64,
+    /// Index blobs in the write epoch that end it (with the duration).
+    pub epoch_advance_on_count_threshold: usize,
+    /// Bytes of index blobs in the write epoch that end it (with the duration).
+    pub epoch_advance_on_total_size_bytes_threshold: u64,
+    /// How long a compaction must be stored before the blobs it replaces are deleted.
+    pub cleanup_safety_margin: i64,
+}
+
+impl Default for EpochParameters {
+    fn default() -> Self {
+        const HOUR_NS: i64 = 3_600_000_000_000;
+        Self {
+            enabled: false,
+            min_epoch_duration: 24 * HOUR_NS,
+            epoch_advance_on_count_threshold: 20,
+            epoch_advance_on_total_size_bytes_threshold: 10 << 20,
+            cleanup_safety_margin: 4 * HOUR_NS,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -108,16 +131,44 @@ impl Repository {
             &config.hash,
             &base64_field(&config.secret, "secret")?,
         )?;
-        let ids = blobs.list().await?;
+        let mut repo = Self {
+            blobs,
+            config,
+            cipher,
+            hasher,
+            index: HashMap::new(),
+            write_epoch: 0,
+        };
+        repo.load_index().await?;
+        Ok(repo)
+    }
+
+    /// Lists the blobs and reads the live index blobs ([`epoch::select`]) into the index.
+    pub(crate) async fn load_index(&mut self) -> Result<(), KopiaError> {
+        let ids = self.blobs.list().await?;
         let set = epoch::select(&ids)?;
+        let mut index = self.merge_index_blobs(&set.blobs).await?;
+        // Deleted before the watermark: gone, as kopia reads it.
+        index.retain(|_, e| !(e.deleted && e.timestamp <= set.watermark));
+        tracing::debug!(
+            contents = index.len(),
+            index_blobs = set.blobs.len(),
+            "kopia repository index read"
+        );
+        self.index = index;
+        self.write_epoch = set.write_epoch;
+        Ok(())
+    }
+
+    /// The entries of index blobs `ids`, merged: per content the one that wins.
+    pub(crate) async fn merge_index_blobs(
+        &self,
+        ids: &[String],
+    ) -> Result<HashMap<ContentId, Entry>, KopiaError> {
         let mut index: HashMap<ContentId, Entry> = HashMap::new();
-        let mut reads = futures::stream::iter(set.blobs.iter().map(|id| {
-            let (blobs, cipher) = (&blobs, &cipher);
-            async move {
-                let sealed = blobs.get(id).await?;
-                let plain = cipher.decrypt(&blob_iv(id)?, &sealed, &format!("index blob {id}"))?;
-                parse(&plain, &format!("index blob {id}"))
-            }
+        let mut reads = futures::stream::iter(ids.iter().map(|id| async move {
+            let plain = self.read_named_blob(id).await?;
+            parse(&plain, &format!("index blob {id}"))
         }))
         .buffer_unordered(INDEX_READS);
         while let Some(entries) = reads.try_next().await? {
@@ -130,22 +181,7 @@ impl Repository {
                 }
             }
         }
-        drop(reads);
-        // Deleted before the watermark: gone, as kopia reads it.
-        index.retain(|_, e| !(e.deleted && e.timestamp <= set.watermark));
-        tracing::debug!(
-            contents = index.len(),
-            index_blobs = set.blobs.len(),
-            "kopia repository opened"
-        );
-        Ok(Self {
-            blobs,
-            config,
-            cipher,
-            hasher,
-            index,
-            write_epoch: set.write_epoch,
-        })
+        Ok(index)
     }
 
     /// The repository's config.
@@ -225,6 +261,58 @@ impl Repository {
             ));
         }
         Ok(plain)
+    }
+}
+
+impl Repository {
+    /// Stores `plain` encrypted as blob `<prefix><hash>-<suffix>` (how kopia names index blobs
+    /// and session markers: the IV is the hash in the name); returns the blob's ID.
+    ///
+    /// # Errors
+    /// [`KopiaError::Storage`].
+    pub(crate) async fn put_named_blob(
+        &self,
+        prefix: &str,
+        suffix: &str,
+        plain: &[u8],
+    ) -> Result<String, KopiaError> {
+        let hash = hex::encode(self.hasher.hash(plain));
+        let blob = format!("{prefix}{hash}-{suffix}");
+        let sealed = self.cipher.encrypt(&blob_iv(&blob)?, plain)?;
+        self.blobs.put(&blob, bytes::Bytes::from(sealed)).await?;
+        Ok(blob)
+    }
+
+    /// Stores the index blob of `entries` in the write epoch, for session `session`
+    /// (`xn<E>_<hash>-<session>-c1`): from then on they are the repository's.
+    ///
+    /// # Errors
+    /// [`KopiaError::Storage`]; [`KopiaError::Unsupported`] for an entry the format cannot hold.
+    pub(crate) async fn put_index_blob(
+        &self,
+        entries: &[Entry],
+        session: &str,
+    ) -> Result<(), KopiaError> {
+        let index = crate::index::build(entries)?;
+        let prefix = format!("xn{}_", self.write_epoch);
+        self.put_named_blob(&prefix, &format!("{session}-c1"), &index)
+            .await?;
+        Ok(())
+    }
+
+    /// The plaintext of a blob stored by [`Self::put_named_blob`] (or kopia).
+    ///
+    /// # Errors
+    /// [`KopiaError::Storage`], [`KopiaError::Authentication`], [`KopiaError::Malformed`].
+    pub(crate) async fn read_named_blob(&self, blob: &str) -> Result<Vec<u8>, KopiaError> {
+        let sealed = self.blobs.get(blob).await?;
+        let what = if blob.starts_with('x') {
+            "index blob"
+        } else {
+            "blob"
+        };
+        self.cipher
+            .decrypt(&blob_iv(blob)?, &sealed, &format!("{what} {blob}"))
     }
 }
 

@@ -138,6 +138,16 @@ impl Repository {
     /// # Errors
     /// Those of reading contents; [`KopiaError::Malformed`] for a manifest that does not parse.
     pub async fn snapshots(&self) -> Result<Vec<Snapshot>, KopiaError> {
+        self.snapshots_checked(false).await
+    }
+
+    /// [`Repository::snapshots`], where a snapshot manifest that does not parse is an error
+    /// (garbage collection must know every snapshot).
+    pub(crate) async fn snapshots_strict(&self) -> Result<Vec<Snapshot>, KopiaError> {
+        self.snapshots_checked(true).await
+    }
+
+    async fn snapshots_checked(&self, strict: bool) -> Result<Vec<Snapshot>, KopiaError> {
         let mut latest: HashMap<String, ManifestEntry> = HashMap::new();
         let ids: Vec<_> = self
             .contents_with_prefix('m')
@@ -174,6 +184,12 @@ impl Repository {
             // One manifest that does not parse hides no other snapshot.
             let data: SnapshotData = match serde_json::from_value(entry.data) {
                 Ok(data) => data,
+                Err(error) if strict => {
+                    return Err(KopiaError::malformed(
+                        format!("snapshot manifest {id}"),
+                        error,
+                    ));
+                }
                 Err(error) => {
                     tracing::warn!(manifest = %id, %error, "snapshot manifest does not parse; left out");
                     continue;

@@ -27,6 +27,7 @@ use crate::chunker::Chunker;
 use crate::content::ContentId;
 use crate::index::{Entry, build};
 use crate::repo::Repository;
+use crate::session::Lease;
 use crate::snapshot::Snapshot;
 
 /// Where a snapshot comes from, as kopia labels it (Velero: host and user `default`).
@@ -143,7 +144,8 @@ fn mtime_of(meta: &std::fs::Metadata) -> Timestamp {
 /// One snapshot being written.
 struct Writer<'r> {
     repo: &'r Repository,
-    session: String,
+    /// The session this write holds the repository under ([`crate::session`]).
+    lease: Lease,
     data: Option<Pack>,
     metadata: Option<Pack>,
     /// Contents of this snapshot not yet named by a stored index blob.
@@ -151,15 +153,6 @@ struct Writer<'r> {
     /// Every entry of the packs stored so far.
     stored: Vec<Entry>,
     now: Timestamp,
-}
-
-/// kopia's session ID: `s`, 8 random bytes in hex, then the number of 30-day periods since
-/// 2000-01-01 in hex.
-fn session_id(now: Timestamp) -> String {
-    let mut random = [0u8; 8];
-    rand::fill(&mut random);
-    let months = (now.as_second() - 946_684_800).max(0) / (30 * 86_400);
-    format!("s{}{months:x}", hex::encode(random))
 }
 
 /// Go's unsigned varint (LEB128).
@@ -200,6 +193,7 @@ impl Writer<'_> {
         if known || self.pending.contains_key(&id) {
             return Ok(id);
         }
+        self.lease.keep(self.repo).await?;
         // File data is stored as it is (no copy); metadata compressed when that is smaller.
         let (payload, compression) = match prefix {
             Some(_) => {
@@ -217,7 +211,7 @@ impl Writer<'_> {
         };
         let sealed = self.repo.cipher.encrypt(id.iv(), &payload)?;
         let metadata = prefix.is_some();
-        let session = &self.session;
+        let session = &self.lease.info.id;
         let slot = if metadata {
             &mut self.metadata
         } else {
@@ -424,17 +418,25 @@ impl Writer<'_> {
 }
 
 impl<'r> Writer<'r> {
-    fn new(repo: &'r Repository) -> Self {
-        let now = Timestamp::now();
-        Self {
+    /// Starts a write: the repository is taken ([`Lease::acquire`]).
+    async fn start(repo: &'r Repository) -> Result<Self, KopiaError> {
+        let lease = Lease::acquire(repo).await?;
+        Ok(Self {
             repo,
-            session: session_id(now),
+            now: lease.info.start_time,
+            lease,
             data: None,
             metadata: None,
             pending: HashMap::new(),
             stored: Vec::new(),
-            now,
-        }
+        })
+    }
+
+    /// Ends a write that failed with `error`: the repository is let go; what was stored stays
+    /// for maintenance to collect.
+    async fn abandon(self, error: KopiaError) -> KopiaError {
+        self.lease.release(self.repo).await;
+        error
     }
 
     /// Stores manifest `entries` (kopia's `{"entries":[…]}`, gzip'd) as an `m` content.
@@ -454,16 +456,18 @@ impl<'r> Writer<'r> {
     /// write is there from then on. Returns the new entries.
     async fn commit(mut self) -> Result<Vec<Entry>, KopiaError> {
         let (data, metadata) = (self.data.take(), self.metadata.take());
-        self.send(data).await?;
-        self.send(metadata).await?;
-        let index = build(&self.stored)?;
-        let hash = hex::encode(self.repo.hasher.hash(&index));
-        let blob = format!("xn{}_{hash}-{}-c1", self.repo.write_epoch, self.session);
-        let sealed = self
-            .repo
-            .cipher
-            .encrypt(&crate::crypto::blob_iv(&blob)?, &index)?;
-        self.repo.blobs.put(&blob, Bytes::from(sealed)).await?;
+        let stored = async {
+            self.send(data).await?;
+            self.send(metadata).await?;
+            self.repo
+                .put_index_blob(&self.stored, &self.lease.info.id)
+                .await
+        }
+        .await;
+        if let Err(e) = stored {
+            return Err(self.abandon(e).await);
+        }
+        self.lease.release(self.repo).await;
         Ok(self.stored)
     }
 }
@@ -494,13 +498,16 @@ impl Repository {
                 value: (*reserved).to_owned(),
             });
         }
-        let mut writer = Writer::new(self);
+        let mut writer = Writer::start(self).await?;
         let start = writer.now;
         let root_name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let (root, tally) = writer.dir(dir, root_name).await?;
+        let (root, tally) = match writer.dir(dir, root_name).await {
+            Ok(walked) => walked,
+            Err(e) => return Err(writer.abandon(e).await),
+        };
         let end = Timestamp::now();
         let mut labels: BTreeMap<String, String> = tags.clone();
         labels.insert("type".to_owned(), "snapshot".to_owned());
@@ -527,11 +534,12 @@ impl Repository {
         if !tags.is_empty() {
             data["tags"] = serde_json::json!(tags);
         }
-        writer
-            .manifest(serde_json::json!([{
-                "id": manifest_id, "labels": labels, "modified": end, "data": data,
-            }]))
-            .await?;
+        let manifest = serde_json::json!([{
+            "id": manifest_id, "labels": labels, "modified": end, "data": data,
+        }]);
+        if let Err(e) = writer.manifest(manifest).await {
+            return Err(writer.abandon(e).await);
+        }
         let stored = writer.commit().await?;
         for entry in stored {
             self.index.insert(entry.id.clone(), entry);
@@ -563,18 +571,19 @@ impl Repository {
             .into_iter()
             .find(|s| s.id == id)
             .ok_or_else(|| KopiaError::MissingSnapshot(id.to_owned()))?;
-        let mut writer = Writer::new(self);
+        let mut writer = Writer::start(self).await?;
         let labels = serde_json::json!({
             "type": "snapshot",
             "hostname": snapshot.host,
             "username": snapshot.user,
             "path": snapshot.path,
         });
-        writer
-            .manifest(serde_json::json!([{
-                "id": id, "labels": labels, "modified": writer.now, "deleted": true,
-            }]))
-            .await?;
+        let manifest = serde_json::json!([{
+            "id": id, "labels": labels, "modified": writer.now, "deleted": true,
+        }]);
+        if let Err(e) = writer.manifest(manifest).await {
+            return Err(writer.abandon(e).await);
+        }
         let stored = writer.commit().await?;
         for entry in stored {
             self.index.insert(entry.id.clone(), entry);

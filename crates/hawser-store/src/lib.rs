@@ -36,7 +36,7 @@ pub use blocking::{
     ArchiveIn, ArchiveOut, BlockingReader, BlockingWriter, CHANNEL_CAPACITY, CHUNK_SIZE,
 };
 pub use error::{ConfigError, FailureKind, StoreError};
-pub use location::{ByteStream, Location, ObjectInfo};
+pub use location::{ByteStream, ListedObject, Location, ObjectInfo};
 pub use policy::LocationPolicy;
 pub use signed::{FileUrls, SignedFile, UrlRefused};
 pub use spec::Provider;

@@ -54,6 +54,17 @@ pub struct ObjectInfo {
     pub e_tag: Option<String>,
 }
 
+/// What [`Location::list_objects_meta`] reports about each object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedObject {
+    /// Its key.
+    pub key: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// When the store last wrote it.
+    pub modified: jiff::Timestamp,
+}
+
 /// A stream of an object's bytes.
 pub type ByteStream = BoxStream<'static, Result<Bytes, StoreError>>;
 
@@ -400,16 +411,33 @@ impl Location {
     /// # Errors
     /// [`StoreError::Storage`].
     pub async fn list_objects(&self, dir: &str) -> Result<Vec<String>, StoreError> {
+        let objects = self.list_objects_meta(dir).await?;
+        Ok(objects.into_iter().map(|o| o.key).collect())
+    }
+
+    /// Every object under `dir`, recursively, with its size and time, sorted by key.
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`].
+    pub async fn list_objects_meta(&self, dir: &str) -> Result<Vec<ListedObject>, StoreError> {
         let path = self.path(dir)?;
-        let mut keys: Vec<String> = self
+        let mut objects: Vec<ListedObject> = self
             .store
             .list(Some(&path))
-            .map_ok(|meta| self.key_of(&meta.location))
+            .map_ok(|meta| ListedObject {
+                key: self.key_of(&meta.location),
+                size: meta.size,
+                modified: jiff::Timestamp::new(
+                    meta.last_modified.timestamp(),
+                    i32::try_from(meta.last_modified.timestamp_subsec_nanos()).unwrap_or(0),
+                )
+                .unwrap_or(jiff::Timestamp::UNIX_EPOCH),
+            })
             .try_collect()
             .await
             .map_err(|e| StoreError::storage("list", dir, e))?;
-        keys.sort();
-        Ok(keys)
+        objects.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(objects)
     }
 
     /// Deletes one object; deleting a missing object succeeds.

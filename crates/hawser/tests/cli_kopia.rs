@@ -119,6 +119,27 @@ fn a_directory_snapshots_and_restores_through_the_command_line() {
     let deleted = ok(&hawser(repo.path(), Some("s3cret"), &["delete", &id]));
     assert_eq!(deleted, format!("Snapshot {id} deleted.\n"));
     assert!(!ok(&hawser(repo.path(), Some("s3cret"), &["snapshots"])).contains(&id));
+    // Quick maintenance changes nothing this young; full maintenance without margins frees
+    // the deleted snapshot's data.
+    let quick = ok(&hawser(repo.path(), Some("s3cret"), &["maintenance"]));
+    assert!(quick.contains("Write epoch unchanged."), "{quick}");
+    assert!(
+        quick.contains("no garbage collection without --full"),
+        "{quick}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let full = ok(&hawser(
+        repo.path(),
+        Some("s3cret"),
+        &["maintenance", "--full", "--safety", "none"],
+    ));
+    assert!(full.contains("Snapshots: 0;"), "{full}");
+    let freed = full
+        .split("Blobs deleted: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(freed.is_some_and(|n| n >= 1), "{full}");
     let missing = hawser(repo.path(), Some("s3cret"), &["verify", "0123"]);
     assert!(
         text(&missing.stderr).contains("snapshot 0123 not found"),

@@ -445,7 +445,8 @@ async fn crd_lifecycle_and_status_subresource() {
         "the initial names have been accepted"
     );
 
-    let disc = c.get("/apis/velero.io/v1").await.json();
+    // A real server's discovery and handlers follow Established by a moment.
+    let disc = c.until_ok("/apis/velero.io/v1").await.json();
     assert!(
         disc["resources"]
             .as_array()
@@ -455,6 +456,7 @@ async fn crd_lifecycle_and_status_subresource() {
     );
 
     const BK: &str = "/apis/velero.io/v1/namespaces/default/backups";
+    c.until_ok(BK).await;
     let b = c
         .post(BK, &json!({"apiVersion": "velero.io/v1", "kind": "Backup", "metadata": {"name": "b1"}, "spec": {"ttl": "1h"}, "status": {"phase": "New"}}))
         .await

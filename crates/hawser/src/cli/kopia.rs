@@ -11,7 +11,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use hawser_kopia::{
-    Blobs, KopiaError, Repository, RestoreOptions, Snapshot, SourceInfo, VELERO_DEFAULT_PASSWORD,
+    Blobs, KopiaError, Repository, RestoreOptions, Safety, Snapshot, SourceInfo,
+    VELERO_DEFAULT_PASSWORD,
 };
 use hawser_store::{Location, LocationSpec};
 use k8s_openapi::api::core::v1::Secret;
@@ -89,11 +90,31 @@ pub enum KopiaCommand {
         /// The snapshot's ID.
         id: String,
     },
-    /// Delete a snapshot (its data stays until maintenance, which is not built yet).
+    /// Delete a snapshot (its data stays until full maintenance).
     Delete {
         /// The snapshot's ID.
         id: String,
     },
+    /// Run maintenance, as kopia's `maintenance run`: quick, or with `--full` also the
+    /// garbage collection of what no snapshot uses.
+    Maintenance {
+        /// Also collect garbage (kopia's full maintenance).
+        #[arg(long)]
+        full: bool,
+        /// Margins for what others may be writing: `full` (kopia's default) or `none` (only
+        /// when nothing else writes into the repository).
+        #[arg(long, value_enum, default_value_t = SafetyArg::Full)]
+        safety: SafetyArg,
+    },
+}
+
+/// `--safety`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum SafetyArg {
+    /// kopia's default margins.
+    Full,
+    /// No margins.
+    None,
 }
 
 fn repository_error(what: impl Into<String>) -> impl FnOnce(KopiaError) -> CliError {
@@ -251,6 +272,18 @@ pub async fn run(global: &GlobalArgs, args: KopiaArgs) -> Result<ExitStatus, Cli
                 done => done.map_err(repository_error(format!("delete snapshot {id}")))?,
             }
             println!("Snapshot {id} deleted.");
+        }
+        KopiaCommand::Maintenance { full, safety } => {
+            let safety = match safety {
+                SafetyArg::Full => Safety::FULL,
+                SafetyArg::None => Safety::NONE,
+            };
+            let report = open()
+                .await?
+                .maintain(full, &safety)
+                .await
+                .map_err(repository_error(format!("maintain the repository {dir}")))?;
+            print!("{report}");
         }
     }
     Ok(ExitStatus::Success)

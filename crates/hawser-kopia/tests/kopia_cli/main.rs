@@ -7,92 +7,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../common/mod.rs"]
 mod common;
-#[path = "../../hawser-store/tests/common/mod.rs"]
+mod maintenance;
+#[path = "../../../hawser-store/tests/common/mod.rs"]
 mod store_common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use common::{describe, noise};
 use hawser_kopia::{Blobs, KopiaError, Repository, RestoreOptions, VELERO_DEFAULT_PASSWORD};
 use hawser_store::Location;
 use store_common::StorageServer;
-
-fn kopia_binary() -> PathBuf {
-    std::env::var_os("KOPIA")
-        .map(PathBuf::from)
-        .expect("KOPIA is not set: run KOPIA=$(scripts/build-kopia.sh) scripts/test")
-}
-
-/// kopia's CLI with a configuration of its own in `home`.
-struct Kopia {
-    home: tempfile::TempDir,
-}
-
-impl Kopia {
-    fn new() -> Self {
-        Self {
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new(kopia_binary())
-            .args(args)
-            .env("KOPIA_PASSWORD", VELERO_DEFAULT_PASSWORD)
-            .env(
-                "KOPIA_CONFIG_PATH",
-                self.home.path().join("repository.config"),
-            )
-            .env("KOPIA_CACHE_DIRECTORY", self.home.path().join("cache"))
-            .env("KOPIA_LOG_DIR", self.home.path().join("logs"))
-            .env("KOPIA_CHECK_FOR_UPDATES", "false")
-            .output()
-            .expect("kopia starts");
-        assert!(
-            out.status.success(),
-            "kopia {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// Creates the repository of namespace `ns` in `bucket`, as Velero lays it out.
-    fn create(&self, server: &StorageServer, bucket: &str, ns: &str) {
-        self.repository("create", server, bucket, ns);
-    }
-
-    /// Connects to the repository of namespace `ns` in `bucket`, as Velero does.
-    fn connect(&self, server: &StorageServer, bucket: &str, ns: &str) {
-        self.repository("connect", server, bucket, ns);
-    }
-
-    /// `kopia repository VERB s3` on Velero's prefix of namespace `ns`, as user and host
-    /// `default`.
-    fn repository(&self, verb: &str, server: &StorageServer, bucket: &str, ns: &str) {
-        let prefix = format!("kopia/{ns}/");
-        #[rustfmt::skip]
-        self.run(&[
-            "repository", verb, "s3", "--bucket", bucket, "--prefix", &prefix,
-            "--endpoint", server.host(), "--disable-tls",
-            "--access-key", "testing", "--secret-access-key", "testing", "--region", "us-east-1",
-            "--override-hostname", "default", "--override-username", "default",
-        ]);
-    }
-
-    /// Snapshots `dir`; returns the snapshot's ID.
-    fn snapshot(&self, dir: &Path) -> String {
-        self.run(&["snapshot", "create", dir.to_str().unwrap()]);
-        let list: serde_json::Value =
-            serde_json::from_str(&self.run(&["snapshot", "list", "--json", dir.to_str().unwrap()]))
-                .unwrap();
-        let last = list.as_array().unwrap().last().unwrap();
-        last["id"].as_str().unwrap().to_owned()
-    }
-}
+use support::{Kopia, open};
 
 /// A tree with what a volume holds: small and empty files, a file large enough to be split
 /// into several contents, a sparse file, modes with setuid, links (one dangling), a deep path
@@ -142,16 +72,6 @@ fn link_times_in_micros(view: BTreeMap<String, String>) -> BTreeMap<String, Stri
             (path, what)
         })
         .collect()
-}
-
-async fn open(
-    server: &StorageServer,
-    bucket: &str,
-    ns: &str,
-    password: &str,
-) -> Result<Repository, KopiaError> {
-    let location = Location::new(&server.spec(bucket)).unwrap();
-    Repository::open(Blobs::new(location, &format!("kopia/{ns}")), password).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,323 @@
+//! Maintenance ([`Repository::maintain`]), as kopia's `maintenance run`: quick maintenance is
+//! the epoch manager's housekeeping ([`crate::compaction`]); full maintenance adds the garbage
+//! collection below, which gives back the space of deleted snapshots with kopia's safety
+//! margins, so that kopia and Velero read the repository as before and a backup that ran
+//! meanwhile stays restorable. Either takes the repository as a writer ([`crate::session`]):
+//! while another writer is live, it is refused.
+//!
+//! 1. Every content the snapshots use is found: each snapshot's directories, files, links and
+//!    indirect lists. A snapshot manifest that does not parse or a listing that cannot be read
+//!    stops the collection: what it uses is unknown.
+//! 2. An unused content older than [`Safety::content_min_age`] is marked deleted, a used one
+//!    marked deleted is brought back (one index blob of new entries, as kopia's snapshot GC
+//!    writes them). Manifests (`m`) are never collected here.
+//! 3. Deleted entries older than [`Safety::drop_after`] are dropped by a deletion watermark
+//!    (`xw<seconds>`): a content marked in an earlier run and still unused in this one (the
+//!    two cycles kopia asks for, so that a backup that found a content before it was marked
+//!    and names it afterwards is seen by the next run and the content brought back).
+//! 4. Packs and session markers no index entry names (deleted ones still count) are deleted
+//!    when older than [`Safety::blob_min_age`] and not of a session active within
+//!    [`Safety::session_expiry`]. A pack some of whose contents are still used stays whole:
+//!    kopia's rewriting of partly used packs is not built.
+//! 5. The uncompacted index blobs of compacted epochs are deleted once the compaction is older
+//!    than the repository's `CleanupSafetyMargin` (no margin under [`Safety::NONE`]).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use jiff::{SignedDuration, Timestamp};
+
+use crate::KopiaError;
+use crate::compaction::{QuickReport, cleanup_margin};
+use crate::content::ContentId;
+use crate::index::Entry;
+use crate::object::ObjectId;
+use crate::repo::Repository;
+use crate::session::{Lease, session_of, sessions};
+
+/// Blobs deleted at once.
+const DELETES: usize = 16;
+
+/// How long maintenance leaves new things alone (kopia's `SafetyParameters`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Safety {
+    /// A content younger than this is not marked deleted.
+    pub content_min_age: Duration,
+    /// A deleted entry is dropped from the index when older than this (kopia's margin between
+    /// two snapshot GCs plus its extra drop margin).
+    pub drop_after: Duration,
+    /// A blob younger than this is not deleted.
+    pub blob_min_age: Duration,
+    /// A session whose marker is younger than this keeps its packs.
+    pub session_expiry: Duration,
+}
+
+impl Safety {
+    /// kopia's default (`--safety=full`).
+    pub const FULL: Self = Self {
+        content_min_age: Duration::from_secs(24 * 3600),
+        drop_after: Duration::from_secs(5 * 3600),
+        blob_min_age: Duration::from_secs(24 * 3600),
+        session_expiry: Duration::from_secs(96 * 3600),
+    };
+    /// No margins (`--safety=none`): only when nothing else writes into the repository.
+    pub const NONE: Self = Self {
+        content_min_age: Duration::ZERO,
+        drop_after: Duration::ZERO,
+        blob_min_age: Duration::ZERO,
+        session_expiry: Duration::ZERO,
+    };
+}
+
+/// What a collection did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct GcReport {
+    /// Snapshots walked.
+    pub snapshots: usize,
+    /// Contents they use.
+    pub in_use: usize,
+    /// Contents marked deleted now.
+    pub marked: usize,
+    /// Deleted contents brought back because a snapshot uses them.
+    pub undeleted: usize,
+    /// Unused contents left because they are too new.
+    pub too_recent: usize,
+    /// The deletion watermark written, when one was.
+    pub watermark: Option<Timestamp>,
+    /// Blobs deleted.
+    pub blobs_deleted: usize,
+    /// Their bytes.
+    pub bytes_deleted: u64,
+    /// Unreferenced blobs left because they are too new or of an active session.
+    pub blobs_kept: usize,
+}
+
+/// What [`Repository::maintain`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct MaintenanceReport {
+    /// Quick maintenance.
+    pub quick: QuickReport,
+    /// The garbage collection, when full.
+    pub gc: Option<GcReport>,
+    /// Uncompacted index blobs deleted, their epochs compacted long enough ago.
+    pub superseded_deleted: usize,
+}
+
+impl std::fmt::Display for MaintenanceReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.quick.advanced_to {
+            Some(e) => writeln!(f, "Write epoch advanced to {e}.")?,
+            None => writeln!(f, "Write epoch unchanged.")?,
+        }
+        writeln!(f, "Epochs compacted: {:?}.", self.quick.compacted)?;
+        let Some(gc) = &self.gc else {
+            return writeln!(
+                f,
+                "Quick maintenance done (no garbage collection without --full)."
+            );
+        };
+        writeln!(
+            f,
+            "Snapshots: {}; contents in use: {}; marked deleted: {}; brought back: {}; too recent to collect: {}.",
+            gc.snapshots, gc.in_use, gc.marked, gc.undeleted, gc.too_recent
+        )?;
+        if let Some(w) = gc.watermark {
+            writeln!(f, "Deleted contents up to {w} dropped from the index.")?;
+        }
+        writeln!(
+            f,
+            "Blobs deleted: {} ({} bytes); unreferenced but kept (too new or of an active session): {}; superseded index blobs deleted: {}.",
+            gc.blobs_deleted, gc.bytes_deleted, gc.blobs_kept, self.superseded_deleted
+        )
+    }
+}
+
+fn age(now: Timestamp, then: Timestamp) -> Duration {
+    now.duration_since(then).unsigned_abs()
+}
+
+impl Repository {
+    /// Runs quick maintenance, and with `full` the garbage collection, as described in the
+    /// module docs.
+    ///
+    /// # Errors
+    /// [`KopiaError::Busy`] while another writer is live; the errors of reading the
+    /// snapshots (nothing is marked then) and of writing.
+    pub async fn maintain(
+        &mut self,
+        full: bool,
+        safety: &Safety,
+    ) -> Result<MaintenanceReport, KopiaError> {
+        let lease = Lease::acquire(self).await?;
+        let result = async {
+            let quick = self.quick_under().await?;
+            let mut report = MaintenanceReport {
+                quick,
+                ..MaintenanceReport::default()
+            };
+            if full {
+                report.gc = Some(self.collect_under(&lease, safety).await?);
+                let margin =
+                    cleanup_margin(&self.config().epoch_parameters, *safety == Safety::NONE);
+                report.superseded_deleted = self.delete_superseded(margin).await?;
+            }
+            Ok(report)
+        }
+        .await;
+        lease.release(self).await;
+        result
+    }
+
+    async fn collect_under(
+        &mut self,
+        lease: &Lease,
+        safety: &Safety,
+    ) -> Result<GcReport, KopiaError> {
+        let start = Timestamp::now();
+        let mut report = GcReport::default();
+        let snapshots = self.snapshots_strict().await?;
+        report.snapshots = snapshots.len();
+        let (mut in_use, mut walked) = (HashSet::new(), HashSet::new());
+        for snapshot in &snapshots {
+            let root = &snapshot.root;
+            self.contents_of(&root.obj, root.kind == "d", &mut in_use, &mut walked)
+                .await?;
+        }
+        report.in_use = in_use.len();
+
+        let mut changes: Vec<Entry> = Vec::new();
+        for entry in self.index.values() {
+            if entry.id.prefix() == Some('m') {
+                continue;
+            }
+            let used = in_use.contains(&entry.id);
+            // In use and live, or unused and deleted already: nothing to change.
+            if used != entry.deleted {
+                continue;
+            }
+            if !used
+                && age(
+                    start,
+                    Timestamp::from_second(entry.timestamp).unwrap_or(start),
+                ) < safety.content_min_age
+            {
+                report.too_recent += 1;
+                continue;
+            }
+            // Newer than the entry it overrides, even one written this second.
+            let timestamp = start.as_second().max(entry.timestamp + 1);
+            changes.push(Entry {
+                deleted: !used,
+                timestamp,
+                ..entry.clone()
+            });
+            if used {
+                report.undeleted += 1;
+            } else {
+                report.marked += 1;
+            }
+        }
+        if !changes.is_empty() {
+            self.put_index_blob(&changes, &lease.info.id).await?;
+            for entry in changes {
+                self.index.insert(entry.id.clone(), entry);
+            }
+        }
+
+        let drop_before = start - SignedDuration::try_from(safety.drop_after).unwrap_or_default();
+        let cut = drop_before.as_second();
+        if self.index.values().any(|e| e.deleted && e.timestamp <= cut) {
+            self.blobs
+                .put(
+                    &format!("xw{cut}"),
+                    bytes::Bytes::from_static(b"deletion-watermark"),
+                )
+                .await?;
+            self.index.retain(|_, e| !(e.deleted && e.timestamp <= cut));
+            report.watermark = Some(drop_before);
+        }
+
+        self.delete_unreferenced(lease, safety, start, &mut report)
+            .await?;
+        tracing::info!(?report, "kopia repository garbage collected");
+        Ok(report)
+    }
+
+    /// Step 5 of the module docs.
+    async fn delete_unreferenced(
+        &self,
+        lease: &Lease,
+        safety: &Safety,
+        start: Timestamp,
+        report: &mut GcReport,
+    ) -> Result<(), KopiaError> {
+        let listing = self.blobs.list_meta().await?;
+        let seen = sessions(self, &listing).await?;
+        let referenced: HashSet<&str> = self.index.values().map(|e| &*e.pack).collect();
+        let cutoff = start + SignedDuration::from_secs(1);
+        let mut doomed = Vec::new();
+        for blob in &listing {
+            if !matches!(blob.id.chars().next(), Some('p' | 'q' | 's'))
+                || referenced.contains(blob.id.as_str())
+            {
+                continue;
+            }
+            let session = session_of(&blob.id);
+            let active = session.is_some_and(|s| {
+                s == lease.info.id
+                    || seen
+                        .get(s)
+                        .and_then(|s| s.info.as_ref())
+                        .is_some_and(|i| age(cutoff, i.checkpoint_time) < safety.session_expiry)
+            });
+            if blob.modified > cutoff || age(cutoff, blob.modified) < safety.blob_min_age || active
+            {
+                report.blobs_kept += 1;
+                continue;
+            }
+            doomed.push(blob);
+        }
+        let mut deletes = futures::stream::iter(
+            doomed
+                .into_iter()
+                .map(|blob| async move { self.blobs.delete(&blob.id).await.map(|()| blob.size) }),
+        )
+        .buffer_unordered(DELETES);
+        while let Some(size) = deletes.try_next().await? {
+            report.blobs_deleted += 1;
+            report.bytes_deleted += size;
+        }
+        Ok(())
+    }
+
+    /// Adds every content object `obj` uses to `used`: a directory's listing and, through
+    /// it, its entries; a file's or link's contents and indirect lists.
+    async fn contents_of(
+        &self,
+        obj: &str,
+        is_dir: bool,
+        used: &mut HashSet<ContentId>,
+        walked: &mut HashSet<String>,
+    ) -> Result<(), KopiaError> {
+        let mut pending = vec![(obj.to_owned(), is_dir)];
+        while let Some((obj, is_dir)) = pending.pop() {
+            // The same object is the same listing or file below it: walked once.
+            if !walked.insert(obj.clone()) {
+                continue;
+            }
+            let id = ObjectId::parse(&obj)?;
+            used.insert(id.content().clone());
+            if is_dir {
+                for entry in self.directory(&obj).await? {
+                    pending.push((entry.obj, entry.kind == "d"));
+                }
+            } else {
+                for content in self.object_contents(&id).await? {
+                    used.insert(content);
+                }
+            }
+        }
+        Ok(())
+    }
+}

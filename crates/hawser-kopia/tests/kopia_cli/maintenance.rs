@@ -1,0 +1,99 @@
+//! Maintenance here, read by kopia: after this crate's full maintenance frees a snapshot
+//! kopia deleted, kopia verifies and restores every other snapshot, its own and ours, and its
+//! own full maintenance accepts the repository.
+
+use std::collections::BTreeMap;
+
+use hawser_kopia::{Blobs, RestoreOptions, Safety, SourceInfo, VELERO_DEFAULT_PASSWORD};
+use hawser_store::Location;
+
+use crate::common::{describe, noise};
+use crate::store_common::StorageServer;
+use crate::support::{Kopia, open};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_collected_here_kopia_still_verifies_and_restores() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-gc");
+    server.create_bucket(&bucket);
+    let kopia = Kopia::new();
+    kopia.create(&server, &bucket, "shop");
+    let kept = tempfile::tempdir().unwrap();
+    crate::tree(kept.path());
+    let gone = tempfile::tempdir().unwrap();
+    std::fs::write(gone.path().join("only.bin"), noise(6 << 20, 23)).unwrap();
+    let by_kopia = kopia.snapshot(kept.path());
+    let doomed = kopia.snapshot(gone.path());
+    std::fs::write(kept.path().join("data/new.bin"), noise(3 << 20, 29)).unwrap();
+    let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let info = SourceInfo {
+        host: "default".to_owned(),
+        user: "default".to_owned(),
+        path: kept.path().display().to_string(),
+    };
+    let ours = repo
+        .write_snapshot(kept.path(), &info, &BTreeMap::new())
+        .await
+        .unwrap();
+    kopia.run(&["snapshot", "delete", &doomed, "--delete"]);
+
+    let location = Location::new(&server.spec(&bucket)).unwrap();
+    let blobs = Blobs::new(location, "kopia/shop");
+    let pack_bytes = || async {
+        let listing = blobs.list_meta().await.unwrap();
+        listing
+            .iter()
+            .filter(|b| b.id.starts_with('p'))
+            .map(|b| b.size)
+            .sum::<u64>()
+    };
+    let before = pack_bytes().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let report = repo.maintain(true, &Safety::NONE).await.unwrap();
+    let gc = report.gc.unwrap();
+    assert_eq!(gc.snapshots, 2, "{gc:?}");
+    assert!(gc.marked >= 2 && gc.blobs_deleted >= 1, "{gc:?}");
+    assert!(before - pack_bytes().await >= 6 << 20, "{gc:?}");
+
+    kopia.run(&["snapshot", "verify", "--verify-files-percent=100"]);
+    kopia.run(&["content", "verify", "--full"]);
+    let listed: serde_json::Value =
+        serde_json::from_str(&kopia.run(&["snapshot", "list", "--all", "--json"])).unwrap();
+    let mut ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    let mut want = [by_kopia.as_str(), ours.id.as_str()];
+    want.sort_unstable();
+    assert_eq!(ids, want);
+    let restored = tempfile::tempdir().unwrap();
+    let target = restored.path().join("tree");
+    kopia.run(&["restore", &ours.id, target.to_str().unwrap()]);
+    assert_eq!(
+        crate::link_times_in_micros(describe(&target)),
+        crate::link_times_in_micros(describe(kept.path()))
+    );
+
+    // kopia's own full maintenance after ours; both snapshots still restore here.
+    kopia.run(&["maintenance", "run", "--full", "--safety=none"]);
+    kopia.run(&["snapshot", "verify", "--verify-files-percent=100"]);
+    let repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let after = repo.snapshots().await.unwrap();
+    assert_eq!(after.len(), 2);
+    let target = tempfile::tempdir().unwrap();
+    let latest = after.iter().find(|s| s.id == ours.id).unwrap();
+    repo.restore(latest, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), describe(kept.path()));
+}

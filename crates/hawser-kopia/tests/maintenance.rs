@@ -1,0 +1,286 @@
+//! One writer at a time, quick maintenance (epochs advanced and compacted) and full
+//! maintenance (garbage collected) on a repository in a local directory, whose blobs' times a
+//! test can move back. kopia's view of the same operations is in `kopia_cli/maintenance.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use common::{describe, noise};
+use hawser_kopia::{Blobs, KopiaError, Repository, RestoreOptions, Safety, SourceInfo};
+use hawser_store::{Location, LocationSpec};
+
+const PASSWORD: &str = "maintained";
+
+/// A repository in `root`'s bucket `bucket`, and where its blobs are as files.
+async fn create(root: &Path) -> (Blobs, PathBuf) {
+    let spec =
+        LocationSpec::new("filesystem", "bucket").with_config("root", root.display().to_string());
+    let blobs = Blobs::new(Location::new(&spec).unwrap(), "kopia/ns");
+    Repository::create(blobs.clone(), PASSWORD).await.unwrap();
+    (blobs, root.join("bucket/kopia/ns"))
+}
+
+fn source(path: &str) -> SourceInfo {
+    SourceInfo {
+        host: "default".to_owned(),
+        user: "default".to_owned(),
+        path: path.to_owned(),
+    }
+}
+
+/// Moves the times of the blobs whose IDs start with `prefix` back by `by`.
+fn age_blobs(dir: &Path, prefix: &str, by: Duration) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name().to_string_lossy().starts_with(prefix) {
+            let file = std::fs::File::options()
+                .write(true)
+                .open(entry.path())
+                .unwrap();
+            file.set_modified(SystemTime::now() - by).unwrap();
+        }
+    }
+}
+
+fn ids(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_died_holds_the_repository_until_its_session_expires() {
+    let root = tempfile::tempdir().unwrap();
+    let (blobs, dir) = create(root.path()).await;
+    let tree = tempfile::tempdir().unwrap();
+    for i in 0..8u64 {
+        std::fs::write(tree.path().join(format!("f{i}")), noise(6 << 20, i + 1)).unwrap();
+    }
+    // A write stopped dead after it took the repository and stored a pack (its future
+    // dropped, as a killed process stops): its marker stays.
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    let watch = async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while ids(&dir, "s").is_empty() || ids(&dir, "p").is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no session marker and pack"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    let (info, tags) = (source("/vol"), BTreeMap::new());
+    tokio::select! {
+        biased;
+        () = watch => {}
+        done = repo.write_snapshot(tree.path(), &info, &tags) => {
+            panic!("the write ended before it was seen: {done:?}")
+        }
+    }
+    let marker = ids(&dir, "s");
+    assert_eq!(marker.len(), 1, "{marker:?}");
+    let session = marker[0].split('-').nth(1).unwrap().to_owned();
+
+    // Nobody else writes meanwhile: neither a snapshot nor maintenance.
+    let refused = repo
+        .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
+        .await
+        .unwrap_err();
+    let KopiaError::Busy {
+        session: holder, ..
+    } = &refused
+    else {
+        panic!("{refused}")
+    };
+    assert_eq!(*holder, session);
+    assert!(refused.to_string().contains("hawser@"), "{refused}");
+    let refused = repo.maintain(true, &Safety::NONE).await.unwrap_err();
+    assert!(matches!(refused, KopiaError::Busy { .. }), "{refused}");
+    assert_eq!(ids(&dir, "s"), marker, "a refused writer leaves no marker");
+
+    // Half an hour without a marker or a pack: the session is taken as gone.
+    age_blobs(&dir, "s", Duration::from_secs(31 * 60));
+    age_blobs(&dir, "p", Duration::from_secs(31 * 60));
+    let written = repo
+        .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(ids(&dir, "s"), marker, "the write's own marker is gone");
+
+    // With kopia's margins the dead session's packs stay (its marker is younger than 96
+    // hours); without, they and its marker go, and the snapshot is whole.
+    let report = repo.maintain(true, &Safety::FULL).await.unwrap();
+    let gc = report.gc.unwrap();
+    assert_eq!((gc.blobs_deleted, gc.marked), (0, 0), "{gc:?}");
+    assert!(gc.blobs_kept > 0, "{gc:?}");
+    let dead_packs = |dir: &Path| {
+        ids(dir, "p")
+            .into_iter()
+            .filter(|p| p.ends_with(&session))
+            .count()
+    };
+    assert!(dead_packs(&dir) > 0);
+    let report = repo.maintain(true, &Safety::NONE).await.unwrap();
+    let gc = report.gc.unwrap();
+    assert!(gc.blobs_deleted > 0, "{gc:?}");
+    assert_eq!(dead_packs(&dir), 0);
+    assert!(ids(&dir, "s").is_empty());
+    let repo = Repository::open(blobs, PASSWORD).await.unwrap();
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&written, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), describe(tree.path()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_maintenance_frees_deleted_snapshots_and_keeps_the_rest_whole() {
+    let root = tempfile::tempdir().unwrap();
+    let (blobs, dir) = create(root.path()).await;
+    let kept = tempfile::tempdir().unwrap();
+    std::fs::write(kept.path().join("small"), b"kept\n").unwrap();
+    std::fs::write(kept.path().join("kept"), noise(1 << 20, 2)).unwrap();
+    let gone = tempfile::tempdir().unwrap();
+    std::fs::write(gone.path().join("only"), noise(5 << 20, 3)).unwrap();
+
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    let first = repo
+        .write_snapshot(gone.path(), &source("/gone"), &BTreeMap::new())
+        .await
+        .unwrap();
+    let second = repo
+        .write_snapshot(kept.path(), &source("/kept"), &BTreeMap::new())
+        .await
+        .unwrap();
+    repo.delete_snapshot(&first.id).await.unwrap();
+
+    // Everything is new: kopia's margins collect nothing.
+    let report = repo.maintain(true, &Safety::FULL).await.unwrap();
+    let gc = report.gc.clone().unwrap();
+    assert_eq!(
+        (gc.snapshots, gc.marked, gc.blobs_deleted),
+        (1, 0, 0),
+        "{gc:?}"
+    );
+    assert!(gc.too_recent > 0, "{gc:?}");
+    assert!(
+        report.to_string().contains("too recent to collect: "),
+        "{report}"
+    );
+
+    // Without margins the contents only the deleted snapshot used are marked and dropped,
+    // and its data pack deleted (its metadata pack holds the manifests, which stay).
+    let packs_before = ids(&dir, "p").len();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let gc = repo
+        .maintain(true, &Safety::NONE)
+        .await
+        .unwrap()
+        .gc
+        .unwrap();
+    assert!(
+        gc.marked >= 2,
+        "the deleted snapshot's listing and data: {gc:?}"
+    );
+    assert!(gc.watermark.is_some(), "{gc:?}");
+    assert!(
+        gc.blobs_deleted >= 1 && gc.bytes_deleted >= 5 << 20,
+        "{gc:?}"
+    );
+    assert_eq!(ids(&dir, "p").len(), packs_before - 1);
+
+    let repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    assert_eq!(
+        repo.snapshots()
+            .await
+            .unwrap()
+            .iter()
+            .map(|s| &s.id)
+            .collect::<Vec<_>>(),
+        [&second.id]
+    );
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&second, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), describe(kept.path()));
+    let checked = repo
+        .verify(&second, RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(checked.files, 2);
+
+    // A second run finds nothing more to do.
+    let mut repo = repo;
+    let gc = repo
+        .maintain(true, &Safety::NONE)
+        .await
+        .unwrap()
+        .gc
+        .unwrap();
+    assert_eq!(
+        (gc.marked, gc.undeleted, gc.blobs_deleted),
+        (0, 0, 0),
+        "{gc:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn epochs_advance_are_compacted_and_their_blobs_cleaned_up() {
+    let root = tempfile::tempdir().unwrap();
+    let (blobs, dir) = create(root.path()).await;
+    let tree = tempfile::tempdir().unwrap();
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    let mut snapshots = Vec::new();
+    // Three epochs of 20 index blobs spanning a day each (kopia's default thresholds).
+    for epoch in 0..3u64 {
+        for i in 0..20u64 {
+            std::fs::write(tree.path().join("file"), format!("epoch {epoch} write {i}")).unwrap();
+            let s = repo
+                .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
+                .await
+                .unwrap();
+            snapshots.push((s, describe(tree.path())));
+        }
+        let first = ids(&dir, &format!("xn{epoch}_"))[0].clone();
+        age_blobs(&dir, &first, Duration::from_secs(25 * 3600));
+        let report = repo.maintain(false, &Safety::FULL).await.unwrap();
+        assert_eq!(report.quick.advanced_to, Some(epoch + 1), "{report}");
+        assert!(report.gc.is_none());
+        // An epoch is settled once the write epoch is two past it.
+        let settled: &[u64] = if epoch == 2 { &[0] } else { &[] };
+        assert_eq!(report.quick.compacted, settled, "{report}");
+    }
+    assert_eq!(ids(&dir, "xe"), ["xe1", "xe2", "xe3"]);
+    let report = repo.maintain(false, &Safety::FULL).await.unwrap();
+    assert_eq!(report.quick.compacted, [1], "{report}");
+    assert_eq!(report.quick.advanced_to, None);
+    assert_eq!(ids(&dir, "xs").len(), 2);
+
+    // The compactions are new: the blobs they replace stay under kopia's margin, go without.
+    let report = repo.maintain(true, &Safety::FULL).await.unwrap();
+    assert_eq!(report.superseded_deleted, 0);
+    let report = repo.maintain(true, &Safety::NONE).await.unwrap();
+    assert_eq!(report.superseded_deleted, 40, "{report}");
+    assert!(ids(&dir, "xn0_").is_empty() && ids(&dir, "xn1_").is_empty());
+
+    // Every snapshot still lists and restores as written.
+    let repo = Repository::open(blobs, PASSWORD).await.unwrap();
+    assert_eq!(repo.snapshots().await.unwrap().len(), 60);
+    for (snapshot, view) in [&snapshots[0], &snapshots[25], &snapshots[59]] {
+        let target = tempfile::tempdir().unwrap();
+        repo.restore(snapshot, target.path(), RestoreOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(describe(target.path()), *view);
+    }
+}
