@@ -26,6 +26,13 @@ fn random32() -> [u8; 32] {
     bytes
 }
 
+/// A new random repository password (32 random bytes, base64): what a repository gets when
+/// no password is given, instead of Velero's well-known default.
+#[must_use]
+pub fn random_password() -> String {
+    STANDARD.encode(random32())
+}
+
 impl Repository {
     /// Creates a repository in `blobs`, protected by `password`, and opens it.
     ///

@@ -32,7 +32,7 @@ mod writer;
 pub use blobs::{BlobMeta, Blobs};
 pub use compaction::QuickReport;
 pub use content::ContentId;
-pub use create::VELERO_MARKER_BLOB;
+pub use create::{VELERO_MARKER_BLOB, random_password};
 pub use crypto::HASHES;
 pub use error::KopiaError;
 pub use maintenance::{GcReport, MaintenanceReport, Safety};
@@ -45,3 +45,42 @@ pub use writer::SourceInfo;
 /// Velero's repository password when its Secret `velero-repo-credentials` (key
 /// `repository-password`) was created by Velero: one well-known value for every installation.
 pub const VELERO_DEFAULT_PASSWORD: &str = "static-passw0rd";
+
+/// What a server needs of these futures: that a task may move between threads.
+#[cfg(test)]
+mod send {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use super::*;
+
+    fn send<T: Send>(_: &T) {}
+
+    #[allow(dead_code)] // checked by the compiler, never run
+    fn futures_are_send(blobs: Blobs, repo: &mut Repository, snapshot: &Snapshot, dir: &Path) {
+        let open = Repository::open(blobs.clone(), "");
+        send(&open);
+        let create = Repository::create(blobs, "");
+        send(&create);
+        let restore = repo.restore(snapshot, dir, RestoreOptions::default());
+        send(&restore);
+        drop(restore);
+        let verify = repo.verify(snapshot, RestoreOptions::default());
+        send(&verify);
+        drop(verify);
+        let source = SourceInfo {
+            host: String::new(),
+            user: String::new(),
+            path: String::new(),
+        };
+        let tags = BTreeMap::new();
+        let write = repo.write_snapshot(dir, &source, &tags);
+        send(&write);
+        drop(write);
+        let delete = repo.delete_snapshot("");
+        send(&delete);
+        drop(delete);
+        let maintain = repo.maintain(true, &Safety::NONE);
+        send(&maintain);
+    }
+}

@@ -276,14 +276,11 @@ impl Repository {
                 report.blobs_kept += 1;
                 continue;
             }
-            doomed.push(blob);
+            doomed.push((blob.id.clone(), blob.size));
         }
-        let mut deletes = futures::stream::iter(
-            doomed
-                .into_iter()
-                .map(|blob| async move { self.blobs.delete(&blob.id).await.map(|()| blob.size) }),
-        )
-        .buffer_unordered(DELETES);
+        let mut deletes = futures::stream::iter(doomed)
+            .map(|(id, size)| async move { self.blobs.delete(&id).await.map(|()| size) })
+            .buffer_unordered(DELETES);
         while let Some(size) = deletes.try_next().await? {
             report.blobs_deleted += 1;
             report.bytes_deleted += size;

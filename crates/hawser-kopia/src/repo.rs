@@ -166,11 +166,13 @@ impl Repository {
         ids: &[String],
     ) -> Result<HashMap<ContentId, Entry>, KopiaError> {
         let mut index: HashMap<ContentId, Entry> = HashMap::new();
-        let mut reads = futures::stream::iter(ids.iter().map(|id| async move {
-            let plain = self.read_named_blob(id).await?;
-            parse(&plain, &format!("index blob {id}"))
-        }))
-        .buffer_unordered(INDEX_READS);
+        // Owned items: a stream of closures over borrowed ones is not `Send`.
+        let mut reads = futures::stream::iter(ids.to_vec())
+            .map(|id| async move {
+                let plain = self.read_named_blob(&id).await?;
+                parse(&plain, &format!("index blob {id}"))
+            })
+            .buffer_unordered(INDEX_READS);
         while let Some(entries) = reads.try_next().await? {
             for entry in entries {
                 match index.get(&entry.id) {

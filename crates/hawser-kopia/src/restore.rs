@@ -101,9 +101,10 @@ impl Repository {
                 }
                 _ => {
                     let chunks = self.chunks(&ObjectId::parse(&entry.obj)?).await?;
-                    let mut reads =
-                        futures::stream::iter(chunks.iter().map(|c| self.read_chunk(c)))
-                            .buffer_unordered(options.parallel_reads.max(1));
+                    // Owned items: a stream of closures over borrowed ones is not `Send`.
+                    let mut reads = futures::stream::iter(chunks)
+                        .map(|c| async move { self.read_chunk(&c).await })
+                        .buffer_unordered(options.parallel_reads.max(1));
                     while let Some(data) = reads.try_next().await? {
                         stats.bytes += data.len() as u64;
                     }
@@ -208,12 +209,13 @@ impl Repository {
         let size = chunks
             .last()
             .map_or(0, |c| c.offset.saturating_add(c.length));
-        let mut reads = futures::stream::iter(chunks.iter().map(|chunk| async move {
-            self.read_chunk(chunk)
-                .await
-                .map(|data| (chunk.offset, data))
-        }))
-        .buffer_unordered(options.parallel_reads.max(1));
+        let mut reads = futures::stream::iter(chunks)
+            .map(|chunk| async move {
+                self.read_chunk(&chunk)
+                    .await
+                    .map(|data| (chunk.offset, data))
+            })
+            .buffer_unordered(options.parallel_reads.max(1));
         while let Some((offset, data)) = reads.try_next().await? {
             write_sparse(&file, offset, &data).map_err(KopiaError::restoring(path))?;
         }

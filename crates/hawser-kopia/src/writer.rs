@@ -9,8 +9,10 @@
 //! encrypted index and the postamble that finds it. Order of writes: every pack, then one index
 //! blob of the epoch being written (`xn<E>_<hash>-<session>-c1`) naming all of the snapshot's
 //! new contents, the manifest among them. The snapshot exists once that index blob is stored:
-//! [`Repository::write_snapshot`] returns its ID only then, and a failure before leaves only
-//! packs that no index names (maintenance's garbage).
+//! [`Repository::write_snapshot`] returns its ID only then. A failure before leaves no
+//! snapshot: the packs stored whole are indexed on the way out, so the next write does not
+//! upload their contents again (and maintenance collects them if no snapshot comes to use
+//! them); a pack cut mid-upload is named by no index.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read as _, Write as _};
@@ -432,9 +434,18 @@ impl<'r> Writer<'r> {
         })
     }
 
-    /// Ends a write that failed with `error`: the repository is let go; what was stored stays
-    /// for maintenance to collect.
+    /// Ends a write that failed with `error`: the packs stored whole are indexed (as kopia's
+    /// checkpoints do), so the next write finds their contents and does not upload them again
+    /// (and maintenance collects them if none does); then the repository is let go.
     async fn abandon(self, error: KopiaError) -> KopiaError {
+        if !self.stored.is_empty()
+            && let Err(e) = self
+                .repo
+                .put_index_blob(&self.stored, &self.lease.info.id)
+                .await
+        {
+            tracing::warn!(error = %e, "the packs of a failed write stay unindexed");
+        }
         self.lease.release(self.repo).await;
         error
     }

@@ -1,66 +1,28 @@
-//! One writer at a time, quick maintenance (epochs advanced and compacted) and full
-//! maintenance (garbage collected) on a repository in a local directory, whose blobs' times a
-//! test can move back. kopia's view of the same operations is in `kopia_cli/maintenance.rs`.
+//! One writer at a time, a write cut short by the store, quick maintenance (epochs advanced and
+//! compacted) and full maintenance (garbage collected) on a repository in a local directory,
+//! whose blobs' times a test can move back. kopia's view of maintenance is in
+//! `kopia_cli/maintenance.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::path::Path;
+use std::time::Duration;
 
-use common::{describe, noise};
-use hawser_kopia::{Blobs, KopiaError, Repository, RestoreOptions, Safety, SourceInfo};
-use hawser_store::{Location, LocationSpec};
+use common::{
+    age_blobs, create, create_with, describe, ids, noise, source, three_compacted_epochs,
+};
+use hawser_kopia::{KopiaError, Repository, RestoreOptions, Safety};
+use hawser_store::faults::{StoreFault, StoreFaults};
 
 const PASSWORD: &str = "maintained";
-
-/// A repository in `root`'s bucket `bucket`, and where its blobs are as files.
-async fn create(root: &Path) -> (Blobs, PathBuf) {
-    let spec =
-        LocationSpec::new("filesystem", "bucket").with_config("root", root.display().to_string());
-    let blobs = Blobs::new(Location::new(&spec).unwrap(), "kopia/ns");
-    Repository::create(blobs.clone(), PASSWORD).await.unwrap();
-    (blobs, root.join("bucket/kopia/ns"))
-}
-
-fn source(path: &str) -> SourceInfo {
-    SourceInfo {
-        host: "default".to_owned(),
-        user: "default".to_owned(),
-        path: path.to_owned(),
-    }
-}
-
-/// Moves the times of the blobs whose IDs start with `prefix` back by `by`.
-fn age_blobs(dir: &Path, prefix: &str, by: Duration) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_name().to_string_lossy().starts_with(prefix) {
-            let file = std::fs::File::options()
-                .write(true)
-                .open(entry.path())
-                .unwrap();
-            file.set_modified(SystemTime::now() - by).unwrap();
-        }
-    }
-}
-
-fn ids(dir: &Path, prefix: &str) -> Vec<String> {
-    let mut ids: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(prefix))
-        .collect();
-    ids.sort();
-    ids
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_that_died_holds_the_repository_until_its_session_expires() {
     let root = tempfile::tempdir().unwrap();
-    let (blobs, dir) = create(root.path()).await;
+    let (blobs, dir) = create(root.path(), PASSWORD).await;
     let tree = tempfile::tempdir().unwrap();
     for i in 0..8u64 {
         std::fs::write(tree.path().join(format!("f{i}")), noise(6 << 20, i + 1)).unwrap();
@@ -143,9 +105,57 @@ async fn a_writer_that_died_holds_the_repository_until_its_session_expires() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_cut_by_the_store_leaves_its_whole_packs_to_the_next_one() {
+    let root = tempfile::tempdir().unwrap();
+    let faults = StoreFaults::default();
+    let (blobs, dir) = create_with(root.path(), PASSWORD, &faults).await;
+    let tree = tempfile::tempdir().unwrap();
+    for i in 0..3u64 {
+        std::fs::write(tree.path().join(format!("f{i}")), noise(12 << 20, i + 40)).unwrap();
+    }
+    // The session marker and the first (full) pack are stored; the next upload, the rest of
+    // the data at the end, is cut.
+    faults.add(StoreFault::on("").after_uploads(2).times(1));
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    let failed = repo
+        .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(failed, KopiaError::Storage { .. }), "{failed}");
+    assert_eq!(faults.injected(), 1);
+    assert!(ids(&dir, "s").is_empty(), "a failed write leaves no marker");
+    let first: Vec<String> = ids(&dir, "p");
+    assert_eq!(first.len(), 1, "{first:?}");
+    let size = |id: &String| std::fs::metadata(dir.join(id)).unwrap().len();
+    let stored = size(&first[0]);
+    assert!(stored >= 20 << 20, "{stored}");
+
+    // The next write finds the stored pack's contents and uploads only the rest.
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    let written = repo
+        .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
+        .await
+        .unwrap();
+    let again: u64 = ids(&dir, "p")
+        .iter()
+        .filter(|p| !first.contains(p))
+        .map(size)
+        .sum();
+    assert!(
+        again + stored < (36 << 20) + (1 << 20),
+        "{again} + {stored}"
+    );
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&written, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), describe(tree.path()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_maintenance_frees_deleted_snapshots_and_keeps_the_rest_whole() {
     let root = tempfile::tempdir().unwrap();
-    let (blobs, dir) = create(root.path()).await;
+    let (blobs, dir) = create(root.path(), PASSWORD).await;
     let kept = tempfile::tempdir().unwrap();
     std::fs::write(kept.path().join("small"), b"kept\n").unwrap();
     std::fs::write(kept.path().join("kept"), noise(1 << 20, 2)).unwrap();
@@ -237,34 +247,10 @@ async fn full_maintenance_frees_deleted_snapshots_and_keeps_the_rest_whole() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn epochs_advance_are_compacted_and_their_blobs_cleaned_up() {
     let root = tempfile::tempdir().unwrap();
-    let (blobs, dir) = create(root.path()).await;
+    let (blobs, dir) = create(root.path(), PASSWORD).await;
     let tree = tempfile::tempdir().unwrap();
     let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
-    let mut snapshots = Vec::new();
-    // Three epochs of 20 index blobs spanning a day each (kopia's default thresholds).
-    for epoch in 0..3u64 {
-        for i in 0..20u64 {
-            std::fs::write(tree.path().join("file"), format!("epoch {epoch} write {i}")).unwrap();
-            let s = repo
-                .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
-                .await
-                .unwrap();
-            snapshots.push((s, describe(tree.path())));
-        }
-        let first = ids(&dir, &format!("xn{epoch}_"))[0].clone();
-        age_blobs(&dir, &first, Duration::from_secs(25 * 3600));
-        let report = repo.maintain(false, &Safety::FULL).await.unwrap();
-        assert_eq!(report.quick.advanced_to, Some(epoch + 1), "{report}");
-        assert!(report.gc.is_none());
-        // An epoch is settled once the write epoch is two past it.
-        let settled: &[u64] = if epoch == 2 { &[0] } else { &[] };
-        assert_eq!(report.quick.compacted, settled, "{report}");
-    }
-    assert_eq!(ids(&dir, "xe"), ["xe1", "xe2", "xe3"]);
-    let report = repo.maintain(false, &Safety::FULL).await.unwrap();
-    assert_eq!(report.quick.compacted, [1], "{report}");
-    assert_eq!(report.quick.advanced_to, None);
-    assert_eq!(ids(&dir, "xs").len(), 2);
+    let snapshots = three_compacted_epochs(&mut repo, &dir, tree.path()).await;
 
     // The compactions are new: the blobs they replace stay under kopia's margin, go without.
     let report = repo.maintain(true, &Safety::FULL).await.unwrap();

@@ -50,6 +50,7 @@ pub struct StoreFault {
     key_suffix: String,
     limit: Limit,
     times: Option<u32>,
+    skip: u32,
 }
 
 impl StoreFault {
@@ -60,6 +61,7 @@ impl StoreFault {
             key_suffix: key_suffix.into(),
             limit: Limit::Parts(0),
             times: None,
+            skip: 0,
         }
     }
 
@@ -74,6 +76,12 @@ impl StoreFault {
     /// everything after it. A small object written in a single request counts as one part.
     pub fn after_parts(mut self, parts: u32) -> Self {
         self.limit = Limit::Parts(parts);
+        self
+    }
+
+    /// Lets the next `uploads` matching uploads through untouched before catching any.
+    pub fn after_uploads(mut self, uploads: u32) -> Self {
+        self.skip = uploads;
         self
     }
 
@@ -161,6 +169,10 @@ impl StoreFaults {
     fn arm(&self, path: &Path) -> Option<Limit> {
         self.with(|t| {
             let (_, fault) = t.faults.iter_mut().find(|(_, f)| f.matches(path))?;
+            if fault.skip > 0 {
+                fault.skip -= 1;
+                return None;
+            }
             if let Some(n) = fault.times.as_mut() {
                 *n -= 1;
             }

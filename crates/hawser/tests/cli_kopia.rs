@@ -177,6 +177,49 @@ fn hawser_kopia_default() -> &'static str {
 }
 
 #[tokio::test]
+async fn a_repository_created_without_the_secret_gets_a_random_password_in_it() {
+    use base64::Engine as _;
+    let cluster = cli_support::Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    server_support::filesystem_location(&cluster, "default", root.path());
+    let kopia = ["kopia", "--storage-location", "default"];
+    let created = cluster.hawser(&[&kopia[..], &["create"]].concat()).await;
+    assert_eq!(created.code, 0, "{}", created.stderr);
+    assert!(
+        created
+            .stdout
+            .contains("created with a random repository password"),
+        "{}",
+        created.stdout
+    );
+    assert!(!created.stderr.contains("well-known"), "{}", created.stderr);
+    let secret = cluster
+        .get("v1", "Secret", "velero-repo-credentials")
+        .expect("the Secret is created");
+    let stored = secret["data"]["repository-password"].as_str().unwrap();
+    let password = base64::engine::general_purpose::STANDARD
+        .decode(stored)
+        .unwrap();
+    let password = String::from_utf8(password).unwrap();
+    assert_ne!(password, hawser_kopia::VELERO_DEFAULT_PASSWORD);
+    assert!(password.len() >= 32, "{password}");
+    // The Secret's password is the repository's: the next command reads it from there.
+    let listed = cluster.hawser(&[&kopia[..], &["snapshots"]].concat()).await;
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert!(!listed.stderr.contains("well-known"), "{}", listed.stderr);
+    let wrong = cluster
+        .hawser_with(
+            &[&kopia[..], &["snapshots"]].concat(),
+            &[(
+                "HAWSER_KOPIA_PASSWORD",
+                hawser_kopia::VELERO_DEFAULT_PASSWORD,
+            )],
+        )
+        .await;
+    assert_eq!(wrong.code, 1, "{}", wrong.stderr);
+}
+
+#[tokio::test]
 async fn a_storage_location_s_repository_takes_its_password_from_velero_s_secret() {
     use base64::Engine as _;
     let cluster = cli_support::Cluster::start().await;

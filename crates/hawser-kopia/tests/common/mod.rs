@@ -4,7 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use hawser_kopia::{Blobs, Repository, Safety, Snapshot, SourceInfo};
+use hawser_store::faults::StoreFaults;
+use hawser_store::{Location, LocationSpec};
 
 /// `len` bytes that do not repeat (xorshift from `seed`).
 pub fn noise(len: usize, seed: u64) -> Vec<u8> {
@@ -66,4 +71,89 @@ pub fn without_link_times(view: BTreeMap<String, String>) -> BTreeMap<String, St
             _ => (path, what),
         })
         .collect()
+}
+
+/// A repository in `root`'s bucket `bucket`, and where its blobs are as files; its uploads
+/// fail as `faults` say.
+pub async fn create_with(root: &Path, password: &str, faults: &StoreFaults) -> (Blobs, PathBuf) {
+    let spec =
+        LocationSpec::new("filesystem", "bucket").with_config("root", root.display().to_string());
+    let location = Location::new(&spec).unwrap().with_faults(faults);
+    let blobs = Blobs::new(location, "kopia/ns");
+    Repository::create(blobs.clone(), password).await.unwrap();
+    (blobs, root.join("bucket/kopia/ns"))
+}
+
+pub async fn create(root: &Path, password: &str) -> (Blobs, PathBuf) {
+    create_with(root, password, &StoreFaults::default()).await
+}
+
+pub fn source(path: &str) -> SourceInfo {
+    SourceInfo {
+        host: "default".to_owned(),
+        user: "default".to_owned(),
+        path: path.to_owned(),
+    }
+}
+
+/// Moves the times of the blobs whose IDs start with `prefix` back by `by`.
+pub fn age_blobs(dir: &Path, prefix: &str, by: Duration) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name().to_string_lossy().starts_with(prefix) {
+            let file = std::fs::File::options()
+                .write(true)
+                .open(entry.path())
+                .unwrap();
+            file.set_modified(SystemTime::now() - by).unwrap();
+        }
+    }
+}
+
+pub fn ids(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Writes 60 snapshots of `tree` into `repo` (whose blobs are files in `dir`), 20 an epoch,
+/// moving each epoch's first index blob back a day, so that quick maintenance advances the
+/// write epoch to 3 and compacts epochs 0 and 1 (kopia's default thresholds). Returns each
+/// snapshot with the tree it holds.
+pub async fn three_compacted_epochs(
+    repo: &mut Repository,
+    dir: &Path,
+    tree: &Path,
+) -> Vec<(Snapshot, BTreeMap<String, String>)> {
+    let mut snapshots = Vec::new();
+    // Three epochs of 20 index blobs spanning a day each (kopia's default thresholds).
+    for epoch in 0..3u64 {
+        for i in 0..20u64 {
+            std::fs::write(tree.join("file"), format!("epoch {epoch} write {i}")).unwrap();
+            let s = repo
+                .write_snapshot(tree, &source("/vol"), &BTreeMap::new())
+                .await
+                .unwrap();
+            snapshots.push((s, describe(tree)));
+        }
+        let first = ids(dir, &format!("xn{epoch}_"))[0].clone();
+        age_blobs(dir, &first, Duration::from_secs(25 * 3600));
+        let report = repo.maintain(false, &Safety::FULL).await.unwrap();
+        assert_eq!(report.quick.advanced_to, Some(epoch + 1), "{report}");
+        assert!(report.gc.is_none());
+        // An epoch is settled once the write epoch is two past it.
+        let settled: &[u64] = if epoch == 2 { &[0] } else { &[] };
+        assert_eq!(report.quick.compacted, settled, "{report}");
+    }
+    assert_eq!(ids(dir, "xe"), ["xe1", "xe2", "xe3"]);
+    let report = repo.maintain(false, &Safety::FULL).await.unwrap();
+    assert_eq!(report.quick.compacted, [1], "{report}");
+    assert_eq!(report.quick.advanced_to, None);
+    assert_eq!(ids(dir, "xs").len(), 2);
+
+    snapshots
 }

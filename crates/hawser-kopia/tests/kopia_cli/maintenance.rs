@@ -1,13 +1,17 @@
 //! Maintenance here, read by kopia: after this crate's full maintenance frees a snapshot
 //! kopia deleted, kopia verifies and restores every other snapshot, its own and ours, and its
-//! own full maintenance accepts the repository.
+//! own full maintenance accepts the repository; epochs advanced and compacted here (in a
+//! local directory, where blob times can be moved back, then copied blob for blob into a
+//! bucket) are read by kopia.
 
 use std::collections::BTreeMap;
 
-use hawser_kopia::{Blobs, RestoreOptions, Safety, SourceInfo, VELERO_DEFAULT_PASSWORD};
+use hawser_kopia::{
+    Blobs, Repository, RestoreOptions, Safety, SourceInfo, VELERO_DEFAULT_PASSWORD,
+};
 use hawser_store::Location;
 
-use crate::common::{describe, noise};
+use crate::common::{create, describe, noise, three_compacted_epochs};
 use crate::store_common::StorageServer;
 use crate::support::{Kopia, open};
 
@@ -96,4 +100,41 @@ async fn garbage_collected_here_kopia_still_verifies_and_restores() {
         .await
         .unwrap();
     assert_eq!(describe(target.path()), describe(kept.path()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn epochs_compacted_here_are_read_by_kopia() {
+    let root = tempfile::tempdir().unwrap();
+    let (local, dir) = create(root.path(), VELERO_DEFAULT_PASSWORD).await;
+    let tree = tempfile::tempdir().unwrap();
+    let mut repo = Repository::open(local.clone(), VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let snapshots = three_compacted_epochs(&mut repo, &dir, tree.path()).await;
+    let report = repo.maintain(true, &Safety::NONE).await.unwrap();
+    assert_eq!(report.superseded_deleted, 40, "{report}");
+
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-epochs");
+    server.create_bucket(&bucket);
+    let remote = Blobs::new(Location::new(&server.spec(&bucket)).unwrap(), "kopia/shop");
+    for id in local.list().await.unwrap() {
+        remote
+            .put(&id, local.get(&id).await.unwrap())
+            .await
+            .unwrap();
+    }
+    let kopia = Kopia::new();
+    kopia.connect(&server, &bucket, "shop");
+    let listed: serde_json::Value =
+        serde_json::from_str(&kopia.run(&["snapshot", "list", "--all", "--json"])).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 60);
+    kopia.run(&["snapshot", "verify", "--verify-files-percent=100"]);
+    kopia.run(&["content", "verify", "--full"]);
+    for (snapshot, view) in [&snapshots[0], &snapshots[30], &snapshots[59]] {
+        let restored = tempfile::tempdir().unwrap();
+        let target = restored.path().join("tree");
+        kopia.run(&["restore", &snapshot.id, target.to_str().unwrap()]);
+        assert_eq!(describe(&target), *view);
+    }
 }

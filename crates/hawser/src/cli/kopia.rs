@@ -139,7 +139,14 @@ pub async fn run(global: &GlobalArgs, args: KopiaArgs) -> Result<ExitStatus, Cli
                 .map_err(|e| CliError::usage("--storage-location", e.full_message()))?;
             let password = match &args.password {
                 Some(p) => Some(p.clone()),
-                None => secret_password(&client, &global.namespace).await?,
+                None => match secret_password(&client, &global.namespace).await? {
+                    Some(p) => Some(p),
+                    // A new repository gets a password of its own, not the well-known one.
+                    None if matches!(args.command, KopiaCommand::Create { .. }) => {
+                        Some(create_password_secret(&client, &global.namespace).await?)
+                    }
+                    None => None,
+                },
             };
             (location, password)
         }
@@ -307,6 +314,54 @@ async fn secret_password(
         .and_then(|mut data| data.remove(PASSWORD_SECRET.1))
         // Velero trims the value it reads.
         .map(|bytes| String::from_utf8_lossy(&bytes.0).trim().to_owned()))
+}
+
+/// Creates Velero's password Secret with a random password and returns the password; when
+/// another client created it first, its password.
+async fn create_password_secret(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<String, CliError> {
+    let password = hawser_kopia::random_password();
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(PASSWORD_SECRET.0.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..kube::api::ObjectMeta::default()
+        },
+        type_: Some("Opaque".to_owned()),
+        string_data: Some(BTreeMap::from([(
+            PASSWORD_SECRET.1.to_owned(),
+            password.clone(),
+        )])),
+        ..Secret::default()
+    };
+    let api = Api::<Secret>::namespaced(client.clone(), namespace);
+    match api.create(&kube::api::PostParams::default(), &secret).await {
+        Ok(_) => {
+            println!(
+                "Secret {namespace}/{} created with a random repository password.",
+                PASSWORD_SECRET.0
+            );
+            Ok(password)
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            secret_password(client, namespace).await?.ok_or_else(|| {
+                CliError::usage(
+                    "--password",
+                    format!(
+                        "Secret {namespace}/{} has no {}",
+                        PASSWORD_SECRET.0, PASSWORD_SECRET.1
+                    ),
+                )
+            })
+        }
+        Err(source) => Err(CliError::Api {
+            action: "create",
+            object: format!("Secret {namespace}/{}", PASSWORD_SECRET.0),
+            source,
+        }),
+    }
 }
 
 async fn find(repo: &Repository, id: &str) -> Result<Snapshot, CliError> {
