@@ -27,6 +27,7 @@ mod repo;
 mod restore;
 pub mod session;
 mod snapshot;
+mod tree;
 mod writer;
 
 pub use blobs::{BlobMeta, Blobs};

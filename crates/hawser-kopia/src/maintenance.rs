@@ -304,14 +304,11 @@ impl Repository {
                 continue;
             }
             let id = ObjectId::parse(&obj)?;
-            used.insert(id.content().clone());
+            // A large listing is an indirect object too (`Ik…`): its pieces are in use.
+            used.extend(self.object_contents(&id).await?);
             if is_dir {
                 for entry in self.directory(&obj).await? {
                     pending.push((entry.obj, entry.kind == "d"));
-                }
-            } else {
-                for content in self.object_contents(&id).await? {
-                    used.insert(content);
                 }
             }
         }

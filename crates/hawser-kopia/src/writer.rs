@@ -15,17 +15,14 @@
 //! them); a pack cut mid-upload is named by no index.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read as _, Write as _};
-use std::os::unix::fs::MetadataExt as _;
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use jiff::Timestamp;
-use serde::Serialize;
 
 use crate::KopiaError;
-use crate::chunker::Chunker;
 use crate::content::ContentId;
 use crate::index::{Entry, build};
 use crate::repo::Repository;
@@ -58,94 +55,9 @@ struct Pack {
     entries: Vec<Entry>,
 }
 
-/// What a snapshot counted, for its manifest.
-#[derive(Default, Clone, Copy)]
-struct Tally {
-    size: u64,
-    files: u64,
-    symlinks: u64,
-    dirs: u64,
-    max_time: Option<Timestamp>,
-}
-
-impl Tally {
-    fn add(&mut self, other: &Tally) {
-        self.size += other.size;
-        self.files += other.files;
-        self.symlinks += other.symlinks;
-        self.dirs += other.dirs;
-        self.max_time = self.max_time.max(other.max_time);
-    }
-}
-
-#[derive(Serialize)]
-struct Summary {
-    size: u64,
-    files: u64,
-    symlinks: u64,
-    dirs: u64,
-    #[serde(rename = "maxTime", skip_serializing_if = "Option::is_none")]
-    max_time: Option<Timestamp>,
-    #[serde(rename = "numFailed")]
-    num_failed: u64,
-}
-
-impl From<Tally> for Summary {
-    fn from(t: Tally) -> Self {
-        Self {
-            size: t.size,
-            files: t.files,
-            symlinks: t.symlinks,
-            dirs: t.dirs,
-            max_time: t.max_time,
-            num_failed: 0,
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct EntryOut {
-    name: String,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    mode: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    size: Option<u64>,
-    mtime: Timestamp,
-    #[serde(skip_serializing_if = "is_zero")]
-    uid: u32,
-    #[serde(skip_serializing_if = "is_zero")]
-    gid: u32,
-    obj: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    summ: Option<Summary>,
-}
-
-// serde's `skip_serializing_if` takes a reference.
-#[allow(clippy::trivially_copy_pass_by_ref)]
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-/// Go's file mode text of Unix permission bits (setuid, setgid and sticky are Go's bits).
-fn go_mode(unix: u32) -> String {
-    let mut mode = unix & 0o777;
-    for (unix_bit, go_bit) in [(0o4000, 1 << 23), (0o2000, 1 << 22), (0o1000, 1 << 20)] {
-        if unix & unix_bit != 0 {
-            mode |= go_bit;
-        }
-    }
-    format!("0{mode:o}")
-}
-
-fn mtime_of(meta: &std::fs::Metadata) -> Timestamp {
-    Timestamp::new(meta.mtime(), i32::try_from(meta.mtime_nsec()).unwrap_or(0))
-        .unwrap_or(Timestamp::UNIX_EPOCH)
-}
-
 /// One snapshot being written.
-struct Writer<'r> {
-    repo: &'r Repository,
+pub(crate) struct Writer<'r> {
+    pub(crate) repo: &'r Repository,
     /// The session this write holds the repository under ([`crate::session`]).
     lease: Lease,
     data: Option<Pack>,
@@ -181,7 +93,7 @@ fn new_pack(prefix: char, session: &str) -> Pack {
 
 impl Writer<'_> {
     /// Stores `plain` as a content with `prefix` (none for file data); returns its ID.
-    async fn content(
+    pub(crate) async fn content(
         &mut self,
         prefix: Option<char>,
         plain: &[u8],
@@ -286,137 +198,6 @@ impl Writer<'_> {
         self.stored.extend(pack.entries);
         Ok(())
     }
-
-    /// Stores a file's data; returns its object ID and size.
-    async fn file(&mut self, path: &Path) -> Result<(String, u64), KopiaError> {
-        let mut file = std::fs::File::open(path).map_err(KopiaError::reading(path))?;
-        let mut chunker = Chunker::default();
-        let mut parts: Vec<(u64, u64, ContentId)> = Vec::new();
-        let mut offset = 0u64;
-        let mut buffer = vec![0u8; 1 << 20];
-        loop {
-            let n = file.read(&mut buffer).map_err(KopiaError::reading(path))?;
-            let chunks = chunker.push(&buffer[..n], n == 0);
-            for chunk in chunks {
-                let id = self.content(None, &chunk).await?;
-                parts.push((offset, chunk.len() as u64, id));
-                offset += chunk.len() as u64;
-            }
-            if n == 0 {
-                break;
-            }
-        }
-        if parts.is_empty() {
-            let id = self.content(None, &[]).await?;
-            return Ok((id.to_string(), 0));
-        }
-        if let [(_, length, id)] = parts.as_slice() {
-            return Ok((id.to_string(), *length));
-        }
-        let entries: Vec<serde_json::Value> = parts
-            .iter()
-            .map(|(start, length, id)| {
-                let mut e = serde_json::Map::new();
-                if *start != 0 {
-                    e.insert("s".to_owned(), (*start).into());
-                }
-                e.insert("l".to_owned(), (*length).into());
-                e.insert("o".to_owned(), id.to_string().into());
-                serde_json::Value::Object(e)
-            })
-            .collect();
-        let mut list = serde_json::to_vec(&serde_json::json!({
-            "stream": "kopia:indirect",
-            "entries": entries,
-        }))
-        .map_err(|e| KopiaError::malformed("an indirect list", e))?;
-        list.push(b'\n');
-        let id = self.content(Some('x'), &list).await?;
-        Ok((format!("I{id}"), offset))
-    }
-
-    /// Stores a directory tree; returns its entry (named `name`) and what it holds.
-    async fn dir(&mut self, path: &Path, name: String) -> Result<(EntryOut, Tally), KopiaError> {
-        let meta = std::fs::symlink_metadata(path).map_err(KopiaError::reading(path))?;
-        let mut children: Vec<(bool, String, std::path::PathBuf)> = Vec::new();
-        for child in std::fs::read_dir(path).map_err(KopiaError::reading(path))? {
-            let child = child.map_err(KopiaError::reading(path))?;
-            let child_name = child.file_name().to_string_lossy().into_owned();
-            let is_dir = child
-                .file_type()
-                .map_err(KopiaError::reading(path))?
-                .is_dir();
-            children.push((!is_dir, child_name, child.path()));
-        }
-        // Directories first, then by name, as kopia lists them.
-        children.sort();
-        let mut tally = Tally {
-            dirs: 1,
-            max_time: Some(mtime_of(&meta)),
-            ..Tally::default()
-        };
-        let mut entries = Vec::with_capacity(children.len());
-        for (_, child_name, child_path) in children {
-            let child_meta =
-                std::fs::symlink_metadata(&child_path).map_err(KopiaError::reading(&child_path))?;
-            let kind = child_meta.file_type();
-            let mtime = mtime_of(&child_meta);
-            let entry = if kind.is_dir() {
-                let (entry, sub) = Box::pin(self.dir(&child_path, child_name)).await?;
-                tally.add(&sub);
-                entry
-            } else if kind.is_symlink() || kind.is_file() {
-                let (obj, size, kind_name) = if kind.is_symlink() {
-                    let target = std::fs::read_link(&child_path)
-                        .map_err(KopiaError::reading(&child_path))?;
-                    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(target.as_os_str()).to_vec();
-                    let id = self.content(None, &bytes).await?;
-                    tally.symlinks += 1;
-                    (id.to_string(), bytes.len() as u64, "s")
-                } else {
-                    let (obj, size) = self.file(&child_path).await?;
-                    tally.files += 1;
-                    tally.size += size;
-                    (obj, size, "f")
-                };
-                tally.max_time = tally.max_time.max(Some(mtime));
-                EntryOut {
-                    name: child_name,
-                    kind: kind_name,
-                    mode: go_mode(child_meta.mode()),
-                    size: Some(size),
-                    mtime,
-                    uid: child_meta.uid(),
-                    gid: child_meta.gid(),
-                    obj,
-                    summ: None,
-                }
-            } else {
-                // Sockets, pipes and devices: kopia stores none either.
-                continue;
-            };
-            entries.push(entry);
-        }
-        let listing = serde_json::to_vec(&serde_json::json!({
-            "stream": "kopia:directory",
-            "entries": entries,
-            "summary": Summary::from(tally),
-        }))
-        .map_err(|e| KopiaError::malformed(format!("the listing of {}", path.display()), e))?;
-        let id = self.content(Some('k'), &listing).await?;
-        let entry = EntryOut {
-            name,
-            kind: "d",
-            mode: go_mode(meta.mode()),
-            size: None,
-            mtime: mtime_of(&meta),
-            uid: meta.uid(),
-            gid: meta.gid(),
-            obj: id.to_string(),
-            summ: Some(Summary::from(tally)),
-        };
-        Ok((entry, tally))
-    }
 }
 
 impl<'r> Writer<'r> {
@@ -509,13 +290,28 @@ impl Repository {
                 value: (*reserved).to_owned(),
             });
         }
+        // The source's latest snapshot: its unchanged files are not read again.
+        let parent = match self.snapshots().await {
+            Ok(all) => all
+                .into_iter()
+                .filter(|s| {
+                    (&s.host, &s.user, &s.path) == (&source.host, &source.user, &source.path)
+                        && s.root.kind == "d"
+                })
+                .max_by_key(|s| s.start_time)
+                .map(|s| s.root.obj),
+            Err(error) => {
+                tracing::warn!(%error, "no parent snapshot: every file is read");
+                None
+            }
+        };
         let mut writer = Writer::start(self).await?;
         let start = writer.now;
         let root_name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let (root, tally) = match writer.dir(dir, root_name).await {
+        let (root, tally) = match writer.dir(dir, root_name, parent).await {
             Ok(walked) => walked,
             Err(e) => return Err(writer.abandon(e).await),
         };
@@ -536,7 +332,7 @@ impl Repository {
             "endTime": end,
             "stats": {
                 "totalSize": tally.size, "excludedTotalSize": 0, "fileCount": tally.files,
-                "cachedFiles": 0, "nonCachedFiles": tally.files, "dirCount": tally.dirs,
+                "cachedFiles": tally.cached, "nonCachedFiles": tally.files - tally.cached, "dirCount": tally.dirs,
                 "excludedFileCount": 0, "excludedDirCount": 0, "ignoredErrorCount": 0,
                 "errorCount": 0
             },

@@ -270,3 +270,41 @@ async fn epochs_advance_are_compacted_and_their_blobs_cleaned_up() {
         assert_eq!(describe(target.path()), *view);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_directory_is_listed_in_pieces_that_maintenance_keeps() {
+    let root = tempfile::tempdir().unwrap();
+    let (blobs, _) = create(root.path(), PASSWORD).await;
+    let big = tempfile::tempdir().unwrap();
+    common::many_files(big.path(), 6000);
+    let small = tempfile::tempdir().unwrap();
+    std::fs::write(small.path().join("one"), b"only here").unwrap();
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    let listed = repo
+        .write_snapshot(big.path(), &source("/big"), &BTreeMap::new())
+        .await
+        .unwrap();
+    // Over a mebibyte of listing: pieces named by an indirect list of the directory's prefix.
+    assert!(listed.root.obj.starts_with("Ik"), "{}", listed.root.obj);
+    let other = repo
+        .write_snapshot(small.path(), &source("/small"), &BTreeMap::new())
+        .await
+        .unwrap();
+    repo.delete_snapshot(&other.id).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let gc = repo
+        .maintain(true, &Safety::NONE)
+        .await
+        .unwrap()
+        .gc
+        .unwrap();
+    assert!(gc.marked >= 2, "{gc:?}");
+    // 6000 files, the list and its two pieces.
+    assert_eq!(gc.in_use, 6003, "{gc:?}");
+    let repo = Repository::open(blobs, PASSWORD).await.unwrap();
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&listed, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), describe(big.path()));
+}

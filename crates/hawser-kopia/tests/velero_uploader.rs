@@ -132,6 +132,7 @@ async fn what_velero_backs_up_restores_here_and_back() {
 
     // A snapshot written here as Velero names its source, restored by Velero byte for byte.
     std::fs::write(source.path().join("pgdata/postgresql.conf"), b"changed\n").unwrap();
+    std::fs::write(source.path().join("pgdata/base/16385"), noise(12 << 20, 31)).unwrap();
     let info = SourceInfo {
         host: "default".to_owned(),
         user: "default".to_owned(),
@@ -154,13 +155,14 @@ async fn what_velero_backs_up_restores_here_and_back() {
         without_link_times(common::describe(source.path()))
     );
 
-    // Velero's next backup of the volume takes it as its parent: the unchanged large file keeps
-    // the object written here (cut differently from Velero's own).
+    // Each takes the other's snapshot as its parent: the one here keeps the object of Velero's
+    // for the unchanged large file (not read again), and Velero's next backup keeps the object
+    // written here for the new one (cut here, differently from Velero's chunking).
     let next = velero.backup(source.path());
     let repo = open(&server, &bucket, VELERO_DEFAULT_PASSWORD)
         .await
         .unwrap();
-    let object = |id: &str| {
+    let object = |id: &str, name: &'static str| {
         let id = id.to_owned();
         let repo = &repo;
         async move {
@@ -176,16 +178,16 @@ async fn what_velero_backs_up_restores_here_and_back() {
             let base = repo.directory(&pgdata.obj).await.unwrap();
             let base = base.iter().find(|e| e.name == "base").unwrap();
             let files = repo.directory(&base.obj).await.unwrap();
-            files.into_iter().find(|e| e.name == "16384").unwrap().obj
+            files.into_iter().find(|e| e.name == name).unwrap().obj
         }
     };
-    let (theirs, ours_obj, next_obj) = (
-        object(&by_velero).await,
-        object(&ours.id).await,
-        object(&next).await,
+    assert_eq!(
+        object(&ours.id, "16384").await,
+        object(&by_velero, "16384").await
     );
-    assert_ne!(theirs, ours_obj, "cut differently");
-    assert_eq!(next_obj, ours_obj);
+    let ours_new = object(&ours.id, "16385").await;
+    assert!(ours_new.starts_with('I'), "{ours_new}");
+    assert_eq!(object(&next, "16385").await, ours_new);
 }
 
 #[tokio::test]

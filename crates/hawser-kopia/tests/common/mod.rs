@@ -157,3 +157,11 @@ pub async fn three_compacted_epochs(
 
     snapshots
 }
+
+/// `count` small files in `dir` with long names (a listing of about 200 bytes per entry).
+pub fn many_files(dir: &Path, count: usize) {
+    for i in 0..count {
+        let name = format!("file-{i:06}-with-a-name-long-enough-to-fill-a-listing-quickly");
+        std::fs::write(dir.join(name), i.to_string()).unwrap();
+    }
+}

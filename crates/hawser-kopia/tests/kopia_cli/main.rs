@@ -233,7 +233,7 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
     tree(source.path());
     let path = source.path().display().to_string();
     let by_kopia = kopia.snapshot(source.path());
-    std::fs::write(source.path().join("data/new.bin"), noise(3 << 20, 17)).unwrap();
+    std::fs::write(source.path().join("data/new.bin"), noise(20 << 20, 17)).unwrap();
 
     let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
         .await
@@ -280,12 +280,24 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         );
     }
 
-    // kopia's next snapshot of the source takes ours as its parent: unchanged files keep the
-    // objects written here (cut differently from kopia's, so not kopia's own).
-    let next = kopia.snapshot(source.path());
+    // Each takes the other's snapshot as its parent: the one here keeps kopia's object of the
+    // unchanged large file (not read again) and counts it cached; kopia's next keeps the object
+    // written here of the new one (cut here, differently from kopia's chunking).
     let big = kopia_object(&kopia, &path, &ours.id, "data/big.bin");
-    assert_ne!(big, kopia_object(&kopia, &path, &by_kopia, "data/big.bin"));
-    assert_eq!(kopia_object(&kopia, &path, &next, "data/big.bin"), big);
+    assert_eq!(big, kopia_object(&kopia, &path, &by_kopia, "data/big.bin"));
+    let ours_listed = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == ours.id.as_str())
+        .unwrap();
+    // Every file but the new one: a.txt, empty, big.bin, sparse.img, tool, the deep one.
+    assert_eq!(ours_listed["stats"]["cachedFiles"], 6, "{ours_listed}");
+    assert_eq!(ours_listed["stats"]["nonCachedFiles"], 1, "{ours_listed}");
+    let next = kopia.snapshot(source.path());
+    let new = kopia_object(&kopia, &path, &ours.id, "data/new.bin");
+    assert!(new.starts_with('I'), "{new}");
+    assert_eq!(kopia_object(&kopia, &path, &next, "data/new.bin"), new);
 
     // A second snapshot here of the unchanged tree uploads no file data.
     let location = Location::new(&server.spec(&bucket)).unwrap();
@@ -308,6 +320,24 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         .unwrap();
     assert_eq!(describe(target.path()), describe(source.path()));
 
+    // A directory too large for one listing content is read by kopia too.
+    let big = tempfile::tempdir().unwrap();
+    crate::common::many_files(big.path(), 6000);
+    let elsewhere = hawser_kopia::SourceInfo {
+        path: "/many".to_owned(),
+        ..info.clone()
+    };
+    let many = repo
+        .write_snapshot(big.path(), &elsewhere, &BTreeMap::new())
+        .await
+        .unwrap();
+    assert!(many.root.obj.starts_with("Ik"), "{}", many.root.obj);
+    kopia.run(&["snapshot", "verify", "--verify-files-percent=100", &many.id]);
+    let restored = tempfile::tempdir().unwrap();
+    let target = restored.path().join("many");
+    kopia.run(&["restore", &many.id, target.to_str().unwrap()]);
+    assert_eq!(describe(&target), describe(big.path()));
+
     // kopia's full maintenance accepts what was written here (it rewrites the index and
     // collects garbage); the snapshots still verify there and restore here.
     kopia.run(&["maintenance", "run", "--full", "--safety=none"]);
@@ -316,7 +346,7 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         .await
         .unwrap();
     let after = repo.snapshots().await.unwrap();
-    assert_eq!(after.len(), 4);
+    assert_eq!(after.len(), 5);
     let target = tempfile::tempdir().unwrap();
     repo.restore(&after[1], target.path(), RestoreOptions::default())
         .await

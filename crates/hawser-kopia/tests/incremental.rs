@@ -1,0 +1,89 @@
+//! Incremental snapshots: a file the parent snapshot holds unchanged (size, modification time,
+//! permissions, owner) is not read again, as kopia's cached files are; any change to those
+//! makes it read.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
+
+use common::{create, describe, noise, source};
+use hawser_kopia::{Repository, RestoreOptions};
+
+const PASSWORD: &str = "incremental";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_files_are_taken_from_the_parent_without_being_read() {
+    let root = tempfile::tempdir().unwrap();
+    let (blobs, _) = create(root.path(), PASSWORD).await;
+    let tree = tempfile::tempdir().unwrap();
+    let path = |name: &str| tree.path().join(name);
+    std::fs::create_dir(path("sub")).unwrap();
+    std::fs::write(path("same"), noise(3 << 20, 1)).unwrap();
+    std::fs::write(path("resized"), b"short").unwrap();
+    std::fs::write(path("sub/chmod"), b"mode").unwrap();
+    std::fs::write(path("sub/touched"), b"time").unwrap();
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    let first = repo
+        .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
+        .await
+        .unwrap();
+    let before = describe(tree.path());
+
+    // New bytes behind the same size and time, as a writer that restores the time leaves
+    // them: not read, so the snapshot keeps the parent's bytes (what kopia does too).
+    let keep_time = |name: &str, write: &dyn Fn()| {
+        let time = filetime::FileTime::from_last_modification_time(
+            &std::fs::metadata(path(name)).unwrap(),
+        );
+        write();
+        filetime::set_file_mtime(path(name), time).unwrap();
+    };
+    keep_time("same", &|| {
+        std::fs::write(path("same"), noise(3 << 20, 2)).unwrap()
+    });
+    // The same size and time, but another size, mode or time: read again.
+    keep_time("resized", &|| {
+        std::fs::write(path("resized"), b"longer").unwrap()
+    });
+    keep_time("sub/chmod", &|| {
+        std::fs::write(path("sub/chmod"), b"MODE").unwrap();
+        std::fs::set_permissions(path("sub/chmod"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+    });
+    std::fs::write(path("sub/touched"), b"TIME").unwrap();
+
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    let second = repo
+        .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
+        .await
+        .unwrap();
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&second, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    let restored = |name: &str| std::fs::read(target.path().join(name)).unwrap();
+    assert_eq!(restored("same"), noise(3 << 20, 1), "taken from the parent");
+    assert_eq!(restored("resized"), b"longer");
+    assert_eq!(restored("sub/chmod"), b"MODE");
+    assert_eq!(restored("sub/touched"), b"TIME");
+
+    // Another source has no parent: everything is read.
+    let other = repo
+        .write_snapshot(tree.path(), &source("/elsewhere"), &BTreeMap::new())
+        .await
+        .unwrap();
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&other, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), describe(tree.path()));
+    // The first snapshot is as it was.
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&first, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), before);
+}
