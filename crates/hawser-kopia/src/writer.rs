@@ -6,7 +6,8 @@
 //! uploads only what changed. File data goes uncompressed into `p` packs (Velero's policy);
 //! directory listings (`k`), indirect lists (`x`) and the manifest (`m`) go zstd-fastest into
 //! `q` packs. A pack is the 32-byte preamble, its encrypted contents, padding to 4 KiB, its own
-//! encrypted index and the postamble that finds it. Order of writes: every pack, then one index
+//! encrypted index and the postamble that finds it; a full pack is stored in the background
+//! (two at a time) while the next one fills. Order of writes: every pack, then one index
 //! blob of the epoch being written (`xn<E>_<hash>-<session>-c1`) naming all of the snapshot's
 //! new contents, the manifest among them. The snapshot exists once that index blob is stored:
 //! [`Repository::write_snapshot`] returns its ID only then. A failure before leaves no
@@ -14,13 +15,14 @@
 //! upload their contents again (and maintenance collects them if no snapshot comes to use
 //! them); a pack cut mid-upload is named by no index.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use jiff::Timestamp;
+use tokio::task::JoinHandle;
 
 use crate::KopiaError;
 use crate::content::ContentId;
@@ -66,7 +68,25 @@ pub(crate) struct Writer<'r> {
     pending: HashMap<ContentId, Entry>,
     /// Every entry of the packs stored so far.
     stored: Vec<Entry>,
+    /// Packs being stored while the next ones are filled.
+    uploads: Uploads,
     now: Timestamp,
+}
+
+/// Packs stored at once while the writer goes on filling the next one.
+const UPLOADS: usize = 2;
+
+/// Packs being stored, oldest first, with their entries. A write dropped before its end stops
+/// them, as a process that stops does.
+#[derive(Default)]
+struct Uploads(VecDeque<(JoinHandle<Result<(), KopiaError>>, Vec<Entry>)>);
+
+impl Drop for Uploads {
+    fn drop(&mut self) {
+        for (upload, _) in &self.0 {
+            upload.abort();
+        }
+    }
 }
 
 /// Go's unsigned varint (LEB128).
@@ -191,11 +211,25 @@ impl Writer<'_> {
         pack.data.extend(sealed);
         pack.data.extend(postamble);
         pack.data.push(postamble_len);
-        self.repo
-            .blobs
-            .put(&pack.id, Bytes::from(pack.data))
-            .await?;
-        self.stored.extend(pack.entries);
+        // Stored in the background, so that hashing and encryption go on meanwhile.
+        let (blobs, id, data) = (self.repo.blobs.clone(), pack.id, Bytes::from(pack.data));
+        let upload = tokio::spawn(async move { blobs.put(&id, data).await });
+        self.uploads.0.push_back((upload, pack.entries));
+        while self.uploads.0.len() > UPLOADS {
+            self.settle().await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest pack being stored; its entries are stored from then on.
+    async fn settle(&mut self) -> Result<(), KopiaError> {
+        let Some((upload, entries)) = self.uploads.0.pop_front() else {
+            return Ok(());
+        };
+        upload
+            .await
+            .map_err(|e| KopiaError::malformed("a pack's upload", e))??;
+        self.stored.extend(entries);
         Ok(())
     }
 }
@@ -212,13 +246,21 @@ impl<'r> Writer<'r> {
             metadata: None,
             pending: HashMap::new(),
             stored: Vec::new(),
+            uploads: Uploads::default(),
         })
     }
 
-    /// Ends a write that failed with `error`: the packs stored whole are indexed (as kopia's
-    /// checkpoints do), so the next write finds their contents and does not upload them again
-    /// (and maintenance collects them if none does); then the repository is let go.
-    async fn abandon(self, error: KopiaError) -> KopiaError {
+    /// Ends a write that failed with `error`: the contents of the packs stored whole are
+    /// indexed (as kopia's checkpoints do), the manifest excepted, so the next write finds them
+    /// and does not upload them again (and maintenance collects them if none does); then the
+    /// repository is let go.
+    async fn abandon(mut self, error: KopiaError) -> KopiaError {
+        while !self.uploads.0.is_empty() {
+            // A pack whose upload failed too is simply not indexed.
+            let _ = self.settle().await;
+        }
+        // Never the manifest: a failed write publishes no snapshot.
+        self.stored.retain(|e| e.id.prefix() != Some('m'));
         if !self.stored.is_empty()
             && let Err(e) = self
                 .repo
@@ -251,6 +293,9 @@ impl<'r> Writer<'r> {
         let stored = async {
             self.send(data).await?;
             self.send(metadata).await?;
+            while !self.uploads.0.is_empty() {
+                self.settle().await?;
+            }
             self.repo
                 .put_index_blob(&self.stored, &self.lease.info.id)
                 .await
