@@ -79,7 +79,10 @@ const UPLOADS: usize = 2;
 /// Packs being stored, oldest first, with their entries. A write dropped before its end stops
 /// them, as a process that stops does.
 #[derive(Default)]
-struct Uploads(VecDeque<(JoinHandle<Result<(), KopiaError>>, Vec<Entry>)>);
+struct Uploads(VecDeque<(Upload, Vec<Entry>)>);
+
+/// One pack being stored.
+type Upload = JoinHandle<Result<(), KopiaError>>;
 
 impl Drop for Uploads {
     fn drop(&mut self) {
