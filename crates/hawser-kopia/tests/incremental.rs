@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 
-use common::{create, describe, noise, source};
+use common::{create, describe, noise, restores_as, source};
 use hawser_kopia::{Repository, RestoreOptions};
 
 const PASSWORD: &str = "incremental";
@@ -75,15 +75,7 @@ async fn unchanged_files_are_taken_from_the_parent_without_being_read() {
         .write_snapshot(tree.path(), &source("/elsewhere"), &BTreeMap::new())
         .await
         .unwrap();
-    let target = tempfile::tempdir().unwrap();
-    repo.restore(&other, target.path(), RestoreOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(describe(target.path()), describe(tree.path()));
+    restores_as(&repo, &other, &describe(tree.path())).await;
     // The first snapshot is as it was.
-    let target = tempfile::tempdir().unwrap();
-    repo.restore(&first, target.path(), RestoreOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(describe(target.path()), before);
+    restores_as(&repo, &first, &before).await;
 }

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{
-    age_blobs, create, create_with, describe, ids, noise, source, three_compacted_epochs,
+    age_blobs, create, create_with, describe, ids, noise, restores_as, source,
+    three_compacted_epochs,
 };
 use hawser_kopia::{KopiaError, Repository, RestoreOptions, Safety};
 use hawser_store::faults::{StoreFault, StoreFaults};
@@ -109,11 +110,7 @@ async fn a_writer_that_died_holds_the_repository_until_its_session_expires() {
     assert_eq!(dead_packs(&dir), 0);
     assert!(ids(&dir, "s").is_empty());
     let repo = Repository::open(blobs, PASSWORD).await.unwrap();
-    let target = tempfile::tempdir().unwrap();
-    repo.restore(&written, target.path(), RestoreOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(describe(target.path()), describe(tree.path()));
+    restores_as(&repo, &written, &describe(tree.path())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,11 +159,7 @@ async fn a_write_cut_by_the_store_leaves_its_whole_packs_to_the_next_one() {
         again + stored < (36 << 20) + (1 << 20),
         "{again} + {stored}"
     );
-    let target = tempfile::tempdir().unwrap();
-    repo.restore(&written, target.path(), RestoreOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(describe(target.path()), describe(tree.path()));
+    restores_as(&repo, &written, &describe(tree.path())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,11 +228,7 @@ async fn full_maintenance_frees_deleted_snapshots_and_keeps_the_rest_whole() {
             .collect::<Vec<_>>(),
         [&second.id]
     );
-    let target = tempfile::tempdir().unwrap();
-    repo.restore(&second, target.path(), RestoreOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(describe(target.path()), describe(kept.path()));
+    restores_as(&repo, &second, &describe(kept.path())).await;
     let checked = repo
         .verify(&second, RestoreOptions::default())
         .await
@@ -280,11 +269,7 @@ async fn epochs_advance_are_compacted_and_their_blobs_cleaned_up() {
     let repo = Repository::open(blobs, PASSWORD).await.unwrap();
     assert_eq!(repo.snapshots().await.unwrap().len(), 60);
     for (snapshot, view) in [&snapshots[0], &snapshots[25], &snapshots[59]] {
-        let target = tempfile::tempdir().unwrap();
-        repo.restore(snapshot, target.path(), RestoreOptions::default())
-            .await
-            .unwrap();
-        assert_eq!(describe(target.path()), *view);
+        restores_as(&repo, snapshot, view).await;
     }
 }
 
@@ -319,9 +304,5 @@ async fn a_large_directory_is_listed_in_pieces_that_maintenance_keeps() {
     // 6000 files, the list and its two pieces.
     assert_eq!(gc.in_use, 6003, "{gc:?}");
     let repo = Repository::open(blobs, PASSWORD).await.unwrap();
-    let target = tempfile::tempdir().unwrap();
-    repo.restore(&listed, target.path(), RestoreOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(describe(target.path()), describe(big.path()));
+    restores_as(&repo, &listed, &describe(big.path())).await;
 }

@@ -165,3 +165,16 @@ pub fn many_files(dir: &Path, count: usize) {
         std::fs::write(dir.join(name), i.to_string()).unwrap();
     }
 }
+
+/// Restores `snapshot` into a new directory and checks that it holds `view` (`describe`'s).
+pub async fn restores_as(repo: &Repository, snapshot: &Snapshot, view: &BTreeMap<String, String>) {
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(
+        snapshot,
+        target.path(),
+        hawser_kopia::RestoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(describe(target.path()), *view);
+}

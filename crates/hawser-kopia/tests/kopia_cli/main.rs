@@ -238,11 +238,7 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
     let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
         .await
         .unwrap();
-    let info = hawser_kopia::SourceInfo {
-        host: "default".to_owned(),
-        user: "default".to_owned(),
-        path: path.clone(),
-    };
+    let info = common::source(&path);
     let tags = BTreeMap::from([("snapshot-uploader".to_owned(), "kopia".to_owned())]);
     let ours = repo
         .write_snapshot(source.path(), &info, &tags)
@@ -380,11 +376,7 @@ async fn a_repository_created_here_opens_in_kopia_and_carries_velero_s_marker() 
     let source = tempfile::tempdir().unwrap();
     tree(source.path());
     let path = source.path().display().to_string();
-    let info = hawser_kopia::SourceInfo {
-        host: "default".to_owned(),
-        user: "default".to_owned(),
-        path: path.clone(),
-    };
+    let info = common::source(&path);
     let ours = repo
         .write_snapshot(source.path(), &info, &BTreeMap::new())
         .await
@@ -462,11 +454,7 @@ async fn a_blake3_repository_created_here_hashes_as_kopia_does() {
     let source = tempfile::tempdir().unwrap();
     tree(source.path());
     let path = source.path().display().to_string();
-    let info = hawser_kopia::SourceInfo {
-        host: "default".to_owned(),
-        user: "default".to_owned(),
-        path: path.clone(),
-    };
+    let info = common::source(&path);
     let ours = repo
         .write_snapshot(source.path(), &info, &BTreeMap::new())
         .await

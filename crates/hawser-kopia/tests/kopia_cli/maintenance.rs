@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use hawser_kopia::{
-    Blobs, Repository, RestoreOptions, Safety, SourceInfo, VELERO_DEFAULT_PASSWORD,
-};
+use hawser_kopia::{Blobs, Repository, RestoreOptions, Safety, VELERO_DEFAULT_PASSWORD};
 use hawser_store::Location;
 
 use crate::common::{create, describe, noise, three_compacted_epochs};
@@ -32,11 +30,7 @@ async fn garbage_collected_here_kopia_still_verifies_and_restores() {
     let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
         .await
         .unwrap();
-    let info = SourceInfo {
-        host: "default".to_owned(),
-        user: "default".to_owned(),
-        path: kept.path().display().to_string(),
-    };
+    let info = crate::common::source(&kept.path().display().to_string());
     let ours = repo
         .write_snapshot(kept.path(), &info, &BTreeMap::new())
         .await
