@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{
-    age_blobs, create, create_with, describe, ids, noise, restores_as, source,
+    age_blobs, collect_now, create, create_with, describe, ids, noise, restores_as, source,
     three_compacted_epochs,
 };
 use hawser_kopia::{KopiaError, Repository, RestoreOptions, Safety};
@@ -200,13 +200,7 @@ async fn full_maintenance_frees_deleted_snapshots_and_keeps_the_rest_whole() {
     // Without margins the contents only the deleted snapshot used are marked and dropped,
     // and its data pack deleted (its metadata pack holds the manifests, which stay).
     let packs_before = ids(&dir, "p").len();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let gc = repo
-        .maintain(true, &Safety::NONE)
-        .await
-        .unwrap()
-        .gc
-        .unwrap();
+    let gc = collect_now(&mut repo).await;
     assert!(
         gc.marked >= 2,
         "the deleted snapshot's listing and data: {gc:?}"
@@ -293,13 +287,7 @@ async fn a_large_directory_is_listed_in_pieces_that_maintenance_keeps() {
         .await
         .unwrap();
     repo.delete_snapshot(&other.id).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let gc = repo
-        .maintain(true, &Safety::NONE)
-        .await
-        .unwrap()
-        .gc
-        .unwrap();
+    let gc = collect_now(&mut repo).await;
     assert!(gc.marked >= 2, "{gc:?}");
     // 6000 files, the list and its two pieces.
     assert_eq!(gc.in_use, 6003, "{gc:?}");

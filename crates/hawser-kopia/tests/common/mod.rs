@@ -178,3 +178,11 @@ pub async fn restores_as(repo: &Repository, snapshot: &Snapshot, view: &BTreeMap
     .unwrap();
     assert_eq!(describe(target.path()), *view);
 }
+
+/// Full maintenance without margins, one second after the last write: a content written in
+/// the second the collection starts is marked a second later and dropped only by the next run.
+pub async fn collect_now(repo: &mut Repository) -> hawser_kopia::GcReport {
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let report = repo.maintain(true, &Safety::NONE).await.unwrap();
+    report.gc.expect("full maintenance collects")
+}

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use hawser_kopia::{Blobs, Repository, RestoreOptions, Safety, VELERO_DEFAULT_PASSWORD};
 use hawser_store::Location;
 
-use crate::common::{create, describe, noise, three_compacted_epochs};
+use crate::common::{collect_now, create, describe, noise, three_compacted_epochs};
 use crate::store_common::StorageServer;
 use crate::support::{Kopia, open};
 
@@ -48,12 +48,10 @@ async fn garbage_collected_here_kopia_still_verifies_and_restores() {
             .sum::<u64>()
     };
     let before = pack_bytes().await;
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
         .await
         .unwrap();
-    let report = repo.maintain(true, &Safety::NONE).await.unwrap();
-    let gc = report.gc.unwrap();
+    let gc = collect_now(&mut repo).await;
     assert_eq!(gc.snapshots, 2, "{gc:?}");
     assert!(gc.marked >= 2 && gc.blobs_deleted >= 1, "{gc:?}");
     assert!(before - pack_bytes().await >= 6 << 20, "{gc:?}");
