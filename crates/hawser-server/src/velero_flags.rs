@@ -211,13 +211,18 @@ impl<T: FlagTable> Accepted<T> {
     /// Logs each flag given, once, as accepted and not implemented.
     pub fn log_not_implemented(&self) {
         for flag in &self.given {
-            tracing::warn!(
-                flag = %format_args!("--{}", flag.name),
-                value = %flag.value,
-                "Velero flag accepted, not implemented: it has no effect in hawser"
-            );
+            log_not_implemented(flag.name, &flag.value);
         }
     }
+}
+
+/// Logs once that Velero's flag `--name` was given `value` and has no effect in hawser.
+pub fn log_not_implemented(name: &str, value: &str) {
+    tracing::warn!(
+        flag = %format_args!("--{name}"),
+        value = %value,
+        "Velero flag accepted, not implemented: it has no effect in hawser"
+    );
 }
 
 /// What a server started with `--features` `features` does differently from Velero, if
@@ -280,9 +285,6 @@ use FlagKind::{Bool, Duration, Int, List, Text};
 impl FlagTable for ServerFlags {
     const HEADING: &'static str = "Velero server flags accepted without effect";
     const FLAGS: &'static [VeleroFlag] = &[
-        VeleroFlag::new("features", Text, "")
-            .help("Velero feature flags, a comma list (e.g. EnableCSI)."),
-        VeleroFlag::new("colorized", Bool, "true").help("Coloured output of Velero's CLI."),
         VeleroFlag::new("plugin-dir", Text, "/plugins")
             .help("Directory of Velero's plugin binaries; hawser has no plugins."),
         VeleroFlag::new("fs-backup-timeout", Duration, "4h0m0s")

@@ -842,6 +842,15 @@ async fn every_printing_command_ends_quietly_on_a_closed_pipe() {
     let cluster = Cluster::start().await;
     cluster.add_location("default");
     cluster.add_backup("nightly");
+    // A backup still running: its description asks the storage location for nothing (no server
+    // answers here).
+    cluster.add_backup("running");
+    cluster.set_status(
+        "velero.io/v1",
+        "Backup",
+        "running",
+        serde_json::json!({"phase": "InProgress"}),
+    );
     let commands: [&[&str]; 12] = [
         &["version", "--client-only"],
         &["completion", "bash"],
@@ -854,7 +863,7 @@ async fn every_printing_command_ends_quietly_on_a_closed_pipe() {
         ],
         &["backup", "get"],
         &["backup", "get", "-o", "yaml"],
-        &["backup", "describe", "nightly"],
+        &["backup", "describe", "running"],
         &["backup", "create", "preview", "-o", "json"],
         &["restore", "get"],
         &[

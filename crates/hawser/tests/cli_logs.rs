@@ -399,16 +399,18 @@ async fn describe_details_show_the_warnings_and_the_resource_lists() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stdout
-            .contains("Warnings:\n  Velero:  spec.volumeGroupSnapshotLabelKey:"),
+            .contains("Warnings:\n  Velero:   spec.volumeGroupSnapshotLabelKey:"),
         "{}",
         run.stdout
     );
     assert!(
         run.stdout
-            .contains("Errors:\n  Velero:  <none>\n  Cluster:  <none>\n  Namespaces:  <none>"),
+            .contains("\n  Cluster:    <none>\n  Namespaces: <none>\n"),
         "{}",
         run.stdout
     );
+    // No errors: no `Errors:` section, as in Velero.
+    assert!(!run.stdout.contains("Errors:"), "{}", run.stdout);
     assert!(!run.stdout.contains("Resource List:"), "{}", run.stdout);
 
     let run = cluster

@@ -391,16 +391,16 @@ async fn describe_shows_the_schedule_and_its_template() {
     );
     assert_eq!(line("Paused:"), "false");
     assert_eq!(line("Schedule:"), "@daily");
-    assert_eq!(line("Skip immediately:"), "<server default>");
-    assert_eq!(line("Last backup:"), "<never>");
-    assert!(run.stdout.contains("Backup template:\n"), "{}", run.stdout);
+    assert_eq!(line("Included:"), "*");
+    assert_eq!(line("Last Backup:"), "<never>");
+    assert!(run.stdout.contains("Backup Template:\n"), "{}", run.stdout);
     // The template's lines are indented under its heading.
     assert!(
-        run.stdout.contains("\n  Excluded namespaces:"),
+        run.stdout
+            .contains("\n  Namespaces:\n    Included:  *\n    Excluded:  kube-system\n"),
         "{}",
         run.stdout
     );
-    assert_eq!(line("Excluded namespaces:"), "kube-system");
     assert_eq!(line("TTL:"), "48h0m0s");
 }
 

@@ -184,7 +184,8 @@ async fn pre_hooks_run_before_the_snapshot_is_cut_and_post_hooks_after() {
     );
     let described = cluster.hawser(&["backup", "describe", "hooked"]).await;
     for line in [
-        "Hooks:  spec-hooks, elsewhere",
+        "Hooks:\n  Resources:\n    spec-hooks:\n",
+        "\n    elsewhere:\n",
         "HooksAttempted:  2",
         "HooksFailed:     0",
     ] {
@@ -566,7 +567,7 @@ async fn a_restore_exec_hook_waits_for_its_container_to_be_ready_then_runs() {
     );
     let described = cluster.hawser(&["restore", "describe", "back"]).await;
     assert!(
-        described.stdout.contains("HooksAttempted:  1"),
+        described.stdout.contains("HooksAttempted:   1"),
         "{}",
         described.stdout
     );

@@ -202,7 +202,9 @@ async fn pod_annotations_and_server_defaults_hawser_does_not_act_on_are_warned()
     }
     let described = cluster.hawser(&["backup", "describe", "annotated"]).await;
     assert!(
-        described.stdout.contains("FS backup by default:    true"),
+        described
+            .stdout
+            .contains("File System Backup (Default):  true"),
         "{}",
         described.stdout
     );

@@ -69,6 +69,22 @@ impl Velero<'_> {
         theirs
     }
 
+    /// Runs `args` with Velero's CLI and with hawser's on the same objects and asserts the same
+    /// text, character for character: hawser's output to a pipe is Velero's without colours,
+    /// and with `--colorized=true` it is Velero's as printed (Velero colours pipes too).
+    /// Returns Velero's output without colours.
+    async fn same_text(&self, server: &Server, args: &[&str]) -> String {
+        let theirs = self.ok(server, args).await;
+        let ours = self.cluster.hawser(args).await;
+        assert_eq!(ours.code, 0, "hawser {args:?}: {}", ours.stderr);
+        let plain = uncoloured(&theirs);
+        assert_eq!(ours.stdout, plain, "hawser {args:?}");
+        let coloured: Vec<&str> = args.iter().copied().chain(["--colorized=true"]).collect();
+        let ours = self.cluster.hawser(&coloured).await;
+        assert_eq!(ours.stdout, theirs, "hawser {coloured:?}");
+        plain
+    }
+
     /// Runs `velero ARGS` (at most 90 s: `--wait` follows a whole backup or restore).
     async fn run(&self, args: &[&str]) -> Run {
         let child = tokio::process::Command::new(&self.binary)
@@ -210,7 +226,9 @@ async fn backup_create_get_describe_logs_and_delete() {
     assert_eq!(&cells[..4], ["nightly", "Completed", "0", "0"], "{out}");
     assert!(cells.contains(&"default"), "{out}");
 
-    let out = velero.ok(&server, &["backup", "describe", "nightly"]).await;
+    let out = velero
+        .same_text(&server, &["backup", "describe", "nightly"])
+        .await;
     assert_eq!(field(&out, "Phase:"), "Completed", "{out}");
     // 3 ConfigMaps, 2 Secrets and the Namespace.
     assert_eq!(field(&out, "Items backed up:"), "6", "{out}");
@@ -218,7 +236,7 @@ async fn backup_create_get_describe_logs_and_delete() {
     assert!(!out.contains("Resource List:"), "{out}");
 
     let out = velero
-        .ok(&server, &["backup", "describe", "nightly", "--details"])
+        .same_text(&server, &["backup", "describe", "nightly", "--details"])
         .await;
     assert!(out.contains("Resource List:"), "{out}");
     for item in ["shop/cm-0", "shop/cm-2", "shop/db-password", "shop"] {
@@ -330,7 +348,9 @@ async fn restore_create_into_a_mapped_namespace_describe_and_logs() {
             .is_none()
     );
 
-    let out = velero.ok(&server, &["restore", "describe", "copy"]).await;
+    let out = velero
+        .same_text(&server, &["restore", "describe", "copy"])
+        .await;
     assert_eq!(field(&out, "Phase:"), "Completed", "{out}");
     assert_eq!(field(&out, "Backup:"), "nightly", "{out}");
     assert_eq!(
@@ -341,7 +361,7 @@ async fn restore_create_into_a_mapped_namespace_describe_and_logs() {
     assert!(!out.contains("<error"), "{out}");
 
     let out = velero
-        .ok(&server, &["restore", "describe", "copy", "--details"])
+        .same_text(&server, &["restore", "describe", "copy", "--details"])
         .await;
     assert!(
         out.lines().any(|l| l.trim() == "- shop-copy/cm-0(created)"),
@@ -423,7 +443,9 @@ async fn warnings_and_validation_failures_show_in_velero_output() {
         ["fsb", "Completed", "0", "1"],
         "{out}"
     );
-    let out = uncoloured(&velero.ok(&server, &["backup", "describe", "fsb"]).await);
+    let out = velero
+        .same_text(&server, &["backup", "describe", "fsb"])
+        .await;
     let warning = out
         .lines()
         .skip_while(|l| *l != "Warnings:")
@@ -474,7 +496,9 @@ async fn warnings_and_validation_failures_show_in_velero_output() {
         out.contains("Backup completed with status: FailedValidation."),
         "{out}"
     );
-    let out = velero.ok(&server, &["backup", "describe", "refused"]).await;
+    let out = velero
+        .same_text(&server, &["backup", "describe", "refused"])
+        .await;
     assert_eq!(field(&out, "Phase:"), "FailedValidation", "{out}");
     assert!(
         field(&out, "Validation errors:").contains("read-only"),
@@ -534,6 +558,9 @@ async fn schedule_create_and_get() {
         "{stored:#}"
     );
 
+    velero
+        .same_text(&server, &["schedule", "describe", "hourly"])
+        .await;
     let out = velero.same_rows(&server, &["schedule", "get"]).await;
     let cells = row(&out, "hourly");
     assert_eq!(cells[1], "Enabled", "{out}");
@@ -559,6 +586,173 @@ async fn schedule_create_and_get() {
     .await;
     let out = velero.ok(&server, &["schedule", "get", "broken"]).await;
     assert_eq!(row(&out, "broken")[1], "FailedValidation", "{out}");
+    // Both described together: two blank lines apart, the validation error in red.
+    velero
+        .same_text(&server, &["schedule", "describe", "broken", "hourly"])
+        .await;
+}
+
+/// Specs that use most of what `describe` shows, each described by Velero's CLI and by hawser's
+/// on the same objects, character for character (with and without colours): filters of both
+/// families, selectors and or-selectors, labels, TTL and timeouts, ordered resources, hook
+/// specs, a restore with mappings and policies, several objects at once and by label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rich_specs_describe_as_velero_describes_them() {
+    let binary = velero_binary();
+    let root = tempfile::tempdir().unwrap();
+    let (cluster, server) = filesystem_setup(root.path()).await;
+    let velero = Velero {
+        binary,
+        cluster: &cluster,
+    };
+    velero
+        .ok(
+            &server,
+            &[
+                "backup",
+                "create",
+                "rich",
+                "--include-namespaces",
+                "shop,other",
+                "--exclude-namespaces",
+                "kube-system",
+                "--include-resources",
+                "configmaps,secrets,namespaces",
+                "--selector",
+                "tier notin (cache)",
+                "--labels",
+                "team=shop,tier=gold",
+                "--annotations",
+                "note=nightly",
+                "--ttl",
+                "2h",
+                "--snapshot-volumes=false",
+                "--default-volumes-to-fs-backup=false",
+                "--csi-snapshot-timeout",
+                "5m",
+                "--item-operation-timeout",
+                "1h",
+                "--ordered-resources",
+                "configmaps=shop/cm-1,shop/cm-0",
+                "--wait",
+            ],
+        )
+        .await;
+    velero
+        .ok(
+            &server,
+            &[
+                "backup",
+                "create",
+                "scoped",
+                "--include-namespaces",
+                "shop",
+                "--include-cluster-scoped-resources",
+                "namespaces",
+                "--exclude-namespace-scoped-resources",
+                "secrets",
+                "--or-selector",
+                "app=web or tier=db",
+                "--labels",
+                "team=shop",
+                "--wait",
+            ],
+        )
+        .await;
+    create_backup(
+        &cluster,
+        "hooked",
+        json!({
+            "includedNamespaces": ["shop"],
+            "hooks": {"resources": [{
+                "name": "freeze",
+                "includedNamespaces": ["shop"],
+                "excludedResources": ["jobs"],
+                "labelSelector": {"matchLabels": {"app": "nothing-matches"}},
+                "pre": [{"exec": {"container": "db", "command": ["/bin/sh", "-c", "sync"],
+                                  "onError": "Continue", "timeout": "10s"}}],
+                "post": [{"exec": {"command": ["thaw"]}}],
+            }]},
+        }),
+    );
+    let done = wait_final(&cluster, &server, "Backup", "hooked").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+
+    for args in [
+        &["backup", "describe", "rich"][..],
+        &["backup", "describe", "rich", "--details"],
+        &["backup", "describe", "rich", "scoped", "hooked"],
+        &["backup", "describe", "-l", "team=shop"],
+        &["describe", "backups", "hooked", "--details"],
+    ] {
+        velero.same_text(&server, args).await;
+    }
+
+    velero
+        .ok(
+            &server,
+            &[
+                "restore",
+                "create",
+                "copy",
+                "--from-backup",
+                "rich",
+                "--namespace-mappings",
+                "shop:shop-a,other:other-a",
+                "--include-resources",
+                "configmaps,namespaces",
+                "--selector",
+                "tier notin (cache)",
+                "--existing-resource-policy",
+                "update",
+                "--restore-volumes=false",
+                "--preserve-nodeports",
+                "--labels",
+                "ticket=42",
+                "--wait",
+            ],
+        )
+        .await;
+    for args in [
+        &["restore", "describe", "copy"][..],
+        &["restore", "describe", "copy", "--details"],
+        &["restore", "describe", "-l", "ticket=42"],
+    ] {
+        velero.same_text(&server, args).await;
+    }
+
+    velero
+        .ok(
+            &server,
+            &[
+                "schedule",
+                "create",
+                "daily",
+                "--schedule",
+                "0 3 * * *",
+                "--include-namespaces",
+                "shop",
+                "--selector",
+                "app in (web,db)",
+                "--ttl",
+                "72h",
+                "--labels",
+                "team=shop",
+            ],
+        )
+        .await;
+    wait_for(
+        &cluster,
+        Some(&server),
+        "Schedule",
+        "daily",
+        Duration::from_secs(20),
+        |s| phase(s) == "Enabled",
+    )
+    .await;
+    velero
+        .same_text(&server, &["schedule", "describe", "daily"])
+        .await;
 }
 
 /// Every flag `velero server --help` lists (Velero's own binary) is one `hawser server` takes
@@ -639,11 +833,12 @@ async fn csi_snapshots_and_their_restores_show_in_velero_describe() {
         out.contains("Backup completed with status: Completed."),
         "{out}"
     );
-    let described = uncoloured(
-        &velero
-            .ok(&server, &["backup", "describe", "with-data", "--details"])
-            .await,
-    );
+    let described = velero
+        .same_text(&server, &["backup", "describe", "with-data", "--details"])
+        .await;
+    velero
+        .same_text(&server, &["backup", "describe", "with-data"])
+        .await;
     let driver = format!("CSI Driver: {}", kube_sim::csi::DRIVER);
     assert_after(
         &described,
@@ -676,11 +871,12 @@ async fn csi_snapshots_and_their_restores_show_in_velero_describe() {
         out.contains("Restore completed with status: Completed."),
         "{out}"
     );
-    let described = uncoloured(
-        &velero
-            .ok(&server, &["restore", "describe", "back", "--details"])
-            .await,
-    );
+    let described = velero
+        .same_text(&server, &["restore", "describe", "back", "--details"])
+        .await;
+    velero
+        .same_text(&server, &["restore", "describe", "back"])
+        .await;
     assert_after(
         &described,
         "CSI Snapshot Restores:",

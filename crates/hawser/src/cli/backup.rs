@@ -6,7 +6,6 @@ use hawser_api::{
 };
 use hawser_core::backoff::Backoff;
 use hawser_core::label::valid_label_value;
-use hawser_core::layout::DownloadTargetKind;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
@@ -250,31 +249,9 @@ async fn describe_backups(
     let client = global.client().await?;
     let mut texts = Vec::new();
     for backup in &backups {
-        let status = backup.status.clone().unwrap_or_default();
-        let mut files = super::files::describe_files(
-            &client,
-            &global.namespace,
-            &backup.name_any(),
-            (
-                DownloadTargetKind::BackupResults,
-                DownloadTargetKind::BackupResourceList,
-            ),
-            status.errors.unwrap_or(0) + status.warnings.unwrap_or(0),
-            &args.files,
-        )
-        .await;
-        if args.files.details && status.backup_item_operations_attempted.unwrap_or(0) > 0 {
-            files.operations = Some(
-                super::files::backup_operations(
-                    &client,
-                    &global.namespace,
-                    &backup.name_any(),
-                    &args.files,
-                )
-                .await,
-            );
-        }
-        texts.push(describe::backup(backup, &files));
+        let extras =
+            super::files::backup_extras(&client, &global.namespace, backup, &args.files).await;
+        texts.push(describe::backup(backup, &extras, global.colour()));
     }
     describe::print(&texts);
     Ok(ExitStatus::Success)

@@ -2,8 +2,8 @@
 //! `$HOME/.config/velero/config.json` (a JSON object of strings), read and written as Velero's
 //! CLI does, so that a Velero user's settings apply to hawser too. Its `namespace` is the
 //! namespace of every command unless `-n` is given, as in Velero (it wins over
-//! `VELERO_NAMESPACE`). Velero's other keys (`features`, `colorized`, `cacert`) are kept and
-//! shown; hawser's commands do not read them.
+//! `VELERO_NAMESPACE`); its `colorized` and `features` are read as the global flags' defaults
+//! ([`apply_to`]). Velero's `cacert` is kept and shown; hawser's commands do not read it.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -12,7 +12,10 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
+use hawser_server::velero_flags::go_bool;
+
 use super::error::{CliError, ExitStatus};
+use super::global::{GlobalArgs, OptionalBool};
 
 /// `client` subcommands.
 #[derive(Args, Debug)]
@@ -103,13 +106,30 @@ fn save(config: &ClientConfig) -> Result<(), CliError> {
     std::io::Write::write_all(&mut file, text.as_bytes()).map_err(|e| broken(&path, e))
 }
 
-/// The file's `namespace`, when it holds a non-empty string.
-pub fn namespace(config: &ClientConfig) -> Option<String> {
-    config
-        .get("namespace")
-        .and_then(Value::as_str)
-        .filter(|ns| !ns.is_empty())
-        .map(str::to_owned)
+/// Applies the file to the global flags as Velero's CLI does: `namespace` unless `-n` was
+/// given, `colorized` (a Go boolean; anything else is ignored, as Velero ignores it) unless
+/// `--colorized` was given a value, and `features` joined with `--features`.
+pub fn apply_to(config: &ClientConfig, global: &mut GlobalArgs, namespace_given: bool) {
+    let text = |key: &str| {
+        config
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    if !namespace_given && let Some(namespace) = text("namespace") {
+        global.namespace = namespace.to_owned();
+    }
+    if global.colorized.is_none_or(|c| c.0.is_none())
+        && let Some(colorized) = text("colorized").and_then(|v| go_bool(v).ok())
+    {
+        global.colorized = Some(OptionalBool(Some(colorized)));
+    }
+    if let Some(features) = text("features") {
+        global.features = Some(match global.features.take().filter(|f| !f.is_empty()) {
+            Some(given) => format!("{features},{given}"),
+            None => features.to_owned(),
+        });
+    }
 }
 
 /// A value as Velero's `get` prints it: a string as itself, anything else as JSON.
@@ -191,9 +211,55 @@ mod tests {
             serde_json::to_value(&config).unwrap(),
             serde_json::json!({"features": "EnableCSI", "namespace": "backups"})
         );
-        assert_eq!(namespace(&config).as_deref(), Some("backups"));
-        config.insert("namespace".into(), Value::Bool(true));
-        assert_eq!(namespace(&config), None);
         assert_eq!(shown(&Value::Bool(true)), "true");
+    }
+
+    #[test]
+    fn the_file_gives_namespace_colours_and_features_unless_flags_do() {
+        use clap::Parser as _;
+        let global = |args: &[&str]| crate::cli::Cli::try_parse_from(args).unwrap().global;
+        let config: ClientConfig = serde_json::from_value(serde_json::json!({
+            "namespace": "backups", "colorized": "false", "features": "EnableCSI"
+        }))
+        .unwrap();
+
+        let mut plain = global(&["hawser", "version"]);
+        apply_to(&config, &mut plain, false);
+        assert_eq!(plain.namespace, "backups");
+        assert_eq!(plain.colorized, Some(OptionalBool(Some(false))));
+        assert!(!plain.colour());
+        assert_eq!(plain.features.as_deref(), Some("EnableCSI"));
+
+        let mut given = global(&[
+            "hawser",
+            "version",
+            "-n",
+            "mine",
+            "--colorized",
+            "--features=EnableAPIGroupVersions",
+        ]);
+        apply_to(&config, &mut given, true);
+        assert_eq!(given.namespace, "mine");
+        assert!(given.colour());
+        assert_eq!(
+            given.features.as_deref(),
+            Some("EnableCSI,EnableAPIGroupVersions")
+        );
+
+        // A value that is no Go boolean is ignored, as Velero ignores it; `--colorized=` unsets.
+        let odd: ClientConfig = serde_json::from_value(
+            serde_json::json!({"colorized": "sometimes", "namespace": true}),
+        )
+        .unwrap();
+        let mut unset = global(&["hawser", "version", "--colorized="]);
+        apply_to(&odd, &mut unset, false);
+        assert_eq!(unset.colorized, Some(OptionalBool(None)));
+        assert_eq!(unset.namespace, "velero");
+        let mut unset = global(&["hawser", "version", "--colorized="]);
+        apply_to(&config, &mut unset, false);
+        assert_eq!(unset.colorized, Some(OptionalBool(Some(false))));
+        assert!(
+            crate::cli::Cli::try_parse_from(["hawser", "version", "--colorized=maybe"]).is_err()
+        );
     }
 }

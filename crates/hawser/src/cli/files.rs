@@ -6,12 +6,16 @@ use std::path::PathBuf;
 
 use clap::Args;
 use hawser_api::phase::LifecyclePhase as _;
-use hawser_api::{Backup, PhasedResource, Restore};
+use hawser_api::{Backup, BackupPhase, PhasedResource, Restore, RestorePhase};
 use hawser_core::duration::GoDuration;
 use hawser_core::layout::DownloadTargetKind;
-use kube::Api;
+use kube::{Api, ResourceExt as _};
 use serde::de::DeserializeOwned;
 
+use hawser_api::labels;
+use serde_json::Value;
+
+use super::describe::{self, Read, Unread, VolumeInfo};
 use super::download::{DownloadFlags, download};
 use super::error::{CliError, ExitStatus};
 use super::flags::get_required;
@@ -244,69 +248,282 @@ pub struct DescribeFlags {
     pub download: DownloadFlags,
 }
 
-/// The files `describe` shows for an object with `problems` errors and warnings, read through
-/// the download protocol: the results when there are any, the resource list with `--details`.
-/// A file that cannot be read is described by why, and the rest of the description stays.
-pub async fn describe_files(
+/// What `backup describe` shows besides the Backup, read as Velero's describe reads it: the
+/// results when there are warnings or errors, the volume infos (or, for a backup without them,
+/// what the older snapshot files say), the resource list and item operations with `--details`,
+/// and the DeleteBackupRequests and PodVolumeBackups that name it. A file that cannot be read
+/// is described by why; a list that fails is said on stderr, and the rest stays.
+pub async fn backup_extras(
     client: &kube::Client,
     namespace: &str,
-    name: &str,
-    (results, resources): (DownloadTargetKind, DownloadTargetKind),
-    problems: i64,
+    backup: &Backup,
     flags: &DescribeFlags,
-) -> super::describe::Files {
-    super::describe::Files {
-        results: if problems > 0 {
-            Some(read_json(client, namespace, results, name, &flags.download).await)
-        } else {
-            None
-        },
-        resources: if flags.details {
-            Some(read_json(client, namespace, resources, name, &flags.download).await)
-        } else {
-            None
-        },
-        operations: None,
+) -> describe::BackupExtras {
+    let name = backup.name_any();
+    let status = backup.status.clone().unwrap_or_default();
+    let reader = Reader {
+        client,
+        namespace,
+        name: &name,
+        flags: &flags.download,
+    };
+    let problems = status.errors.unwrap_or(0) + status.warnings.unwrap_or(0);
+    let results = reader.read_if(problems > 0, DownloadTargetKind::BackupResults);
+    let resources = reader.read_if(flags.details, DownloadTargetKind::BackupResourceList);
+    let attempted = status.backup_item_operations_attempted.unwrap_or(0) > 0;
+    let operations = reader.read_if(
+        flags.details && attempted,
+        DownloadTargetKind::BackupItemOperations,
+    );
+    // The volume infos are stored when the backup leaves InProgress: before, the file does not
+    // exist (Velero's describe asks and is told so), and no server is asked.
+    let phase = backup.phase();
+    let stored = !(phase.is_waiting()
+        || matches!(
+            phase,
+            BackupPhase::InProgress | BackupPhase::FailedValidation
+        ));
+    let volumes = async {
+        let infos = reader
+            .read_if(stored, DownloadTargetKind::BackupVolumeInfos)
+            .await;
+        match infos.unwrap_or(Err(Unread::NotFound)) {
+            Err(Unread::NotFound) => (legacy_volumes(&reader, &status).await, true),
+            other => (other.map(|v: Option<Vec<_>>| v.unwrap_or_default()), false),
+        }
+    };
+    let valid = hawser_core::label::valid_label_value(&name);
+    let uid = backup.metadata.uid.clone().unwrap_or_default();
+    let deletions_selector = format!(
+        "{}={valid},{}={uid}",
+        labels::BACKUP_NAME,
+        labels::BACKUP_UID
+    );
+    let deletions = labelled(
+        client,
+        namespace,
+        &deletions_selector,
+        "DeleteBackupRequests",
+        &name,
+    );
+    let pod_volumes_selector = format!("{}={valid}", labels::BACKUP_NAME);
+    let pod_volumes = labelled(
+        client,
+        namespace,
+        &pod_volumes_selector,
+        "PodVolumeBackups",
+        &name,
+    );
+    // Each file waits for the server on its own; asked together, a description waits once.
+    let (results, resources, operations, (volumes, legacy), deletions, pod_volumes) = tokio::join!(
+        results,
+        resources,
+        operations,
+        volumes,
+        deletions,
+        pod_volumes
+    );
+    let operations =
+        operations.map(|read: Read<Option<Vec<_>>>| read.map(Option::unwrap_or_default));
+    describe::BackupExtras {
+        details: flags.details,
+        results,
+        resources,
+        operations,
+        volumes,
+        legacy,
+        deletions,
+        pod_volumes,
     }
 }
 
-/// The item operations of backup `name` (its `<name>-itemoperations.json.gz`), for
-/// `describe --details`.
-pub async fn backup_operations(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-    flags: &DescribeFlags,
-) -> Result<Vec<hawser_core::csi::BackupOperation>, String> {
-    let operations: Option<Vec<_>> = read_json(
-        client,
-        namespace,
-        DownloadTargetKind::BackupItemOperations,
-        name,
-        &flags.download,
-    )
-    .await?;
-    Ok(operations.unwrap_or_default())
+/// The volumes of a backup stored without volume infos, concluded as Velero's describe does:
+/// native snapshots from `<backup>-volumesnapshots.json.gz`, CSI snapshots from the stored
+/// VolumeSnapshotContents (with their claims from the VolumeSnapshots), each read only when
+/// the status says some were attempted.
+async fn legacy_volumes(
+    reader: &Reader<'_>,
+    status: &hawser_api::BackupStatus,
+) -> Read<Vec<VolumeInfo>> {
+    let read = |kind| reader.read::<Option<Vec<Value>>>(kind);
+    let text = |v: &Value, pointer: &str| {
+        v.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut infos = Vec::new();
+    if status.volume_snapshots_attempted.unwrap_or(0) > 0 {
+        let snapshots = read(DownloadTargetKind::BackupVolumeSnapshots)
+            .await?
+            .unwrap_or_default();
+        for snapshot in snapshots {
+            infos.push(VolumeInfo {
+                pv_name: text(&snapshot, "/spec/persistentVolumeName"),
+                backup_method: "NativeSnapshot".to_owned(),
+                native_snapshot_info: Some(describe::NativeSnapshotInfo {
+                    snapshot_handle: text(&snapshot, "/status/providerSnapshotID"),
+                    volume_type: text(&snapshot, "/spec/volumeType"),
+                    volume_az: text(&snapshot, "/spec/volumeAZ"),
+                    iops: snapshot
+                        .pointer("/spec/volumeIOPS")
+                        .and_then(Value::as_i64)
+                        .map(|i| i.to_string())
+                        .unwrap_or_default(),
+                }),
+                ..VolumeInfo::default()
+            });
+        }
+    }
+    if status.csi_volume_snapshots_attempted.unwrap_or(0) > 0 {
+        let snapshots = read(DownloadTargetKind::CsiBackupVolumeSnapshots)
+            .await?
+            .unwrap_or_default();
+        let contents = read(DownloadTargetKind::CsiBackupVolumeSnapshotContents)
+            .await?
+            .unwrap_or_default();
+        for content in contents {
+            let name = text(&content, "/metadata/name");
+            let claim = snapshots.iter().find(|s| {
+                text(s, "/status/boundVolumeSnapshotContentName") == name
+                    && !text(s, "/spec/source/persistentVolumeClaimName").is_empty()
+            });
+            infos.push(VolumeInfo {
+                pvc_name: claim.map_or_else(
+                    || "<PVC name not found>".to_owned(),
+                    |s| text(s, "/spec/source/persistentVolumeClaimName"),
+                ),
+                pvc_namespace: claim
+                    .map(|s| text(s, "/metadata/namespace"))
+                    .unwrap_or_default(),
+                backup_method: "CSISnapshot".to_owned(),
+                preserve_local_snapshot: true,
+                csi_snapshot_info: Some(describe::CsiSnapshotInfo {
+                    snapshot_handle: text(&content, "/status/snapshotHandle"),
+                    size: content
+                        .pointer("/status/restoreSize")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0),
+                    driver: text(&content, "/spec/driver"),
+                    vsc_name: name,
+                    operation_id: String::new(),
+                }),
+                ..VolumeInfo::default()
+            });
+        }
+    }
+    Ok(infos)
 }
 
-async fn read_json<T: DeserializeOwned>(
+/// What `restore describe` shows besides the Restore (as [`backup_extras`]).
+pub async fn restore_extras(
     client: &kube::Client,
     namespace: &str,
-    kind: DownloadTargetKind,
-    name: &str,
-    flags: &DownloadFlags,
-) -> Result<T, String> {
-    let mut bytes = Vec::new();
-    download(
+    restore: &Restore,
+    flags: &DescribeFlags,
+) -> describe::RestoreExtras {
+    let name = restore.name_any();
+    let status = restore.status.clone().unwrap_or_default();
+    let reader = Reader {
         client,
         namespace,
-        kind,
-        name,
-        DESCRIBE_TIMEOUT,
-        flags,
-        &mut bytes,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("it is not valid JSON: {e}"))
+        name: &name,
+        flags: &flags.download,
+    };
+    let problems = status.errors.unwrap_or(0) + status.warnings.unwrap_or(0);
+    let results = reader.read_if(problems > 0, DownloadTargetKind::RestoreResults);
+    let resources = reader.read_if(flags.details, DownloadTargetKind::RestoreResourceList);
+    // Stored when the restore ends (as for backups: not asked for before).
+    let ended = !matches!(
+        restore.phase(),
+        RestorePhase::New | RestorePhase::InProgress | RestorePhase::FailedValidation
+    );
+    let volumes = reader.read_if(ended, DownloadTargetKind::RestoreVolumeInfo);
+    let valid = hawser_core::label::valid_label_value(&name);
+    let selector = format!("{}={valid}", labels::RESTORE_NAME);
+    let pod_volumes = labelled(client, namespace, &selector, "PodVolumeRestores", &name);
+    let (results, resources, volumes, pod_volumes) =
+        tokio::join!(results, resources, volumes, pod_volumes);
+    let volumes: Read<Option<Vec<_>>> = volumes.unwrap_or(Err(Unread::NotFound));
+    describe::RestoreExtras {
+        details: flags.details,
+        results,
+        resources,
+        volumes: volumes.map(Option::unwrap_or_default),
+        pod_volumes,
+    }
+}
+
+/// The objects of a kind with these labels; on failure, none, said on stderr as Velero says it.
+async fn labelled<K>(
+    client: &kube::Client,
+    namespace: &str,
+    selector: &str,
+    what: &str,
+    of: &str,
+) -> Vec<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    match api
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+    {
+        Ok(list) => list.items,
+        Err(e) => {
+            eprintln!(
+                "error getting {what} for {of}: {}",
+                CliError::api("list", what.to_owned(), e).line()
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// Reads the files of one backup or restore for its description.
+struct Reader<'a> {
+    client: &'a kube::Client,
+    namespace: &'a str,
+    name: &'a str,
+    flags: &'a DownloadFlags,
+}
+
+impl Reader<'_> {
+    /// [`Reader::read`] when `wanted`.
+    async fn read_if<T: DeserializeOwned>(
+        &self,
+        wanted: bool,
+        kind: DownloadTargetKind,
+    ) -> Option<Read<T>> {
+        if wanted {
+            Some(self.read(kind).await)
+        } else {
+            None
+        }
+    }
+
+    /// The file of `kind` decoded from JSON; a missing file is [`Unread::NotFound`].
+    async fn read<T: DeserializeOwned>(&self, kind: DownloadTargetKind) -> Read<T> {
+        let mut bytes = Vec::new();
+        let read = download(
+            self.client,
+            self.namespace,
+            kind,
+            self.name,
+            DESCRIBE_TIMEOUT,
+            self.flags,
+            &mut bytes,
+        )
+        .await;
+        match read {
+            Ok(_) => serde_json::from_slice(&bytes)
+                .map_err(|e| Unread::Failed(format!("it is not valid JSON: {e}"))),
+            Err(CliError::NotFound { .. }) => Err(Unread::NotFound),
+            Err(e) => Err(Unread::Failed(e.line())),
+        }
+    }
 }

@@ -187,7 +187,7 @@ where
     if names.is_empty() {
         let mut params = ListParams::default();
         if let Some(selector) = selector {
-            params = params.labels(selector);
+            params = params.labels(super::label_selector::checked_list_selector(selector)?);
         }
         let object = format!("{kind}s in namespace {namespace}");
         return Ok(api

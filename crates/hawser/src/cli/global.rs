@@ -49,6 +49,35 @@ pub struct GlobalArgs {
         default_value = "60s"
     )]
     pub request_timeout: GoDuration,
+    /// Colours in `describe` (Velero's flag, a Go boolean: `true`, `false`, `1`, `0`, ...;
+    /// bare means true, empty means unset). Overrides `colorized` of the client configuration
+    /// file. Unset in both: colours only when the output is a terminal (Velero colours by
+    /// default, pipes included).
+    #[arg(
+        long,
+        global = true,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = optional_go_bool
+    )]
+    pub colorized: Option<OptionalBool>,
+    /// Comma-separated feature flags (Velero's flag; combined with `features` of the client
+    /// configuration file). The server reads `EnableCSI` only to say what hawser does without
+    /// it; the other commands act on none.
+    #[arg(long, global = true, value_name = "FEATURES")]
+    pub features: Option<String>,
+}
+
+/// A Go boolean that may be left unset with an empty value (Velero's `OptionalBool`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalBool(pub Option<bool>);
+
+fn optional_go_bool(value: &str) -> Result<OptionalBool, String> {
+    if value.is_empty() {
+        return Ok(OptionalBool(None));
+    }
+    hawser_server::velero_flags::go_bool(value).map(|b| OptionalBool(Some(b)))
 }
 
 /// `--log-format`.
@@ -144,6 +173,14 @@ pub fn checked_level(value: &str) -> Result<String, CliError> {
 }
 
 impl GlobalArgs {
+    /// Whether `describe` colours its phases: `--colorized`, else the client configuration's
+    /// `colorized` (read by [`super::parse`] into the flag), else whether stdout is a terminal.
+    pub fn colour(&self) -> bool {
+        self.colorized
+            .and_then(|c| c.0)
+            .unwrap_or_else(|| std::io::stdout().is_terminal())
+    }
+
     /// The Kubernetes client configuration: the named kubeconfig (and context) when given,
     /// otherwise in-cluster or the default kubeconfig.
     pub async fn kube_config(&self) -> Result<kube::Config, CliError> {

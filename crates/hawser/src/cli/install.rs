@@ -308,15 +308,18 @@ pub fn plan_from_args(namespace: &str, args: &InstallArgs) -> Result<InstallPlan
 }
 
 /// One line per `velero install` flag given that hawser does not act on.
-pub fn ignored_flag_warnings(args: &InstallArgs) -> Vec<String> {
+/// `features` is the global `--features`, which `velero install` passes to its server.
+pub fn ignored_flag_warnings(args: &InstallArgs, features: Option<&str>) -> Vec<String> {
+    let features = features.map(|value| ("features", value));
     args.velero
         .given()
         .iter()
-        .map(|flag| {
+        .map(|flag| (flag.name, flag.value.as_str()))
+        .chain(features)
+        .map(|(name, value)| {
             format!(
-                "warning: --{}={} is accepted for compatibility with `velero install` and has \
-                 no effect in hawser",
-                flag.name, flag.value
+                "warning: --{name}={value} is accepted for compatibility with `velero install` \
+                 and has no effect in hawser"
             )
         })
         .collect()
@@ -354,7 +357,7 @@ pub async fn run(global: &GlobalArgs, args: InstallArgs) -> Result<ExitStatus, C
         ));
     }
     let plan = plan_from_args(&global.namespace, &args)?;
-    for warning in ignored_flag_warnings(&args) {
+    for warning in ignored_flag_warnings(&args, global.features.as_deref()) {
         eprintln!("{warning}");
     }
     let all = manifests(&plan)?;

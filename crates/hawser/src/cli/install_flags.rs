@@ -15,7 +15,6 @@ impl FlagTable for InstallFlags {
     const FLAGS: &'static [VeleroFlag] = &[
         VeleroFlag::new("plugins", List, "")
             .help("Plugin images added as init containers; hawser runs no plugins."),
-        VeleroFlag::new("features", Text, "").help("Velero feature flags for the server."),
         VeleroFlag::new("use-node-agent", Bool, "false")
             .help("Create the node-agent DaemonSet for pod volume backups."),
         VeleroFlag::new("use-node-agent-windows", Bool, "false")

@@ -33,6 +33,15 @@ pub fn parse_selector(text: &str) -> Result<LabelSelector, String> {
     })
 }
 
+/// A list request's `-l/--selector`, checked with the grammar of [`parse_selector`] before any
+/// request, so that `get`, `describe` and `delete` refuse what `create` refuses, with the same
+/// message (exit 2), instead of sending it to the API server.
+pub fn checked_list_selector(text: &str) -> Result<&str, super::error::CliError> {
+    parse_selector(text)
+        .map(|_| text)
+        .map_err(|why| super::error::CliError::usage("--selector", why))
+}
+
 /// Parses `--or-selector`: selectors separated by ` or `.
 pub fn parse_or_selectors(text: &str) -> Result<Vec<LabelSelector>, String> {
     text.split(" or ").map(parse_selector).collect()

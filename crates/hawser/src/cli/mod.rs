@@ -149,26 +149,32 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The command line, with the namespace of Velero's client configuration file when `-n` is
-/// not given (it wins over `VELERO_NAMESPACE`, as in Velero); a file that cannot be read is a
-/// warning, as in Velero.
+/// The command line with Velero's client configuration file applied: its namespace when `-n`
+/// is not given (it wins over `VELERO_NAMESPACE`, as in Velero), its `colorized` when the flag
+/// is not given, its `features` added to the flag's. A file that cannot be read is a warning, as
+/// in Velero.
 fn parse() -> Cli {
     let matches = Cli::command().get_matches();
     let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(err) => err.exit(),
     };
-    if matches.value_source("namespace") != Some(clap::parser::ValueSource::CommandLine)
-        && !matches!(cli.command, Command::Client(_))
-    {
-        match client_config::load() {
-            Ok(config) => {
-                if let Some(namespace) = client_config::namespace(&config) {
-                    cli.global.namespace = namespace;
-                }
+    if matches!(cli.command, Command::Client(_)) {
+        return cli;
+    }
+    match client_config::load() {
+        Ok(config) => {
+            let namespace_given =
+                matches.value_source("namespace") == Some(clap::parser::ValueSource::CommandLine);
+            let given_features = cli.global.features.clone();
+            client_config::apply_to(&config, &mut cli.global, namespace_given);
+            if matches!(cli.command, Command::Install(_)) {
+                // `velero install --features` is install's own flag: only what is given on
+                // the command line goes to the server.
+                cli.global.features = given_features;
             }
-            Err(err) => eprintln!("WARNING: Error reading config file: {}", err.line()),
         }
+        Err(err) => eprintln!("WARNING: Error reading config file: {}", err.line()),
     }
     cli
 }

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use clap::{Args, Subcommand};
 use hawser_api::{Backup, Restore, RestoreSpec, RestoreStatusSpec, Schedule};
-use hawser_core::layout::DownloadTargetKind;
 use k8s_openapi::jiff::Zoned;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -428,20 +427,9 @@ async fn describe_restores(
     let client = global.client().await?;
     let mut texts = Vec::new();
     for restore in &restores {
-        let status = restore.status.clone().unwrap_or_default();
-        let files = super::files::describe_files(
-            &client,
-            &global.namespace,
-            &restore.name_any(),
-            (
-                DownloadTargetKind::RestoreResults,
-                DownloadTargetKind::RestoreResourceList,
-            ),
-            status.errors.unwrap_or(0) + status.warnings.unwrap_or(0),
-            &args.files,
-        )
-        .await;
-        texts.push(describe::restore(restore, &files));
+        let extras =
+            super::files::restore_extras(&client, &global.namespace, restore, &args.files).await;
+        texts.push(describe::restore(restore, &extras, global.colour()));
     }
     describe::print(&texts);
     Ok(ExitStatus::Success)

@@ -210,7 +210,10 @@ async fn describe_schedules(
     args: ScheduleDescribeArgs,
 ) -> Result<ExitStatus, CliError> {
     let schedules = fetch_schedules(global, &args.names, args.selector.as_deref()).await?;
-    let texts: Vec<String> = schedules.iter().map(describe::schedule).collect();
+    let texts: Vec<String> = schedules
+        .iter()
+        .map(|s| describe::schedule(s, global.colour()))
+        .collect();
     describe::print(&texts);
     Ok(ExitStatus::Success)
 }

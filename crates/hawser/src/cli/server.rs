@@ -12,8 +12,22 @@ use hawser_server::ServerArgs;
 /// The config cannot be loaded, or the server cannot start or stops with an error.
 pub(crate) async fn run(global: &GlobalArgs, args: ServerArgs) -> Result<ExitStatus, CliError> {
     args.velero.log_not_implemented();
+    // The global flags Velero's server takes too; neither changes what hawser's server does.
+    for (name, value) in [
+        ("features", global.features.clone()),
+        (
+            "colorized",
+            global
+                .colorized
+                .map(|c| c.0.map_or_else(String::new, |b| b.to_string())),
+        ),
+    ] {
+        if let Some(value) = value {
+            hawser_server::velero_flags::log_not_implemented(name, &value);
+        }
+    }
     if let Some(difference) =
-        hawser_server::velero_flags::csi_difference(args.velero.value("features"))
+        hawser_server::velero_flags::csi_difference(global.features.as_deref())
     {
         tracing::warn!("{difference}");
     }

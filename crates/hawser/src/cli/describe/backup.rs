@@ -1,0 +1,807 @@
+//! `backup describe` as Velero's `DescribeBackup` lays it out.
+
+use hawser_api::{
+    Backup, BackupPhase, BackupSpec, DataTransferPhase, DeleteBackupRequest,
+    DeleteBackupRequestPhase, PodVolumeBackup,
+};
+use hawser_core::archive::gzjson::{ResourceList, Results};
+use hawser_core::csi::BackupOperation;
+use serde::Deserialize;
+
+use super::{Describer, Read, Unread, duration, list_or, put, time_or_na, tristate};
+use crate::cli::output::when;
+
+/// Velero's annotation naming the cluster-wide volume policy a backup followed.
+const GLOBAL_VOLUME_POLICY: &str = "velero.io/global-backup-volume-policy-configmap";
+
+/// What a backup's description shows besides the object: files of its storage location and
+/// the objects that refer to it.
+#[derive(Debug)]
+pub struct BackupExtras {
+    /// `--details`.
+    pub details: bool,
+    /// The results file; read only when the backup has warnings or errors.
+    pub results: Option<Read<Results>>,
+    /// The resource list; read only with `--details`.
+    pub resources: Option<Read<ResourceList>>,
+    /// The item operations; read only with `--details` when some were attempted.
+    pub operations: Option<Read<Vec<BackupOperation>>>,
+    /// The volume infos, or the ones concluded from the older snapshot files (`legacy`).
+    pub volumes: Read<Vec<VolumeInfo>>,
+    /// Whether `volumes` was concluded from the older files.
+    pub legacy: bool,
+    /// The DeleteBackupRequests of this backup.
+    pub deletions: Vec<DeleteBackupRequest>,
+    /// The PodVolumeBackups of this backup.
+    pub pod_volumes: Vec<PodVolumeBackup>,
+}
+
+/// One entry of `<backup>-volumeinfo.json.gz` (Velero's `BackupVolumeInfo`), the fields
+/// `describe` shows.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VolumeInfo {
+    pub pvc_name: String,
+    pub pvc_namespace: String,
+    pub pv_name: String,
+    pub backup_method: String,
+    pub snapshot_data_moved: bool,
+    pub preserve_local_snapshot: bool,
+    pub result: String,
+    pub csi_snapshot_info: Option<CsiSnapshotInfo>,
+    pub snapshot_data_movement_info: Option<DataMovementInfo>,
+    pub native_snapshot_info: Option<NativeSnapshotInfo>,
+}
+
+/// A CSI snapshot of a volume info.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CsiSnapshotInfo {
+    pub snapshot_handle: String,
+    pub size: i64,
+    pub driver: String,
+    pub vsc_name: String,
+    #[serde(rename = "operationID")]
+    pub operation_id: String,
+}
+
+/// The data movement of a volume info.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DataMovementInfo {
+    pub data_mover: String,
+    pub uploader_type: String,
+    #[serde(rename = "operationID")]
+    pub operation_id: String,
+    pub size: i64,
+    pub incremental_size: i64,
+}
+
+/// A provider's native snapshot of a volume info.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NativeSnapshotInfo {
+    pub snapshot_handle: String,
+    pub volume_type: String,
+    #[serde(rename = "volumeAZ")]
+    pub volume_az: String,
+    pub iops: String,
+}
+
+/// The description of one backup.
+pub fn backup(backup: &Backup, extras: &BackupExtras, colour: bool) -> String {
+    let mut d = Describer::new(colour);
+    let status = backup.status.clone().unwrap_or_default();
+    let name = backup.metadata.name.as_deref().unwrap_or_default();
+    d.metadata(&backup.metadata);
+
+    d.blank();
+    let phase = backup.phase();
+    let shown = match phase {
+        BackupPhase::FailedValidation | BackupPhase::PartiallyFailed | BackupPhase::Failed => {
+            d.red(phase.as_str())
+        }
+        BackupPhase::Completed => d.green(phase.as_str()),
+        _ => phase.as_str().to_owned(),
+    };
+    let note = if matches!(phase, BackupPhase::Failed | BackupPhase::PartiallyFailed) {
+        format!(
+            " (run `velero backup logs {}` for more information)",
+            super::safe(name)
+        )
+    } else {
+        String::new()
+    };
+    d.put_painted(&format!("Phase:\t{shown}{note}\n"));
+    failure_reason(&mut d, status.failure_reason.as_deref());
+    if phase == BackupPhase::Queued {
+        put!(
+            d,
+            "Queue position:\t{}\n",
+            status.queue_position.unwrap_or(0)
+        );
+    }
+    resource_policy(&mut d, &backup.spec);
+    let global = backup
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(GLOBAL_VOLUME_POLICY))
+        .filter(|n| !n.is_empty());
+    if let Some(global) = global {
+        d.blank();
+        d.put("Global volume policies:\n");
+        d.put("\tType:\tconfigmap\n");
+        put!(d, "\tName:\t{global}\n");
+    }
+    uploader_config(&mut d, &backup.spec);
+    d.validation_errors(status.validation_errors.as_deref());
+
+    d.blank();
+    let (warnings, errors) = (status.warnings.unwrap_or(0), status.errors.unwrap_or(0));
+    match &extras.results {
+        None => {}
+        Some(Err(Unread::NotFound)) => {
+            put!(d, "Errors:\t{errors}\n");
+            put!(d, "Warnings:\t{warnings}\n");
+        }
+        Some(Err(Unread::Failed(why))) => put!(
+            d,
+            "Warnings:\t<error getting warnings: {why}>\n\nErrors:\t<error getting errors: {why}>\n"
+        ),
+        Some(Ok(results)) => d.results(results, warnings, errors),
+    }
+
+    d.blank();
+    spec(&mut d, &backup.spec);
+
+    d.blank();
+    put!(
+        d,
+        "Backup Format Version:\t{}\n",
+        status.format_version.as_deref().unwrap_or_default()
+    );
+    d.blank();
+    put!(
+        d,
+        "Started:\t{}\n",
+        time_or_na(status.start_timestamp.as_ref())
+    );
+    put!(
+        d,
+        "Completed:\t{}\n",
+        time_or_na(status.completion_timestamp.as_ref())
+    );
+    d.blank();
+    let expiration = status
+        .expiration
+        .as_ref()
+        .map_or_else(|| "<nil>".to_owned(), |t| when(Some(t)));
+    put!(d, "Expiration:\t{expiration}\n");
+    d.blank();
+    if let Some(progress) = &status.progress {
+        let (total, done) = (
+            progress.total_items.unwrap_or(0),
+            progress.items_backed_up.unwrap_or(0),
+        );
+        if phase == BackupPhase::InProgress {
+            put!(d, "Estimated total items to be backed up:\t{total}\n");
+            put!(d, "Items backed up so far:\t{done}\n");
+        } else {
+            put!(d, "Total items to be backed up:\t{total}\n");
+            put!(d, "Items backed up:\t{done}\n");
+        }
+        d.blank();
+    }
+    operations(&mut d, &status, extras);
+    if let Some(resources) = &extras.resources {
+        d.resource_list("backup", resources);
+        d.blank();
+    }
+    volumes(&mut d, extras);
+    if let Some(hooks) = &status.hook_status {
+        d.blank();
+        put!(
+            d,
+            "HooksAttempted:\t{}\n",
+            hooks.hooks_attempted.unwrap_or(0)
+        );
+        put!(d, "HooksFailed:\t{}\n", hooks.hooks_failed.unwrap_or(0));
+    }
+    if !extras.deletions.is_empty() {
+        d.blank();
+        deletions(&mut d, &extras.deletions);
+    }
+    d.finish()
+}
+
+/// `Failure reason:` in a block of its own after the phase, when the server gave one: the one
+/// line Velero's describe does not have (Velero leaves the reason to `-o yaml`).
+pub(super) fn failure_reason(d: &mut Describer, reason: Option<&str>) {
+    if let Some(reason) = reason.filter(|r| !r.is_empty()) {
+        d.blank();
+        put!(d, "Failure reason:\t{reason}\n");
+    }
+}
+
+/// `Resource policies:` when the spec names one.
+pub(super) fn resource_policy(d: &mut Describer, spec: &BackupSpec) {
+    if let Some(policy) = &spec.resource_policy {
+        d.blank();
+        d.put("Resource policies:\n");
+        put!(d, "\tType:\t{}\n", policy.kind);
+        put!(d, "\tName:\t{}\n", policy.name);
+    }
+}
+
+/// `Uploader config:` when the spec sets parallel uploads.
+pub(super) fn uploader_config(d: &mut Describer, spec: &BackupSpec) {
+    let parallel = spec
+        .uploader_config
+        .as_ref()
+        .and_then(|u| u.parallel_files_upload)
+        .unwrap_or(0);
+    if parallel > 0 {
+        d.blank();
+        d.put("Uploader config:\n");
+        put!(d, "\tParallel files upload:\t{parallel}\n");
+    }
+}
+
+/// The spec part, shared with a schedule's backup template (Velero's `DescribeBackupSpec`).
+pub(super) fn spec(d: &mut Describer, spec: &BackupSpec) {
+    d.put("Namespaces:\n");
+    put!(
+        d,
+        "\tIncluded:\t{}\n",
+        list_or(spec.included_namespaces.as_deref(), "*")
+    );
+    put!(
+        d,
+        "\tExcluded:\t{}\n",
+        list_or(spec.excluded_namespaces.as_deref(), "<none>")
+    );
+
+    d.blank();
+    d.put("Resources:\n");
+    let old_filters = spec.include_cluster_resources.is_some()
+        || spec
+            .included_resources
+            .as_ref()
+            .is_some_and(|l| !l.is_empty())
+        || spec
+            .excluded_resources
+            .as_ref()
+            .is_some_and(|l| !l.is_empty());
+    if old_filters {
+        put!(
+            d,
+            "\tIncluded:\t{}\n",
+            list_or(spec.included_resources.as_deref(), "*")
+        );
+        put!(
+            d,
+            "\tExcluded:\t{}\n",
+            list_or(spec.excluded_resources.as_deref(), "<none>")
+        );
+        let scope = tristate(
+            spec.include_cluster_resources,
+            "excluded",
+            "included",
+            "auto",
+        );
+        put!(d, "\tCluster-scoped:\t{scope}\n");
+    } else {
+        for (label, list, empty) in [
+            (
+                "Included cluster-scoped",
+                &spec.included_cluster_scoped_resources,
+                "<none>",
+            ),
+            (
+                "Excluded cluster-scoped",
+                &spec.excluded_cluster_scoped_resources,
+                "<none>",
+            ),
+            (
+                "Included namespace-scoped",
+                &spec.included_namespace_scoped_resources,
+                "*",
+            ),
+            (
+                "Excluded namespace-scoped",
+                &spec.excluded_namespace_scoped_resources,
+                "<none>",
+            ),
+        ] {
+            put!(d, "\t{label}:\t{}\n", list_or(list.as_deref(), empty));
+        }
+    }
+
+    d.blank();
+    d.selectors(
+        spec.label_selector.as_ref(),
+        spec.or_label_selectors.as_deref(),
+    );
+
+    d.blank();
+    put!(
+        d,
+        "Storage Location:\t{}\n",
+        spec.storage_location.as_deref().unwrap_or_default()
+    );
+
+    d.blank();
+    put!(
+        d,
+        "Velero-Native Snapshot PVs:\t{}\n",
+        tristate(spec.snapshot_volumes, "false", "true", "auto")
+    );
+    if let Some(fs) = spec.default_volumes_to_fs_backup {
+        put!(d, "File System Backup (Default):\t{fs}\n");
+    }
+    put!(
+        d,
+        "Snapshot Move Data:\t{}\n",
+        tristate(spec.snapshot_move_data, "false", "true", "auto")
+    );
+    let mover = spec
+        .data_mover
+        .as_deref()
+        .filter(|m| !m.is_empty())
+        .unwrap_or("velero");
+    put!(d, "Data Mover:\t{mover}\n");
+
+    d.blank();
+    put!(d, "TTL:\t{}\n", duration(spec.ttl));
+    d.blank();
+    put!(
+        d,
+        "CSISnapshotTimeout:\t{}\n",
+        duration(spec.csi_snapshot_timeout)
+    );
+    put!(
+        d,
+        "ItemOperationTimeout:\t{}\n",
+        duration(spec.item_operation_timeout)
+    );
+
+    d.blank();
+    hooks(d, spec);
+    if let Some(ordered) = &spec.ordered_resources {
+        d.blank();
+        d.put("OrderedResources:\n");
+        for (kind, names) in ordered {
+            put!(d, "\t{kind}: {names}\n");
+        }
+    }
+}
+
+fn hooks(d: &mut Describer, spec: &BackupSpec) {
+    let resources = spec
+        .hooks
+        .as_ref()
+        .and_then(|h| h.resources.as_deref())
+        .unwrap_or_default();
+    if resources.is_empty() {
+        d.put("Hooks:\t<none>\n");
+        return;
+    }
+    d.put("Hooks:\n");
+    d.put("\tResources:\n");
+    for hook in resources {
+        put!(d, "\t\t{}:\n", hook.name);
+        d.put("\t\t\tNamespaces:\n");
+        put!(
+            d,
+            "\t\t\t\tIncluded:\t{}\n",
+            list_or(hook.included_namespaces.as_deref(), "*")
+        );
+        put!(
+            d,
+            "\t\t\t\tExcluded:\t{}\n",
+            list_or(hook.excluded_namespaces.as_deref(), "<none>")
+        );
+        d.blank();
+        d.put("\t\t\tResources:\n");
+        put!(
+            d,
+            "\t\t\t\tIncluded:\t{}\n",
+            list_or(hook.included_resources.as_deref(), "*")
+        );
+        put!(
+            d,
+            "\t\t\t\tExcluded:\t{}\n",
+            list_or(hook.excluded_resources.as_deref(), "<none>")
+        );
+        d.blank();
+        let selector = hook.label_selector.as_ref().map_or_else(
+            || "<none>".to_owned(),
+            crate::cli::label_selector::format_selector,
+        );
+        put!(d, "\t\t\tLabel selector:\t{selector}\n");
+        for (title, list) in [("Pre", &hook.pre), ("Post", &hook.post)] {
+            for exec in list.iter().flatten().map(|h| &h.exec) {
+                d.blank();
+                put!(d, "\t\t\t{title} Exec Hook:\n");
+                put!(
+                    d,
+                    "\t\t\t\tContainer:\t{}\n",
+                    exec.container.as_deref().unwrap_or_default()
+                );
+                put!(d, "\t\t\t\tCommand:\t{}\n", exec.command.join(" "));
+                let on_error = exec
+                    .on_error
+                    .as_ref()
+                    .map(|e| e.as_str())
+                    .unwrap_or_default();
+                put!(d, "\t\t\t\tOn Error:\t{on_error}\n");
+                put!(d, "\t\t\t\tTimeout:\t{}\n", duration(exec.timeout));
+            }
+        }
+    }
+}
+
+fn operations(d: &mut Describer, status: &hawser_api::BackupStatus, extras: &BackupExtras) {
+    let attempted = status.backup_item_operations_attempted.unwrap_or(0);
+    if attempted <= 0 {
+        return;
+    }
+    match &extras.operations {
+        None => put!(
+            d,
+            "Backup Item Operations:\t{} of {attempted} completed successfully, {} failed (specify --details for more information)\n",
+            status.backup_item_operations_completed.unwrap_or(0),
+            status.backup_item_operations_failed.unwrap_or(0)
+        ),
+        Some(Err(why)) => put!(
+            d,
+            "Backup Item Operations:\t<error getting operation info: {why}>\n"
+        ),
+        Some(Ok(operations)) => {
+            d.put("Backup Item Operations:\n");
+            for operation in operations {
+                operation_lines(d, operation);
+            }
+        }
+    }
+}
+
+/// A resource identifier as Velero prints it: `resource.group` (`resource` in the core group).
+fn group_resource(r: &hawser_core::csi::ResourceIdentifier) -> String {
+    if r.group.is_empty() {
+        r.resource.clone()
+    } else {
+        format!("{}.{}", r.resource, r.group)
+    }
+}
+
+fn operation_lines(d: &mut Describer, operation: &BackupOperation) {
+    let (spec, status) = (&operation.spec, &operation.status);
+    let r = &spec.resource_identifier;
+    put!(
+        d,
+        "\tOperation for {} {}/{}:\n",
+        group_resource(r),
+        r.namespace,
+        r.name
+    );
+    put!(
+        d,
+        "\t\tBackup Item Action Plugin:\t{}\n",
+        spec.backup_item_action
+    );
+    put!(d, "\t\tOperation ID:\t{}\n", spec.operation_id);
+    if !spec.post_operation_items.is_empty() {
+        d.put("\t\tItems to Update:\n");
+    }
+    for item in &spec.post_operation_items {
+        put!(
+            d,
+            "\t\t\t{} {}/{}\n",
+            group_resource(item),
+            item.namespace,
+            item.name
+        );
+    }
+    put!(d, "\t\tPhase:\t{:?}\n", status.phase);
+    if !status.error.is_empty() {
+        put!(d, "\t\tOperation Error:\t{}\n", status.error);
+    }
+    if status.n_total > 0 || status.n_completed > 0 {
+        put!(
+            d,
+            "\t\tProgress:\t{} of {} complete ({})\n",
+            status.n_completed,
+            status.n_total,
+            status.operation_units
+        );
+    }
+    if !status.description.is_empty() {
+        put!(d, "\t\tProgress description:\t{}\n", status.description);
+    }
+    for (label, time) in [
+        ("Created", &status.created),
+        ("Started", &status.started),
+        ("Updated", &status.updated),
+    ] {
+        if let Some(time) = time {
+            put!(d, "\t\t{label}:\t{}\n", go_time_text(time));
+        }
+    }
+}
+
+/// An RFC 3339 time of an item operation as Go prints it; as written when it does not parse.
+fn go_time_text(text: &str) -> String {
+    text.parse::<jiff::Timestamp>()
+        .map(|t| {
+            when(Some(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                t,
+            )))
+        })
+        .unwrap_or_else(|_| text.to_owned())
+}
+
+fn volumes(d: &mut Describer, extras: &BackupExtras) {
+    d.put("Backup Volumes:\n");
+    let infos = match &extras.volumes {
+        Ok(infos) => infos,
+        Err(why) => {
+            let what = if extras.legacy {
+                "concluding"
+            } else {
+                "getting"
+            };
+            put!(d, "\t<error {what} backup volume info: {why}>\n");
+            return;
+        }
+    };
+    let native: Vec<&VolumeInfo> = infos
+        .iter()
+        .filter(|i| i.backup_method == "NativeSnapshot")
+        .collect();
+    let csi: Vec<&VolumeInfo> = infos
+        .iter()
+        .filter(|i| i.backup_method == "CSISnapshot")
+        .collect();
+    if native.is_empty() {
+        d.put("\tVelero-Native Snapshots: <none included>\n");
+    } else {
+        d.put("\tVelero-Native Snapshots:\n");
+        for info in native {
+            native_lines(d, extras.details, info);
+        }
+    }
+    d.blank();
+    if csi.is_empty() {
+        let none = if extras.legacy {
+            "<none included or not detectable>"
+        } else {
+            "<none included>"
+        };
+        put!(d, "\tCSI Snapshots: {none}\n");
+    } else {
+        d.put("\tCSI Snapshots:\n");
+        for info in csi {
+            csi_lines(d, extras.details, info);
+        }
+    }
+    d.blank();
+    pod_volumes(d, extras.details, &extras.pod_volumes);
+}
+
+fn native_lines(d: &mut Describer, details: bool, info: &VolumeInfo) {
+    if !details {
+        put!(
+            d,
+            "\t\t{}: specify --details for more information\n",
+            info.pv_name
+        );
+        return;
+    }
+    let native = info.native_snapshot_info.clone().unwrap_or_default();
+    put!(d, "\t\t{}:\n", info.pv_name);
+    put!(d, "\t\t\tSnapshot ID:\t{}\n", native.snapshot_handle);
+    put!(d, "\t\t\tType:\t{}\n", native.volume_type);
+    put!(d, "\t\t\tAvailability Zone:\t{}\n", native.volume_az);
+    put!(d, "\t\t\tIOPS:\t{}\n", native.iops);
+    put!(d, "\t\t\tResult:\t{}\n", info.result);
+}
+
+fn csi_lines(d: &mut Describer, details: bool, info: &VolumeInfo) {
+    put!(d, "\t\t{}/{}:\n", info.pvc_namespace, info.pvc_name);
+    let more = "included, specify --details for more information";
+    if info.preserve_local_snapshot {
+        if details {
+            let csi = info.csi_snapshot_info.clone().unwrap_or_default();
+            d.put("\t\t\tSnapshot:\n");
+            if !info.snapshot_data_moved && !csi.operation_id.is_empty() {
+                put!(d, "\t\t\t\tOperation ID: {}\n", csi.operation_id);
+            }
+            put!(d, "\t\t\t\tSnapshot Content Name: {}\n", csi.vsc_name);
+            put!(d, "\t\t\t\tStorage Snapshot ID: {}\n", csi.snapshot_handle);
+            put!(d, "\t\t\t\tSnapshot Size (bytes): {}\n", csi.size);
+            put!(d, "\t\t\t\tCSI Driver: {}\n", csi.driver);
+            put!(d, "\t\t\t\tResult: {}\n", info.result);
+        } else {
+            put!(d, "\t\t\tSnapshot: {more}\n");
+        }
+    }
+    if info.snapshot_data_moved {
+        if details {
+            let moved = info.snapshot_data_movement_info.clone().unwrap_or_default();
+            d.put("\t\t\tData Movement:\n");
+            put!(d, "\t\t\t\tOperation ID: {}\n", moved.operation_id);
+            let mover = if moved.data_mover.is_empty() {
+                "velero"
+            } else {
+                &moved.data_mover
+            };
+            put!(d, "\t\t\t\tData Mover: {mover}\n");
+            put!(d, "\t\t\t\tUploader Type: {}\n", moved.uploader_type);
+            put!(d, "\t\t\t\tMoved data Size (bytes): {}\n", moved.size);
+            if moved.incremental_size > 0 {
+                put!(
+                    d,
+                    "\t\t\t\tIncremental data Size (bytes): {}\n",
+                    moved.incremental_size
+                );
+            }
+            put!(d, "\t\t\t\tResult: {}\n", info.result);
+        } else {
+            put!(d, "\t\t\tData Movement: {more}\n");
+        }
+    }
+}
+
+/// Velero's phase groups of pod volume backups and restores, in its order; `In Progress` and a
+/// missing phase (`New`) as Velero names them.
+pub(super) fn phase_group(phase: Option<&DataTransferPhase>) -> &'static str {
+    match phase {
+        Some(DataTransferPhase::InProgress) => "In Progress",
+        Some(DataTransferPhase::Accepted) => "Accepted",
+        Some(DataTransferPhase::Prepared) => "Prepared",
+        Some(DataTransferPhase::Canceling) => "Canceling",
+        Some(DataTransferPhase::Canceled) => "Canceled",
+        Some(DataTransferPhase::Completed) => "Completed",
+        Some(DataTransferPhase::Failed) => "Failed",
+        _ => "New",
+    }
+}
+
+/// One pod volume for the grouped lines: `volume`, with its progress or size as Velero adds it.
+pub(super) fn volume_label(
+    volume: &str,
+    group: &str,
+    progress: Option<&hawser_api::DataTransferProgress>,
+    incremental: i64,
+) -> String {
+    let total = progress.and_then(|p| p.total_bytes).unwrap_or(0);
+    let done = progress.and_then(|p| p.bytes_done).unwrap_or(0);
+    match group {
+        "In Progress" if total != 0 => {
+            format!("{volume} ({:.2}%)", done as f64 / total as f64 * 100.0)
+        }
+        "Completed" if incremental > 0 => {
+            format!("{volume} (size: {total}, incremental size: {incremental})")
+        }
+        "Completed" if total > 0 => format!("{volume} (size: {total})"),
+        _ => volume.to_owned(),
+    }
+}
+
+/// Lines per phase group: the count, or with details each pod (`namespace/name`, sorted) and
+/// its volumes (sorted); `indent` tabs before the group.
+pub(super) fn grouped(
+    d: &mut Describer,
+    details: bool,
+    order: &[&str],
+    indent: &str,
+    entries: &[(&'static str, String, String)],
+) {
+    for group in order {
+        let members: Vec<&(&str, String, String)> =
+            entries.iter().filter(|(g, _, _)| g == group).collect();
+        if members.is_empty() {
+            continue;
+        }
+        if !details {
+            put!(d, "{indent}{group}:\t{}\n", members.len());
+            continue;
+        }
+        put!(d, "{indent}{group}:\n");
+        let mut pods: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for (_, pod, volume) in members {
+            pods.entry(pod).or_default().push(volume);
+        }
+        for (pod, mut volumes) in pods {
+            volumes.sort_unstable();
+            put!(d, "{indent}\t{pod}: {}\n", volumes.join(", "));
+        }
+    }
+}
+
+fn pod_volumes(d: &mut Describer, details: bool, backups: &[PodVolumeBackup]) {
+    let Some(first) = backups.first() else {
+        d.put("\tPod Volume Backups: <none included>\n");
+        return;
+    };
+    let uploader = first
+        .spec
+        .uploader_type
+        .as_ref()
+        .map(|u| u.as_str())
+        .unwrap_or_default();
+    if details {
+        put!(d, "\tPod Volume Backups - {uploader}:\n");
+    } else {
+        put!(
+            d,
+            "\tPod Volume Backups - {uploader} (specify --details for more information):\n"
+        );
+    }
+    let entries: Vec<(&'static str, String, String)> = backups
+        .iter()
+        .map(|b| {
+            let status = b.status.clone().unwrap_or_default();
+            let group = phase_group(status.phase.as_ref());
+            let pod = format!(
+                "{}/{}",
+                b.spec.pod.namespace.as_deref().unwrap_or_default(),
+                b.spec.pod.name.as_deref().unwrap_or_default()
+            );
+            let volume = volume_label(
+                &b.spec.volume,
+                group,
+                status.progress.as_ref(),
+                status.incremental_bytes.unwrap_or(0),
+            );
+            (group, pod, volume)
+        })
+        .collect();
+    let order = [
+        "Completed",
+        "Failed",
+        "Canceled",
+        "In Progress",
+        "Canceling",
+        "Prepared",
+        "Accepted",
+        "New",
+    ];
+    grouped(d, details, &order, "\t\t", &entries);
+}
+
+fn deletions(d: &mut Describer, requests: &[DeleteBackupRequest]) {
+    let failed = requests
+        .iter()
+        .filter(|r| {
+            let status = r.status.clone().unwrap_or_default();
+            status.phase == DeleteBackupRequestPhase::Processed
+                && status.errors.is_some_and(|e| !e.is_empty())
+        })
+        .count();
+    d.put("Deletion Attempts");
+    if failed > 0 {
+        put!(d, " ({failed} failed)");
+    }
+    d.put(":\n");
+    for (i, request) in requests.iter().enumerate() {
+        if i > 0 {
+            d.blank();
+        }
+        let status = request.status.clone().unwrap_or_default();
+        let created = request.metadata.creation_timestamp.as_ref().map_or_else(
+            || "0001-01-01 00:00:00 +0000 UTC".to_owned(),
+            |t| when(Some(t)),
+        );
+        put!(d, "\t{created}: {}\n", status.phase.as_str());
+        let errors = status.errors.unwrap_or_default();
+        if !errors.is_empty() {
+            d.put("\tErrors:\n");
+            for error in errors {
+                put!(d, "\t\t{error}\n");
+            }
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! `restore describe` as Velero's `DescribeRestore` lays it out.
+
+use hawser_api::{PodVolumeRestore, Restore, RestorePhase};
+use hawser_core::archive::gzjson::{ResourceList, Results};
+use serde::Deserialize;
+
+use super::backup::{CsiSnapshotInfo, DataMovementInfo, grouped, phase_group, volume_label};
+use super::{Describer, Read, Unread, duration, list_or, put, time_or_na, tristate};
+
+/// What a restore's description shows besides the object.
+#[derive(Debug)]
+pub struct RestoreExtras {
+    /// `--details`.
+    pub details: bool,
+    /// The results file; read only when the restore has warnings or errors.
+    pub results: Option<Read<Results>>,
+    /// The resource list; read only with `--details`.
+    pub resources: Option<Read<ResourceList>>,
+    /// The volume infos of the restore.
+    pub volumes: Read<Vec<RestoreVolumeInfo>>,
+    /// The PodVolumeRestores of this restore.
+    pub pod_volumes: Vec<PodVolumeRestore>,
+}
+
+/// One entry of `<restore>-volumeinfo.json.gz` (Velero's `RestoreVolumeInfo`), the fields
+/// `describe` shows.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RestoreVolumeInfo {
+    pub pvc_name: String,
+    pub pvc_namespace: String,
+    pub restore_method: String,
+    pub snapshot_data_moved: bool,
+    pub csi_snapshot_info: Option<CsiSnapshotInfo>,
+    pub snapshot_data_movement_info: Option<DataMovementInfo>,
+}
+
+/// The description of one restore.
+pub fn restore(restore: &Restore, extras: &RestoreExtras, colour: bool) -> String {
+    let mut d = Describer::new(colour);
+    let spec = &restore.spec;
+    let status = restore.status.clone().unwrap_or_default();
+    let name = restore.metadata.name.as_deref().unwrap_or_default();
+    d.metadata(&restore.metadata);
+
+    d.blank();
+    let phase = restore.phase();
+    let mut text = phase.as_str().to_owned();
+    if restore.metadata.deletion_timestamp.is_some() {
+        text.push_str(" (Deleting)");
+    }
+    let shown = match phase {
+        RestorePhase::Completed => d.green(&text),
+        RestorePhase::FailedValidation | RestorePhase::PartiallyFailed | RestorePhase::Failed => {
+            d.red(&text)
+        }
+        _ => text,
+    };
+    let note = if matches!(phase, RestorePhase::Failed | RestorePhase::PartiallyFailed) {
+        format!(
+            " (run 'velero restore logs {}' for more information)",
+            super::safe(name)
+        )
+    } else {
+        String::new()
+    };
+    d.put_painted(&format!("Phase:\t{shown}{note}\n"));
+    if let Some(progress) = &status.progress {
+        let (total, done) = (
+            progress.total_items.unwrap_or(0),
+            progress.items_restored.unwrap_or(0),
+        );
+        if phase == RestorePhase::InProgress {
+            put!(d, "Estimated total items to be restored:\t{total}\n");
+            put!(d, "Items restored so far:\t{done}\n");
+        } else {
+            put!(d, "Total items to be restored:\t{total}\n");
+            put!(d, "Items restored:\t{done}\n");
+        }
+    }
+
+    super::backup::failure_reason(&mut d, status.failure_reason.as_deref());
+    d.blank();
+    put!(
+        d,
+        "Started:\t{}\n",
+        time_or_na(status.start_timestamp.as_ref())
+    );
+    put!(
+        d,
+        "Completed:\t{}\n",
+        time_or_na(status.completion_timestamp.as_ref())
+    );
+    d.validation_errors(status.validation_errors.as_deref());
+
+    let (warnings, errors) = (status.warnings.unwrap_or(0), status.errors.unwrap_or(0));
+    match &extras.results {
+        None => {}
+        Some(Err(why)) => put!(
+            d,
+            "Warnings:\t<error getting warnings: {why}>\n\nErrors:\t<error getting errors: {why}>\n"
+        ),
+        Some(Ok(results)) => d.results(results, warnings, errors),
+    }
+
+    d.blank();
+    put!(
+        d,
+        "Backup:\t{}\n",
+        spec.backup_name.as_deref().unwrap_or_default()
+    );
+
+    d.blank();
+    d.put("Namespaces:\n");
+    let included = match spec.included_namespaces.as_deref() {
+        None | Some([]) => "all namespaces found in the backup".to_owned(),
+        Some([only]) if only == "*" => "all namespaces found in the backup".to_owned(),
+        Some(list) => list.join(", "),
+    };
+    put!(d, "\tIncluded:\t{included}\n");
+    put!(
+        d,
+        "\tExcluded:\t{}\n",
+        list_or(spec.excluded_namespaces.as_deref(), "<none>")
+    );
+
+    d.blank();
+    d.put("Resources:\n");
+    put!(
+        d,
+        "\tIncluded:\t{}\n",
+        list_or(spec.included_resources.as_deref(), "*")
+    );
+    put!(
+        d,
+        "\tExcluded:\t{}\n",
+        list_or(spec.excluded_resources.as_deref(), "<none>")
+    );
+    let scope = tristate(
+        spec.include_cluster_resources,
+        "excluded",
+        "included",
+        "auto",
+    );
+    put!(d, "\tCluster-scoped:\t{scope}\n");
+
+    d.blank();
+    d.map("Namespace mappings", spec.namespace_mapping.as_ref());
+
+    d.blank();
+    d.selectors(
+        spec.label_selector.as_ref(),
+        spec.or_label_selectors.as_deref(),
+    );
+
+    d.blank();
+    put!(
+        d,
+        "Restore PVs:\t{}\n",
+        tristate(spec.restore_pvs, "false", "true", "auto")
+    );
+    if !extras.pod_volumes.is_empty() {
+        d.blank();
+        pod_volumes(&mut d, extras.details, &extras.pod_volumes);
+    }
+    match &extras.volumes {
+        Ok(infos) => csi_restores(&mut d, infos, extras.details),
+        Err(Unread::NotFound) => {}
+        Err(Unread::Failed(why)) => put!(d, "\t<error getting restore volume info: {why}>\n"),
+    }
+
+    d.blank();
+    let policy = spec
+        .existing_resource_policy
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .unwrap_or("<none>");
+    put!(d, "Existing Resource Policy: \t{policy}\n");
+    put!(
+        d,
+        "ItemOperationTimeout:\t{}\n",
+        duration(spec.item_operation_timeout)
+    );
+
+    d.blank();
+    put!(
+        d,
+        "Preserve Service NodePorts:\t{}\n",
+        tristate(spec.preserve_node_ports, "false", "true", "auto")
+    );
+    if let Some(modifier) = &spec.resource_modifier {
+        d.blank();
+        d.put("Resource modifier:\n");
+        put!(d, "\tType:\t{}\n", modifier.kind);
+        put!(d, "\tName:\t{}\n", modifier.name);
+    }
+    if let Some(uploader) = &spec.uploader_config {
+        d.blank();
+        d.put("Uploader config:\n");
+        if uploader.write_sparse_files == Some(true) {
+            d.put("\tWrite Sparse Files:\ttrue\n");
+        }
+        if let Some(parallel) = uploader.parallel_files_download.filter(|p| *p > 0) {
+            put!(d, "\tParallel Restore:\t{parallel}\n");
+        }
+    }
+
+    d.blank();
+    let attempted = status.restore_item_operations_attempted.unwrap_or(0);
+    if attempted > 0 {
+        // hawser runs no restore item actions; a restore Velero ran shows its counts.
+        let details = if extras.details {
+            ""
+        } else {
+            " (specify --details for more information)"
+        };
+        put!(
+            d,
+            "Restore Item Operations:\t{} of {attempted} completed successfully, {} failed{details}\n",
+            status.restore_item_operations_completed.unwrap_or(0),
+            status.restore_item_operations_failed.unwrap_or(0)
+        );
+    }
+    if let Some(hooks) = &status.hook_status {
+        d.blank();
+        put!(
+            d,
+            "HooksAttempted: \t{}\n",
+            hooks.hooks_attempted.unwrap_or(0)
+        );
+        put!(d, "HooksFailed: \t{}\n", hooks.hooks_failed.unwrap_or(0));
+    }
+    if let Some(resources) = &extras.resources {
+        d.blank();
+        d.resource_list("restore", resources);
+    }
+    d.finish()
+}
+
+fn pod_volumes(d: &mut Describer, details: bool, restores: &[PodVolumeRestore]) {
+    let Some(first) = restores.first() else {
+        return;
+    };
+    let uploader = first
+        .spec
+        .uploader_type
+        .as_ref()
+        .map(|u| u.as_str())
+        .unwrap_or_default();
+    if details {
+        put!(d, "{uploader} Restores:\n");
+    } else {
+        put!(
+            d,
+            "{uploader} Restores (specify --details for more information):\n"
+        );
+    }
+    let entries: Vec<(&'static str, String, String)> = restores
+        .iter()
+        .map(|r| {
+            let status = r.status.clone().unwrap_or_default();
+            let group = phase_group(status.phase.as_ref());
+            let pod = format!(
+                "{}/{}",
+                r.spec.pod.namespace.as_deref().unwrap_or_default(),
+                r.spec.pod.name.as_deref().unwrap_or_default()
+            );
+            (
+                group,
+                pod,
+                volume_label(&r.spec.volume, group, status.progress.as_ref(), 0),
+            )
+        })
+        .collect();
+    let order = [
+        "Completed",
+        "Canceled",
+        "Failed",
+        "In Progress",
+        "Prepared",
+        "Accepted",
+        "New",
+    ];
+    grouped(d, details, &order, "\t", &entries);
+}
+
+fn csi_restores(d: &mut Describer, infos: &[RestoreVolumeInfo], details: bool) {
+    d.blank();
+    let csi = infos.iter().filter(|i| i.restore_method == "CSISnapshot");
+    let (moved, local): (Vec<_>, Vec<_>) = csi.partition(|i| i.snapshot_data_moved);
+    if moved.is_empty() && local.is_empty() {
+        d.put("CSI Snapshot Restores: <none included>\n");
+        return;
+    }
+    d.put("CSI Snapshot Restores:\n");
+    for info in local {
+        put!(d, "\t{}/{}:\n", info.pvc_namespace, info.pvc_name);
+        if details {
+            let csi = info.csi_snapshot_info.clone().unwrap_or_default();
+            d.put("\t\tSnapshot:\n");
+            put!(d, "\t\t\tSnapshot Content Name: {}\n", csi.vsc_name);
+            put!(d, "\t\t\tStorage Snapshot ID: {}\n", csi.snapshot_handle);
+            put!(d, "\t\t\tCSI Driver: {}\n", csi.driver);
+        } else {
+            d.put("\t\tSnapshot: specify --details for more information\n");
+        }
+    }
+    for info in moved {
+        put!(d, "\t{}/{}:\n", info.pvc_namespace, info.pvc_name);
+        if details {
+            let moved = info.snapshot_data_movement_info.clone().unwrap_or_default();
+            d.put("\t\tData Movement:\n");
+            put!(d, "\t\t\tOperation ID: {}\n", moved.operation_id);
+            put!(d, "\t\t\tData Mover: {}\n", moved.data_mover);
+            put!(d, "\t\t\tUploader Type: {}\n", moved.uploader_type);
+        } else {
+            d.put("\t\tData Movement: specify --details for more information\n");
+        }
+    }
+}
