@@ -242,6 +242,48 @@ async fn bad_input_fails_clearly_and_creates_nothing() {
     }
 }
 
+/// A selector `create` refuses is refused by the commands that list with one too, with the same
+/// message and before any request (Kubernetes' grammar everywhere, as Velero's CLI).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_commands_refuse_the_selectors_create_refuses() {
+    let cluster = Cluster::start().await;
+    cluster.add_backup("nightly");
+    for bad in ["a in (x", "a=b,,c=d", "a > 1", "!"] {
+        let created = cluster.hawser(&["backup", "create", "x", "-l", bad]).await;
+        assert_eq!(created.code, 2, "{bad}: {}", created.stderr);
+        let reason = created.stderr.lines().next().unwrap().to_owned();
+        for command in [
+            &["backup", "get", "-l", bad][..],
+            &["backup", "describe", "-l", bad],
+            &["backup", "delete", "-l", bad, "--confirm"],
+            &["restore", "get", "-l", bad],
+            &["schedule", "describe", "-l", bad],
+            &["get", "backups", "-l", bad],
+        ] {
+            let before = cluster.sim.last_request_seq();
+            let run = cluster.hawser(command).await;
+            assert_eq!(run.code, 2, "{command:?}: {}", run.stderr);
+            assert_eq!(
+                run.stderr.lines().next(),
+                Some(reason.as_str()),
+                "{command:?}"
+            );
+            assert_eq!(
+                cluster.sim.last_request_seq(),
+                before,
+                "{command:?} sent a request"
+            );
+        }
+    }
+    assert!(cluster.get(BACKUP.0, BACKUP.1, "nightly").is_some());
+    // A good one still selects.
+    let run = cluster
+        .hawser(&["backup", "get", "-l", "app notin (web)"])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("nightly"), "{}", run.stdout);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_flag_prints_without_creating() {
     let cluster = Cluster::start().await;

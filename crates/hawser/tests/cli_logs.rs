@@ -443,3 +443,122 @@ async fn describe_details_show_the_warnings_and_the_resource_lists() {
         run.stdout
     );
 }
+
+/// The bundle's entries: path → content.
+fn bundle_entries(path: &std::path::Path) -> std::collections::BTreeMap<String, String> {
+    let file = std::fs::File::open(path).unwrap();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    archive
+        .entries()
+        .unwrap()
+        .map(|entry| {
+            let mut entry = entry.unwrap();
+            let path = entry.path().unwrap().display().to_string();
+            let mut text = String::new();
+            entry.read_to_string(&mut text).unwrap();
+            (path, text)
+        })
+        .collect()
+}
+
+/// `hawser debug`: Velero's checks first (the server is installed, the backup and restore
+/// named exist), then a bundle with the namespace's objects, the versions, the pods' logs (or
+/// why not), and the backup's and restore's descriptions and logs as the commands print them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_writes_a_bundle_of_objects_versions_logs_and_descriptions() {
+    let cluster = Cluster::start().await;
+    let root = tempfile::tempdir().unwrap();
+    filesystem_location(&cluster, "default", root.path());
+    seed(&cluster, 2);
+    let server = Server::start(&cluster, root.path(), FAST).await;
+    create_backup(&cluster, "b1", json!({"includedNamespaces": ["shop"]}));
+    let done = wait_final(&cluster, &server, "Backup", "b1").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+    restore_shop(&cluster, "r1", "b1");
+    let done = wait_final(&cluster, &server, "Restore", "r1").await;
+    assert_eq!(phase(&done), "Completed", "{done:#}");
+    let output = cluster.dir().join("bundle.tar.gz");
+    let out = output.to_str().unwrap();
+
+    // No server Deployment in the namespace: refused, nothing written (Velero's check).
+    let run = cluster.hawser(&["debug", "--output", out]).await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("component=velero"), "{}", run.stderr);
+    assert!(!output.exists());
+
+    let store = cluster.store();
+    store
+        .insert(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "velero", "namespace": NS, "labels": {"component": "velero"}},
+            "spec": {"selector": {"matchLabels": {"deploy": "velero"}},
+                     "template": {"metadata": {"labels": {"deploy": "velero"}},
+                                  "spec": {"containers": [{"name": "velero", "image": "hawser"}]}}}
+        }))
+        .unwrap();
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "velero-0", "namespace": NS},
+            "spec": {"containers": [{"name": "velero", "image": "hawser"}]}
+        }))
+        .unwrap();
+    let run = cluster
+        .hawser(&["debug", "--backup", "nope", "--output", out])
+        .await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("Backup velero/nope not found"),
+        "{}",
+        run.stderr
+    );
+    assert!(!output.exists());
+
+    let run = cluster
+        .hawser(&[
+            "debug",
+            "--backup",
+            "b1",
+            "--restore",
+            "r1",
+            "--output",
+            out,
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("Generated debug information bundle: /"),
+        "{}",
+        run.stdout
+    );
+    let entries = bundle_entries(&output);
+    let entry = |path: &str| {
+        entries
+            .get(&format!("velero-bundle/{path}"))
+            .unwrap_or_else(|| panic!("no {path} in {:?}", entries.keys()))
+    };
+    let version = entry("version.txt");
+    assert!(version.starts_with("Client:\n\tVersion: v"), "{version}");
+    assert!(version.contains("Server:\n\tVersion: "), "{version}");
+    let backup = entry("resources/velero.io_v1/backups/b1.yaml");
+    assert!(backup.contains("kind: Backup\n"), "{backup}");
+    assert!(backup.contains("phase: Completed"), "{backup}");
+    assert!(entry("resources/velero.io_v1/restores/r1.yaml").contains("kind: Restore\n"));
+    assert!(
+        entry("resources/velero.io_v1/backupstoragelocations/default.yaml")
+            .contains("kind: BackupStorageLocation\n")
+    );
+    // kube-sim serves no container logs: the entry says why.
+    assert!(entry("logs/velero-0/velero.log").starts_with("<error getting the log:"));
+    for (kind, name) in [("backup", "b1"), ("restore", "r1")] {
+        let described = cluster.hawser(&[kind, "describe", name, "--details"]).await;
+        assert_eq!(
+            entry(&format!("{kind}_describe_{name}.txt")),
+            &described.stdout
+        );
+        let log = cluster.hawser(&[kind, "logs", name]).await;
+        assert!(!log.stdout.is_empty());
+        assert_eq!(entry(&format!("{kind}_{name}.log")), &log.stdout);
+    }
+}

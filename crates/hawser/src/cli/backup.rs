@@ -90,6 +90,18 @@ pub struct BackupDescribeArgs {
     pub selector: Option<String>,
     #[command(flatten)]
     pub files: super::files::DescribeFlags,
+    /// Velero's output format: `plaintext`; its `json` (a structured description) is not built.
+    #[arg(short = 'o', long, value_enum, default_value_t = DescribeOutput::Plaintext)]
+    pub output: DescribeOutput,
+}
+
+/// `backup describe -o`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DescribeOutput {
+    /// Velero's text.
+    Plaintext,
+    /// Velero's structured description (refused: not built).
+    Json,
 }
 
 /// `backup delete`.
@@ -245,6 +257,12 @@ async fn describe_backups(
     global: &GlobalArgs,
     args: BackupDescribeArgs,
 ) -> Result<ExitStatus, CliError> {
+    if args.output == DescribeOutput::Json {
+        return Err(CliError::NotBuilt {
+            flag: "--output json",
+            what: "Velero's structured (JSON) description",
+        });
+    }
     let backups = fetch_backups(global, &args.names, args.selector.as_deref()).await?;
     let client = global.client().await?;
     let mut texts = Vec::new();

@@ -8,6 +8,7 @@ pub mod backup;
 pub mod bsl;
 pub mod bulk;
 pub mod client_config;
+pub mod debug;
 pub mod demo_command;
 pub mod describe;
 pub mod download;
@@ -107,6 +108,9 @@ pub enum Command {
     Dev(demo_command::DevArgs),
     /// Print the client's version and the server's.
     Version(version::VersionArgs),
+    /// Write a support bundle (a .tar.gz): the namespace's velero.io objects, its pods' logs,
+    /// the versions, and optionally a backup's and a restore's description and log.
+    Debug(debug::DebugArgs),
     /// Remove what `install` put into the cluster (the backups in the bucket stay).
     Uninstall(uninstall::UninstallArgs),
     /// Print the shell completion script for bash, zsh, fish or powershell, as Velero's
@@ -226,6 +230,7 @@ pub async fn run(cli: Cli) -> Result<ExitStatus, CliError> {
         Command::Demo(args) => demo_command::run_demo(&cli.global, args).await,
         Command::Dev(args) => demo_command::run_dev(args).await,
         Command::Version(args) => version::run(&cli.global, args).await,
+        Command::Debug(args) => debug::run(&cli.global, args).await,
         Command::Uninstall(args) => uninstall::run(&cli.global, args).await,
         Command::Completion { shell } => {
             use clap::CommandFactory as _;
