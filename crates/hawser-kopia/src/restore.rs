@@ -3,7 +3,10 @@
 //! too. Runs of zeros in a file become holes (kopia stores no holes, so a sparse file comes back
 //! sparse). A file's pieces are fetched [`RestoreOptions::parallel_reads`] at a time, each one
 //! ranged GET, and written at their offsets, so one large file restores at the store's
-//! bandwidth rather than one round trip at a time.
+//! bandwidth rather than one round trip at a time; the small files of a directory (up to
+//! [`SMALL_FILE`]) are restored [`RestoreOptions::parallel_files`] at a time, so many small files
+//! do not wait for each other's round trip either. What is held at once stays bounded: at most
+//! `parallel_files` small files and `parallel_reads` pieces of one large file.
 //!
 //! Names come from the bucket and are not trusted: an entry named `""`, `.`, `..` or with a `/`
 //! or NUL is refused, files are created new (an existing file or link at a name is an error,
@@ -23,11 +26,16 @@ use crate::snapshot::{DirEntry, Snapshot};
 /// Holes are made of zero blocks of this size.
 const BLOCK: usize = 4096;
 
+/// Files up to this size are restored several at a time.
+pub const SMALL_FILE: u64 = 1 << 20;
+
 /// How a restore runs.
 #[derive(Debug, Clone, Copy)]
 pub struct RestoreOptions {
     /// Pieces of one file fetched at once.
     pub parallel_reads: usize,
+    /// Small files (up to [`SMALL_FILE`]) of a directory restored at once.
+    pub parallel_files: usize,
     /// Give entries their recorded owner and group (only root can).
     pub ownership: bool,
 }
@@ -36,6 +44,7 @@ impl Default for RestoreOptions {
     fn default() -> Self {
         Self {
             parallel_reads: 8,
+            parallel_files: 16,
             ownership: is_root(),
         }
     }
@@ -64,6 +73,15 @@ pub struct RestoreStats {
     pub symlinks: u64,
     /// Bytes of file content.
     pub bytes: u64,
+}
+
+impl std::ops::AddAssign for RestoreStats {
+    fn add_assign(&mut self, other: Self) {
+        self.dirs += other.dirs;
+        self.files += other.files;
+        self.symlinks += other.symlinks;
+        self.bytes += other.bytes;
+    }
 }
 
 fn child(dir: &Path, name: &str) -> Result<PathBuf, KopiaError> {
@@ -130,7 +148,7 @@ impl Repository {
         if root.kind != "d" {
             fs::create_dir_all(target).map_err(KopiaError::restoring(target))?;
             let path = child(target, &root.name)?;
-            self.restore_entry(root, &path, options, &mut stats).await?;
+            stats += self.restore_entry(root, &path, options).await?;
             return Ok(stats);
         }
         fs::create_dir_all(target).map_err(KopiaError::restoring(target))?;
@@ -139,14 +157,31 @@ impl Repository {
         let mut pending = vec![(root.clone(), target.to_path_buf())];
         while let Some((dir, path)) = pending.pop() {
             stats.dirs += 1;
+            let mut small = Vec::new();
             for entry in self.directory(&dir.obj).await? {
                 let at = child(&path, &entry.name)?;
                 if entry.kind == "d" {
                     fs::create_dir(&at).map_err(KopiaError::restoring(&at))?;
                     pending.push((entry, at));
+                } else if entry.kind == "f" && entry.size > SMALL_FILE {
+                    stats += self.restore_entry(&entry, &at, options).await?;
                 } else {
-                    self.restore_entry(&entry, &at, options, &mut stats).await?;
+                    small.push((entry, at));
                 }
+            }
+            // One piece at a time each (a small file is one piece; a listing that says
+            // otherwise gets no more memory than that), several files at once: against a
+            // remote store, many small files do not wait for each other's round trip. Owned
+            // items: a stream of closures over borrowed ones is not `Send`.
+            let one_read = RestoreOptions {
+                parallel_reads: 1,
+                ..options
+            };
+            let mut restores = futures::stream::iter(small)
+                .map(|(entry, at)| async move { self.restore_entry(&entry, &at, one_read).await })
+                .buffer_unordered(options.parallel_files.max(1));
+            while let Some(done) = restores.try_next().await? {
+                stats += done;
             }
             finished.push((dir, path));
         }
@@ -156,13 +191,14 @@ impl Repository {
         Ok(stats)
     }
 
+    /// Restores one file or symbolic link; what it wrote.
     async fn restore_entry(
         &self,
         entry: &DirEntry,
         path: &Path,
         options: RestoreOptions,
-        stats: &mut RestoreStats,
-    ) -> Result<(), KopiaError> {
+    ) -> Result<RestoreStats, KopiaError> {
+        let mut stats = RestoreStats::default();
         match entry.kind.as_str() {
             "f" => {
                 stats.bytes += self.restore_file(entry, path, options).await?;
@@ -190,7 +226,7 @@ impl Repository {
                 ));
             }
         }
-        Ok(())
+        Ok(stats)
     }
 
     /// Writes one file; returns its size.

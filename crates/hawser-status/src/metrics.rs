@@ -56,6 +56,27 @@ pub struct AttemptLabels {
     pub outcome: AttemptOutcome,
 }
 
+/// How recovery resolved an object whose work had started under a server that is gone: the
+/// `resolution` label of `hawser_status_recovered_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+pub enum Resolution {
+    /// Its recorded outcome was written.
+    FromRecord,
+    /// Its work was taken up again (a rerun, or its item operations followed on).
+    Resumed,
+    /// `Failed`: no record, and no rerun left.
+    FailedWithoutRecord,
+}
+
+/// Labels of `hawser_status_recovered_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RecoveredLabels {
+    /// Backup or restore.
+    pub kind: KindLabel,
+    /// How it was resolved.
+    pub resolution: Resolution,
+}
+
 /// Labels with only the kind.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct KindLabels {
@@ -76,6 +97,7 @@ pub struct StatusMetrics {
     attempts: Family<AttemptLabels, Counter>,
     landing: Family<KindLabels, Histogram, fn() -> Histogram>,
     pending: Family<KindLabels, Gauge>,
+    recovered: Family<RecoveredLabels, Counter>,
 }
 
 impl Default for StatusMetrics {
@@ -84,6 +106,7 @@ impl Default for StatusMetrics {
             attempts: Family::default(),
             landing: Family::new_with_constructor(landing_histogram),
             pending: Family::default(),
+            recovered: Family::default(),
         }
     }
 }
@@ -109,9 +132,23 @@ impl StatusMetrics {
             "Final statuses computed but not yet stored in the API, held by the re-driver",
             m.pending.clone(),
         );
+        sub.register(
+            "recovered",
+            "Backups and Restores left in flight by a server that is gone, resolved by recovery",
+            m.recovered.clone(),
+        );
         // Zero from the start, so that a dashboard or an alert reads 0 rather than no data.
         for kind in [KindLabel::Backup, KindLabel::Restore] {
             m.pending.get_or_create(&KindLabels { kind }).set(0);
+            for resolution in [
+                Resolution::FromRecord,
+                Resolution::Resumed,
+                Resolution::FailedWithoutRecord,
+            ] {
+                m.recovered
+                    .get_or_create(&RecoveredLabels { kind, resolution })
+                    .inc_by(0);
+            }
         }
         m
     }
@@ -141,6 +178,26 @@ impl StatusMetrics {
         self.pending
             .get_or_create(&KindLabels { kind: kind.into() })
             .dec();
+    }
+
+    pub(crate) fn recovered(&self, kind: Kind, resolution: Resolution) {
+        self.recovered
+            .get_or_create(&RecoveredLabels {
+                kind: kind.into(),
+                resolution,
+            })
+            .inc();
+    }
+
+    /// Objects of this kind recovery resolved so (for tests).
+    #[must_use]
+    pub fn recovered_count(&self, kind: Kind, resolution: Resolution) -> u64 {
+        self.recovered
+            .get(&RecoveredLabels {
+                kind: kind.into(),
+                resolution,
+            })
+            .map_or(0, |c| c.get())
     }
 
     /// Attempts so far with this kind and outcome (for tests and benchmarks).

@@ -43,6 +43,7 @@ use super::engine::StatusEngine;
 use super::error::{RecoveryError, WriteError};
 use super::events::reasons;
 use super::kind::{Kind, ObjectKey};
+use super::metrics::Resolution as Recovered;
 use super::outcome::RecordSource;
 use super::update::StatusUpdate;
 
@@ -309,11 +310,21 @@ impl StatusEngine {
                 .buffer_unordered(inner.config.redrive_concurrency.max(1))
                 .collect()
                 .await;
+            let metrics = &inner.metrics;
             for r in results {
                 match r {
-                    Resolution::FromRecord => report.from_record += 1,
-                    Resolution::Resumed => report.resumed += 1,
-                    Resolution::WithoutRecord => report.failed_without_record += 1,
+                    Resolution::FromRecord => {
+                        report.from_record += 1;
+                        metrics.recovered(kind, Recovered::FromRecord);
+                    }
+                    Resolution::Resumed => {
+                        report.resumed += 1;
+                        metrics.recovered(kind, Recovered::Resumed);
+                    }
+                    Resolution::WithoutRecord => {
+                        report.failed_without_record += 1;
+                        metrics.recovered(kind, Recovered::FailedWithoutRecord);
+                    }
                     Resolution::Unresolved => report.unresolved += 1,
                 }
             }

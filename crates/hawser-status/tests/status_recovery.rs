@@ -9,6 +9,7 @@ use std::time::Duration;
 use hawser_api::labels::{HAWSER_ATTEMPT, HAWSER_INTERRUPTED_ATTEMPTS};
 use hawser_api::phase::BackupPhase;
 use hawser_core::clock::Clock;
+use hawser_status::metrics::Resolution;
 use hawser_status::{
     Kind, MemoryRecords, ObjectKey, RecordedOutcome, Rerun, Resumed, StatusConfig, StatusUpdate,
     restart_failure_reason,
@@ -60,6 +61,16 @@ async fn a_new_instance_resolves_orphans_from_records_and_fails_those_without() 
         (4, 0, 2, 2, 0),
         "{report:?}"
     );
+    // hawser_status_recovered_total counts each, by kind and resolution.
+    let metrics = engine.metrics();
+    for kind in [Kind::Backup, Kind::Restore] {
+        assert_eq!(metrics.recovered_count(kind, Resolution::FromRecord), 1);
+        assert_eq!(
+            metrics.recovered_count(kind, Resolution::FailedWithoutRecord),
+            1
+        );
+        assert_eq!(metrics.recovered_count(kind, Resolution::Resumed), 0);
+    }
 
     let b = get(&sim, Kind::Backup, "recorded").unwrap();
     assert_eq!(b["status"]["phase"], json!("Completed"));
@@ -238,6 +249,19 @@ async fn interrupted_work_without_a_record_is_handed_back_until_the_bound_then_f
         (report.resumed, report.failed_without_record),
         (2, 2),
         "{report:?}"
+    );
+    let counted = |resolution| {
+        [Kind::Backup, Kind::Restore]
+            .into_iter()
+            .map(|kind| engine.metrics().recovered_count(kind, resolution))
+            .sum::<u64>()
+    };
+    assert_eq!(
+        (
+            counted(Resolution::Resumed),
+            counted(Resolution::FailedWithoutRecord)
+        ),
+        (2, 2)
     );
     let mut handed = Vec::new();
     while let Ok(r) = resumed.try_recv() {

@@ -261,6 +261,7 @@ credentials:
 configuration:
   garbageCollectionFrequency: 30m0s
   restoreOnlyMode: true
+  features: EnableCSI
   logLevel: debug
   extraArgs: ["--resource-timeout=5m"]
   backupStorageLocation:
@@ -292,6 +293,7 @@ metrics:
             "--sa-annotations=eks.amazonaws.com/role-arn=arn:aws:iam::1:role/hawser",
             "--garbage-collection-frequency=30m",
             "--restore-only",
+            "--features=EnableCSI",
             "--server-arg=--log-level=debug",
             "--server-arg=--resource-timeout=5m",
         ],

@@ -369,7 +369,6 @@ async fn velero_install_flags_are_honoured_or_reported() {
         .collect();
     let ignored = [
         "--plugins=velero/velero-plugin-for-aws:v1.12.0",
-        "--features=EnableCSI",
         "--use-node-agent=true",
         "--use-volume-snapshots=false",
         "--snapshot-location-config=region=eu-west-1",
@@ -430,7 +429,9 @@ async fn velero_install_flags_are_honoured_or_reported() {
             "--garbage-collection-frequency=2h0m0s",
             "--concurrent-backups=3",
             "--schedule-skip-immediately=true",
-            "--restore-only"
+            "--restore-only",
+            // Velero's install passes its --features on to the server.
+            "--features=EnableCSI"
         ])
     );
     // No credentials mounted: the scratch directory (TMPDIR) only.

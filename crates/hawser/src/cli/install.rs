@@ -185,7 +185,12 @@ fn read_file(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
 }
 
 /// Builds the plan from the flags (reads the credentials and CA files; no API calls).
-pub fn plan_from_args(namespace: &str, args: &InstallArgs) -> Result<InstallPlan, CliError> {
+/// `features` is the global `--features`, passed on to the server as Velero's install passes it.
+pub fn plan_from_args(
+    namespace: &str,
+    args: &InstallArgs,
+    features: Option<&str>,
+) -> Result<InstallPlan, CliError> {
     let location = match (&args.provider, &args.bucket) {
         (Some(_), Some(_)) if args.no_default_backup_location => None,
         (Some(provider), Some(bucket)) => {
@@ -264,6 +269,9 @@ pub fn plan_from_args(namespace: &str, args: &InstallArgs) -> Result<InstallPlan
     if credentials.is_some() {
         server_args.push("--allow-ambient-credentials=false".to_owned());
     }
+    if let Some(features) = features.filter(|f| !f.is_empty()) {
+        server_args.push(format!("--features={features}"));
+    }
     server_args.extend(args.server_args.iter().cloned());
     // As Velero: a server without a storage location is asked for, not fallen into (checked
     // after every other flag, so that a bad value is named first).
@@ -308,18 +316,15 @@ pub fn plan_from_args(namespace: &str, args: &InstallArgs) -> Result<InstallPlan
 }
 
 /// One line per `velero install` flag given that hawser does not act on.
-/// `features` is the global `--features`, which `velero install` passes to its server.
-pub fn ignored_flag_warnings(args: &InstallArgs, features: Option<&str>) -> Vec<String> {
-    let features = features.map(|value| ("features", value));
+pub fn ignored_flag_warnings(args: &InstallArgs) -> Vec<String> {
     args.velero
         .given()
         .iter()
-        .map(|flag| (flag.name, flag.value.as_str()))
-        .chain(features)
-        .map(|(name, value)| {
+        .map(|flag| {
             format!(
-                "warning: --{name}={value} is accepted for compatibility with `velero install` \
-                 and has no effect in hawser"
+                "warning: --{}={} is accepted for compatibility with `velero install` and has \
+                 no effect in hawser",
+                flag.name, flag.value
             )
         })
         .collect()
@@ -356,8 +361,8 @@ pub async fn run(global: &GlobalArgs, args: InstallArgs) -> Result<ExitStatus, C
             "it prints the objects and only goes with --dry-run",
         ));
     }
-    let plan = plan_from_args(&global.namespace, &args)?;
-    for warning in ignored_flag_warnings(&args, global.features.as_deref()) {
+    let plan = plan_from_args(&global.namespace, &args, global.features.as_deref())?;
+    for warning in ignored_flag_warnings(&args) {
         eprintln!("{warning}");
     }
     let all = manifests(&plan)?;

@@ -8,6 +8,7 @@ mod backup;
 mod restore;
 mod schedule;
 mod tab;
+mod volumes;
 
 use std::collections::BTreeMap;
 
@@ -19,9 +20,10 @@ use kube::api::ObjectMeta;
 use super::label_selector::format_selector;
 use super::output::when;
 
-pub use backup::{BackupExtras, CsiSnapshotInfo, NativeSnapshotInfo, VolumeInfo, backup};
+pub use backup::{BackupExtras, backup};
 pub use restore::{RestoreExtras, RestoreVolumeInfo, restore};
 pub use schedule::schedule;
+pub use volumes::{CsiSnapshotInfo, NativeSnapshotInfo, VolumeInfo};
 
 /// Prints described objects as Velero's `describe` does: two blank lines between two objects.
 pub fn print(texts: &[String]) {

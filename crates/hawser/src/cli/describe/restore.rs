@@ -4,7 +4,7 @@ use hawser_api::{PodVolumeRestore, Restore, RestorePhase};
 use hawser_core::archive::gzjson::{ResourceList, Results};
 use serde::Deserialize;
 
-use super::backup::{CsiSnapshotInfo, DataMovementInfo, grouped, phase_group, volume_label};
+use super::volumes::{CsiSnapshotInfo, DataMovementInfo, grouped, phase_group, volume_label};
 use super::{Describer, Read, Unread, duration, list_or, put, time_or_na, tristate};
 
 /// What a restore's description shows besides the object.
