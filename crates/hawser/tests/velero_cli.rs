@@ -677,6 +677,52 @@ async fn rich_specs_describe_as_velero_describes_them() {
     );
     let done = wait_final(&cluster, &server, "Backup", "hooked").await;
     assert_eq!(phase(&done), "Completed", "{done:#}");
+    // Pod volume backups of `rich` as Velero's node agent leaves them (one per phase group and
+    // pod), and a deletion of it that failed: both describes list them alike.
+    let store = cluster.store();
+    let rich_uid =
+        cluster.get("velero.io/v1", "Backup", "rich").unwrap()["metadata"]["uid"].clone();
+    for (name, pod, volume, status) in [
+        (
+            "rich-1",
+            "db-0",
+            "data",
+            json!({"phase": "Completed", "progress": {"totalBytes": 4096, "bytesDone": 4096}, "incrementalBytes": 1024}),
+        ),
+        (
+            "rich-2",
+            "db-0",
+            "logs",
+            json!({"phase": "Completed", "progress": {"totalBytes": 100, "bytesDone": 100}}),
+        ),
+        (
+            "rich-3",
+            "web-0",
+            "cache",
+            json!({"phase": "InProgress", "progress": {"totalBytes": 400, "bytesDone": 100}}),
+        ),
+        ("rich-4", "web-0", "tmp", json!({})),
+    ] {
+        store
+            .insert(json!({
+                "apiVersion": "velero.io/v1", "kind": "PodVolumeBackup",
+                "metadata": {"name": name, "namespace": NS, "labels": {"velero.io/backup-name": "rich"}},
+                "spec": {"node": "n1", "pod": {"kind": "Pod", "namespace": "shop", "name": pod},
+                         "volume": volume, "backupStorageLocation": "default",
+                         "repoIdentifier": "", "uploaderType": "kopia"},
+                "status": status,
+            }))
+            .unwrap();
+    }
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "DeleteBackupRequest",
+            "metadata": {"name": "rich-x1", "namespace": NS,
+                         "labels": {"velero.io/backup-name": "rich", "velero.io/backup-uid": rich_uid}},
+            "spec": {"backupName": "rich"},
+            "status": {"phase": "Processed", "errors": ["the bucket refused: AccessDenied"]},
+        }))
+        .unwrap();
 
     for args in [
         &["backup", "describe", "rich"][..],
@@ -686,6 +732,28 @@ async fn rich_specs_describe_as_velero_describes_them() {
         &["describe", "backups", "hooked", "--details"],
     ] {
         velero.same_text(&server, args).await;
+    }
+    // What the equal texts hold (so that they are not equal for lack of it).
+    let brief = velero
+        .same_text(&server, &["backup", "describe", "rich"])
+        .await;
+    for line in [
+        "Labels:       team=shop\n              tier=gold\n",
+        "Pod Volume Backups - kopia (specify --details for more information):\n    Completed:    2\n    In Progress:  1\n    New:          1\n",
+        "Deletion Attempts (1 failed):\n",
+        "Errors:\n    the bucket refused: AccessDenied\n",
+        "OrderedResources:\n  configmaps: shop/cm-1,shop/cm-0\n",
+    ] {
+        assert!(brief.contains(line), "{line}\n{brief}");
+    }
+    let detailed = velero
+        .same_text(&server, &["backup", "describe", "rich", "--details"])
+        .await;
+    for line in [
+        "Completed:\n      shop/db-0: data (size: 4096, incremental size: 1024), logs (size: 100)\n",
+        "In Progress:\n      shop/web-0: cache (25.00%)\n",
+    ] {
+        assert!(detailed.contains(line), "{line}\n{detailed}");
     }
 
     velero
@@ -713,12 +781,43 @@ async fn rich_specs_describe_as_velero_describes_them() {
             ],
         )
         .await;
+    for (name, volume, status) in [
+        (
+            "copy-1",
+            "data",
+            json!({"phase": "Completed", "progress": {"totalBytes": 4096}}),
+        ),
+        ("copy-2", "logs", json!({"phase": "Failed"})),
+    ] {
+        store
+            .insert(json!({
+                "apiVersion": "velero.io/v1", "kind": "PodVolumeRestore",
+                "metadata": {"name": name, "namespace": NS, "labels": {"velero.io/restore-name": "copy"}},
+                "spec": {"pod": {"kind": "Pod", "namespace": "shop-a", "name": "db-0"},
+                         "volume": volume, "backupStorageLocation": "default",
+                         "repoIdentifier": "", "uploaderType": "kopia", "snapshotID": "s1",
+                         "sourceNamespace": "shop"},
+                "status": status,
+            }))
+            .unwrap();
+    }
     for args in [
         &["restore", "describe", "copy"][..],
         &["restore", "describe", "copy", "--details"],
         &["restore", "describe", "-l", "ticket=42"],
     ] {
         velero.same_text(&server, args).await;
+    }
+    let restored = velero
+        .same_text(&server, &["restore", "describe", "copy"])
+        .await;
+    for line in [
+        "Namespace mappings:  other=other-a\n                     shop=shop-a\n",
+        "kopia Restores (specify --details for more information):\n  Completed:  1\n  Failed:     1\n",
+        "Existing Resource Policy:   update\n",
+        "Preserve Service NodePorts:  true\n",
+    ] {
+        assert!(restored.contains(line), "{line}\n{restored}");
     }
 
     velero

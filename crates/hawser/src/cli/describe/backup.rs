@@ -221,23 +221,11 @@ pub(super) fn spec(d: &mut Describer, spec: &BackupSpec) {
             .as_ref()
             .is_some_and(|l| !l.is_empty());
     if old_filters {
-        put!(
-            d,
-            "\tIncluded:\t{}\n",
-            list_or(spec.included_resources.as_deref(), "*")
-        );
-        put!(
-            d,
-            "\tExcluded:\t{}\n",
-            list_or(spec.excluded_resources.as_deref(), "<none>")
-        );
-        let scope = tristate(
+        d.old_resource_filters(
+            spec.included_resources.as_deref(),
+            spec.excluded_resources.as_deref(),
             spec.include_cluster_resources,
-            "excluded",
-            "included",
-            "auto",
         );
-        put!(d, "\tCluster-scoped:\t{scope}\n");
     } else {
         for (label, list, empty) in [
             (

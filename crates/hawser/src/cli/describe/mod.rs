@@ -225,6 +225,19 @@ impl Describer {
         }
     }
 
+    /// The resource filters of the older family: included, excluded, cluster-scoped.
+    fn old_resource_filters(
+        &mut self,
+        included: Option<&[String]>,
+        excluded: Option<&[String]>,
+        cluster: Option<bool>,
+    ) {
+        put!(self, "\tIncluded:\t{}\n", list_or(included, "*"));
+        put!(self, "\tExcluded:\t{}\n", list_or(excluded, "<none>"));
+        let scope = tristate(cluster, "excluded", "included", "auto");
+        put!(self, "\tCluster-scoped:\t{scope}\n");
+    }
+
     fn selectors(&mut self, selector: Option<&LabelSelector>, or: Option<&[LabelSelector]>) {
         let shown = selector.map_or_else(|| "<none>".to_owned(), format_selector);
         put!(self, "Label selector:\t{shown}\n");

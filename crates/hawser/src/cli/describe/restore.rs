@@ -4,7 +4,7 @@ use hawser_api::{PodVolumeRestore, Restore, RestorePhase};
 use hawser_core::archive::gzjson::{ResourceList, Results};
 use serde::Deserialize;
 
-use super::volumes::{CsiSnapshotInfo, DataMovementInfo, grouped, phase_group, volume_label};
+use super::volumes::{CsiSnapshotInfo, DataMovementInfo, PodVolume, grouped, uploader};
 use super::{Describer, Read, Unread, duration, list_or, put, time_or_na, tristate};
 
 /// What a restore's description shows besides the object.
@@ -126,23 +126,11 @@ pub fn restore(restore: &Restore, extras: &RestoreExtras, colour: bool) -> Strin
 
     d.blank();
     d.put("Resources:\n");
-    put!(
-        d,
-        "\tIncluded:\t{}\n",
-        list_or(spec.included_resources.as_deref(), "*")
-    );
-    put!(
-        d,
-        "\tExcluded:\t{}\n",
-        list_or(spec.excluded_resources.as_deref(), "<none>")
-    );
-    let scope = tristate(
+    d.old_resource_filters(
+        spec.included_resources.as_deref(),
+        spec.excluded_resources.as_deref(),
         spec.include_cluster_resources,
-        "excluded",
-        "included",
-        "auto",
     );
-    put!(d, "\tCluster-scoped:\t{scope}\n");
 
     d.blank();
     d.map("Namespace mappings", spec.namespace_mapping.as_ref());
@@ -241,12 +229,7 @@ fn pod_volumes(d: &mut Describer, details: bool, restores: &[PodVolumeRestore]) 
     let Some(first) = restores.first() else {
         return;
     };
-    let uploader = first
-        .spec
-        .uploader_type
-        .as_ref()
-        .map(|u| u.as_str())
-        .unwrap_or_default();
+    let uploader = uploader(first.spec.uploader_type.as_ref());
     if details {
         put!(d, "{uploader} Restores:\n");
     } else {
@@ -255,20 +238,16 @@ fn pod_volumes(d: &mut Describer, details: bool, restores: &[PodVolumeRestore]) 
             "{uploader} Restores (specify --details for more information):\n"
         );
     }
-    let entries: Vec<(&'static str, String, String)> = restores
+    let entries: Vec<PodVolume> = restores
         .iter()
         .map(|r| {
             let status = r.status.clone().unwrap_or_default();
-            let group = phase_group(status.phase.as_ref());
-            let pod = format!(
-                "{}/{}",
-                r.spec.pod.namespace.as_deref().unwrap_or_default(),
-                r.spec.pod.name.as_deref().unwrap_or_default()
-            );
-            (
-                group,
-                pod,
-                volume_label(&r.spec.volume, group, status.progress.as_ref(), 0),
+            PodVolume::new(
+                &r.spec.pod,
+                &r.spec.volume,
+                status.phase.as_ref(),
+                status.progress.as_ref(),
+                0,
             )
         })
         .collect();

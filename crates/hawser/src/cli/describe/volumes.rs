@@ -188,25 +188,48 @@ pub(super) fn phase_group(phase: Option<&DataTransferPhase>) -> &'static str {
     }
 }
 
-/// One pod volume for the grouped lines: `volume`, with its progress or size as Velero adds it.
-pub(super) fn volume_label(
-    volume: &str,
-    group: &str,
-    progress: Option<&hawser_api::DataTransferProgress>,
-    incremental: i64,
-) -> String {
-    let total = progress.and_then(|p| p.total_bytes).unwrap_or(0);
-    let done = progress.and_then(|p| p.bytes_done).unwrap_or(0);
-    match group {
-        "In Progress" if total != 0 => {
-            format!("{volume} ({:.2}%)", done as f64 / total as f64 * 100.0)
-        }
-        "Completed" if incremental > 0 => {
-            format!("{volume} (size: {total}, incremental size: {incremental})")
-        }
-        "Completed" if total > 0 => format!("{volume} (size: {total})"),
-        _ => volume.to_owned(),
+/// A pod volume backup or restore as the grouped lines show it: its phase group (see
+/// [`phase_group`]), its pod (`namespace/name`) and its volume, with its progress or size as
+/// Velero adds them (`incremental` bytes: backups only).
+pub(super) struct PodVolume {
+    group: &'static str,
+    pod: String,
+    volume: String,
+}
+
+impl PodVolume {
+    pub(super) fn new(
+        pod: &k8s_openapi::api::core::v1::ObjectReference,
+        volume: &str,
+        phase: Option<&DataTransferPhase>,
+        progress: Option<&hawser_api::DataTransferProgress>,
+        incremental: i64,
+    ) -> Self {
+        let group = phase_group(phase);
+        let total = progress.and_then(|p| p.total_bytes).unwrap_or(0);
+        let done = progress.and_then(|p| p.bytes_done).unwrap_or(0);
+        let volume = match group {
+            "In Progress" if total != 0 => {
+                format!("{volume} ({:.2}%)", done as f64 / total as f64 * 100.0)
+            }
+            "Completed" if incremental > 0 => {
+                format!("{volume} (size: {total}, incremental size: {incremental})")
+            }
+            "Completed" if total > 0 => format!("{volume} (size: {total})"),
+            _ => volume.to_owned(),
+        };
+        let pod = format!(
+            "{}/{}",
+            pod.namespace.as_deref().unwrap_or_default(),
+            pod.name.as_deref().unwrap_or_default()
+        );
+        Self { group, pod, volume }
     }
+}
+
+/// The uploader of the first pod volume (Velero takes it from the first one: all have the same).
+pub(super) fn uploader(first: Option<&hawser_api::UploaderType>) -> &str {
+    first.map(|u| u.as_str()).unwrap_or_default()
 }
 
 /// Lines per phase group: the count, or with details each pod (`namespace/name`, sorted) and
@@ -216,11 +239,10 @@ pub(super) fn grouped(
     details: bool,
     order: &[&str],
     indent: &str,
-    entries: &[(&'static str, String, String)],
+    volumes: &[PodVolume],
 ) {
     for group in order {
-        let members: Vec<&(&str, String, String)> =
-            entries.iter().filter(|(g, _, _)| g == group).collect();
+        let members: Vec<&PodVolume> = volumes.iter().filter(|v| v.group == *group).collect();
         if members.is_empty() {
             continue;
         }
@@ -230,8 +252,8 @@ pub(super) fn grouped(
         }
         put!(d, "{indent}{group}:\n");
         let mut pods: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-        for (_, pod, volume) in members {
-            pods.entry(pod).or_default().push(volume);
+        for member in members {
+            pods.entry(&member.pod).or_default().push(&member.volume);
         }
         for (pod, mut volumes) in pods {
             volumes.sort_unstable();
@@ -245,12 +267,7 @@ fn pod_volumes(d: &mut Describer, details: bool, backups: &[PodVolumeBackup]) {
         d.put("\tPod Volume Backups: <none included>\n");
         return;
     };
-    let uploader = first
-        .spec
-        .uploader_type
-        .as_ref()
-        .map(|u| u.as_str())
-        .unwrap_or_default();
+    let uploader = uploader(first.spec.uploader_type.as_ref());
     if details {
         put!(d, "\tPod Volume Backups - {uploader}:\n");
     } else {
@@ -259,23 +276,17 @@ fn pod_volumes(d: &mut Describer, details: bool, backups: &[PodVolumeBackup]) {
             "\tPod Volume Backups - {uploader} (specify --details for more information):\n"
         );
     }
-    let entries: Vec<(&'static str, String, String)> = backups
+    let entries: Vec<PodVolume> = backups
         .iter()
         .map(|b| {
             let status = b.status.clone().unwrap_or_default();
-            let group = phase_group(status.phase.as_ref());
-            let pod = format!(
-                "{}/{}",
-                b.spec.pod.namespace.as_deref().unwrap_or_default(),
-                b.spec.pod.name.as_deref().unwrap_or_default()
-            );
-            let volume = volume_label(
+            PodVolume::new(
+                &b.spec.pod,
                 &b.spec.volume,
-                group,
+                status.phase.as_ref(),
                 status.progress.as_ref(),
                 status.incremental_bytes.unwrap_or(0),
-            );
-            (group, pod, volume)
+            )
         })
         .collect();
     let order = [
