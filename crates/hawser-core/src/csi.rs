@@ -429,6 +429,18 @@ pub enum OperationPhase {
 }
 
 impl OperationPhase {
+    /// Velero's name of the phase.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "New",
+            Self::InProgress => "InProgress",
+            Self::Completed => "Completed",
+            Self::Failed => "Failed",
+            Self::Canceled => "Canceled",
+        }
+    }
+
     /// Whether the operation has ended.
     #[must_use]
     pub fn is_done(self) -> bool {
@@ -440,7 +452,8 @@ impl OperationPhase {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationStatus {
-    /// Its phase.
+    /// Its phase (`New` when a file leaves it out, as Go's `omitempty` may).
+    #[serde(default)]
     pub phase: OperationPhase,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "String::is_empty")]

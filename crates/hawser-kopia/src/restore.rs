@@ -5,8 +5,8 @@
 //! ranged GET, and written at their offsets, so one large file restores at the store's
 //! bandwidth rather than one round trip at a time; the small files of a directory (up to
 //! [`SMALL_FILE`]) are restored [`RestoreOptions::parallel_files`] at a time, so many small files
-//! do not wait for each other's round trip either. What is held at once stays bounded: at most
-//! `parallel_files` small files and `parallel_reads` pieces of one large file.
+//! do not wait for each other's round trip either, one piece at a time each. A symbolic link's
+//! target longer than [`LINK_MAX`] is refused before it is read.
 //!
 //! Names come from the bucket and are not trusted: an entry named `""`, `.`, `..` or with a `/`
 //! or NUL is refused, files are created new (an existing file or link at a name is an error,
@@ -28,6 +28,9 @@ const BLOCK: usize = 4096;
 
 /// Files up to this size are restored several at a time.
 pub const SMALL_FILE: u64 = 1 << 20;
+
+/// The longest symbolic-link target restored (Linux's `PATH_MAX`).
+pub const LINK_MAX: u64 = 4096;
 
 /// How a restore runs.
 #[derive(Debug, Clone, Copy)]
@@ -205,7 +208,19 @@ impl Repository {
                 stats.files += 1;
             }
             "s" => {
-                let target = self.read_object(&ObjectId::parse(&entry.obj)?).await?;
+                let id = ObjectId::parse(&entry.obj)?;
+                let length = self
+                    .chunks(&id)
+                    .await?
+                    .last()
+                    .map_or(0, |c| c.offset.saturating_add(c.length));
+                if length > LINK_MAX {
+                    return Err(KopiaError::malformed(
+                        format!("symbolic link {}", path.display()),
+                        format!("its target is {length} bytes long, more than {LINK_MAX}"),
+                    ));
+                }
+                let target = self.read_object(&id).await?;
                 // A link's target is bytes on Unix, whatever their encoding.
                 let target = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&target);
                 std::os::unix::fs::symlink(target, path).map_err(KopiaError::restoring(path))?;

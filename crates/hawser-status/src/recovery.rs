@@ -43,7 +43,7 @@ use super::engine::StatusEngine;
 use super::error::{RecoveryError, WriteError};
 use super::events::reasons;
 use super::kind::{Kind, ObjectKey};
-use super::metrics::Resolution as Recovered;
+use super::metrics::Resolution;
 use super::outcome::RecordSource;
 use super::update::StatusUpdate;
 
@@ -238,13 +238,6 @@ impl Orphan {
     }
 }
 
-enum Resolution {
-    FromRecord,
-    Resumed,
-    WithoutRecord,
-    Unresolved,
-}
-
 impl StatusEngine {
     /// Notes that the worker of `key` stopped with the panic `why`: recovery, which resolves
     /// the object once no worker holds it, gives that as the reason when there is no record.
@@ -305,28 +298,23 @@ impl StatusEngine {
                 }
                 orphans.push(orphan);
             }
-            let results: Vec<Resolution> = futures::stream::iter(orphans)
+            let results: Vec<Option<Resolution>> = futures::stream::iter(orphans)
                 .map(|orphan| self.resolve_one(records, orphan))
                 .buffer_unordered(inner.config.redrive_concurrency.max(1))
                 .collect()
                 .await;
-            let metrics = &inner.metrics;
-            for r in results {
-                match r {
-                    Resolution::FromRecord => {
-                        report.from_record += 1;
-                        metrics.recovered(kind, Recovered::FromRecord);
-                    }
-                    Resolution::Resumed => {
-                        report.resumed += 1;
-                        metrics.recovered(kind, Recovered::Resumed);
-                    }
-                    Resolution::WithoutRecord => {
-                        report.failed_without_record += 1;
-                        metrics.recovered(kind, Recovered::FailedWithoutRecord);
-                    }
-                    Resolution::Unresolved => report.unresolved += 1,
-                }
+            for resolution in results {
+                // `None`: left for the next round.
+                let Some(resolution) = resolution else {
+                    report.unresolved += 1;
+                    continue;
+                };
+                *match resolution {
+                    Resolution::FromRecord => &mut report.from_record,
+                    Resolution::Resumed => &mut report.resumed,
+                    Resolution::FailedWithoutRecord => &mut report.failed_without_record,
+                } += 1;
+                inner.metrics.recovered(kind, resolution);
             }
         }
         if report.in_flight > report.owned {
@@ -345,11 +333,12 @@ impl StatusEngine {
             .unwrap_or(false)
     }
 
+    /// Resolves one orphan; how, or `None` when it is left for the next round.
     async fn resolve_one<R: RecordSource + ?Sized>(
         &self,
         records: &R,
         orphan: Orphan,
-    ) -> Resolution {
+    ) -> Option<Resolution> {
         let Orphan {
             key,
             resource_version,
@@ -366,7 +355,7 @@ impl StatusEngine {
                     && self.hand_back(Resumed::Operations(key.clone()))
                 {
                     tracing::info!(object = %key, recorded = %recorded, "the record says the work can go on; it is taken up again");
-                    return Resolution::Resumed;
+                    return Some(Resolution::Resumed);
                 }
                 r.filter(|(recorded, _)| recorded.is_final())
             }
@@ -383,7 +372,7 @@ impl StatusEngine {
                         format!("the outcome of this {} cannot be decided yet, it stays {phase} until it can: {why}", key.kind),
                     )
                     .await;
-                return Resolution::Unresolved;
+                return None;
             }
         };
         let abandoned = self
@@ -412,7 +401,7 @@ impl StatusEngine {
                 && self.hand_back(Resumed::Rerun(rerun()))
             {
                 tracing::warn!(object = %key, attempt = attempts.last + 1, "interrupted with no record; it is run again");
-                return Resolution::Resumed;
+                return Some(Resolution::Resumed);
             }
         }
         // The reason written when there is no record (None: the record decides).
@@ -458,15 +447,15 @@ impl StatusEngine {
                     )
                     .await;
                 if from_record {
-                    Resolution::FromRecord
+                    Some(Resolution::FromRecord)
                 } else {
-                    Resolution::WithoutRecord
+                    Some(Resolution::FailedWithoutRecord)
                 }
             }
-            Err(WriteError::Gone { .. }) => Resolution::Unresolved,
+            Err(WriteError::Gone { .. }) => None,
             Err(e) => {
                 tracing::warn!(object = %key, category = e.category(), error = %e, "orphan not resolved this round");
-                Resolution::Unresolved
+                None
             }
         }
     }

@@ -243,12 +243,20 @@ async fn bad_input_fails_clearly_and_creates_nothing() {
 }
 
 /// A selector `create` refuses is refused by the commands that list with one too, with the same
-/// message and before any request (Kubernetes' grammar everywhere, as Velero's CLI).
+/// message and before any request (Kubernetes' grammar everywhere, as Velero's CLI); `get` and
+/// `describe` also take the list grammar's `<`/`>` and an empty selector, as Velero's do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_commands_refuse_the_selectors_create_refuses() {
     let cluster = Cluster::start().await;
     cluster.add_backup("nightly");
-    for bad in ["a in (x", "a=b,,c=d", "a > 1", "!"] {
+    // Still running: its description reads nothing from a storage location (no server here).
+    cluster.set_status(
+        BACKUP.0,
+        BACKUP.1,
+        "nightly",
+        json!({"phase": "InProgress"}),
+    );
+    for bad in ["a in (x", "a=b,,c=d", "a=b,", "!"] {
         let created = cluster.hawser(&["backup", "create", "x", "-l", bad]).await;
         assert_eq!(created.code, 2, "{bad}: {}", created.stderr);
         let reason = created.stderr.lines().next().unwrap().to_owned();
@@ -276,12 +284,46 @@ async fn list_commands_refuse_the_selectors_create_refuses() {
         }
     }
     assert!(cluster.get(BACKUP.0, BACKUP.1, "nightly").is_some());
-    // A good one still selects.
+    // Good ones select; `<`/`>` and an empty selector list (not in a spec, not to delete).
+    for (selector, listed) in [("app notin (web)", true), ("gen>1", false), ("", true)] {
+        for command in [
+            &["backup", "get", "-l", selector][..],
+            &["backup", "describe", "-l", selector],
+        ] {
+            let run = cluster.hawser(command).await;
+            assert_eq!(run.code, 0, "{command:?}: {}", run.stderr);
+            assert_eq!(
+                run.stdout.contains("nightly"),
+                listed,
+                "{command:?}: {}",
+                run.stdout
+            );
+        }
+    }
+    for refused in [
+        &["backup", "create", "x", "-l", "gen>1"][..],
+        &["backup", "delete", "-l", "gen>1", "--confirm"],
+        &["backup", "delete", "-l", "", "--confirm"],
+        &["backup", "get", "-l", "gen>x"],
+    ] {
+        let run = cluster.hawser(refused).await;
+        assert_eq!(run.code, 2, "{refused:?}: {}", run.stderr);
+    }
+    assert!(cluster.get(BACKUP.0, BACKUP.1, "nightly").is_some());
+    // Velero's `describe -o json` is refused by name; `-o plaintext` is the text.
     let run = cluster
-        .hawser(&["backup", "get", "-l", "app notin (web)"])
+        .hawser(&["backup", "describe", "nightly", "-o", "json"])
+        .await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--output json asks for"),
+        "{}",
+        run.stderr
+    );
+    let run = cluster
+        .hawser(&["backup", "describe", "-o", "plaintext", "-l", "none=here"])
         .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("nightly"), "{}", run.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

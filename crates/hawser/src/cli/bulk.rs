@@ -131,7 +131,7 @@ where
     if select.names.is_empty() {
         let mut params = ListParams::default();
         if let Some(selector) = &select.selector {
-            params = params.labels(super::label_selector::checked_list_selector(selector)?);
+            params = params.labels(super::label_selector::checked_selector(selector)?);
         }
         let found = api
             .list(&params)

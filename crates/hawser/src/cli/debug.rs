@@ -47,37 +47,52 @@ pub struct DebugArgs {
 /// How long the server may take to answer for a version, a description's files or a log.
 const ANSWER: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Gathered entries: path under `velero-bundle/` and content.
+/// The bundle being written: a gzipped tar, each entry (under `velero-bundle/`) added as soon
+/// as it is gathered, so that only one is held at a time.
 struct Bundle {
-    entries: Vec<(String, Vec<u8>)>,
+    tar: tar::Builder<flate2::write::GzEncoder<std::fs::File>>,
+    /// The first write that failed; nothing more is written after it.
+    failed: Option<std::io::Error>,
+    now: u64,
     verbose: bool,
 }
 
 impl Bundle {
-    fn add(&mut self, path: String, content: impl Into<Vec<u8>>) {
-        if self.verbose {
-            eprintln!("Collected {path}");
+    fn new(file: std::fs::File, verbose: bool) -> Self {
+        let gzip = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+        Self {
+            tar: tar::Builder::new(gzip),
+            failed: None,
+            now: jiff::Timestamp::now().as_second().max(0).unsigned_abs(),
+            verbose,
         }
-        self.entries.push((path, content.into()));
     }
 
-    /// The bundle as a gzipped tar with every entry under `velero-bundle/`.
-    fn write(&self, file: std::fs::File) -> std::io::Result<()> {
-        let gzip = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-        let mut tar = tar::Builder::new(gzip);
-        let now = jiff::Timestamp::now().as_second().max(0).unsigned_abs();
-        for (path, content) in &self.entries {
-            let mut header = tar::Header::new_gnu();
-            header.set_size(content.len() as u64);
-            header.set_mode(0o644);
-            header.set_mtime(now);
-            tar.append_data(
-                &mut header,
-                format!("velero-bundle/{path}"),
-                content.as_slice(),
-            )?;
+    fn add(&mut self, path: String, content: impl AsRef<[u8]>) {
+        if self.failed.is_some() {
+            return;
         }
-        tar.into_inner()?.finish()?.sync_all()
+        let content = content.as_ref();
+        let mut header = tar::Header::new_gnu();
+        header.set_size(content.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(self.now);
+        let added = self
+            .tar
+            .append_data(&mut header, format!("velero-bundle/{path}"), content);
+        match added {
+            Ok(()) if self.verbose => eprintln!("Collected {path}"),
+            Ok(()) => {}
+            Err(e) => self.failed = Some(e),
+        }
+    }
+
+    /// Ends the archive and the file.
+    fn finish(self) -> std::io::Result<()> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        self.tar.into_inner()?.finish()?.sync_all()
     }
 }
 
@@ -133,10 +148,7 @@ pub async fn run(global: &GlobalArgs, args: DebugArgs) -> Result<ExitStatus, Cli
         source,
     })?;
 
-    let mut bundle = Bundle {
-        entries: Vec::new(),
-        verbose: args.verbose,
-    };
+    let mut bundle = Bundle::new(file, args.verbose);
     eprintln!("Collecting velero resources in namespace: {namespace}");
     resources(&client, namespace, &mut bundle).await;
     bundle.add("version.txt".to_owned(), version(&client, namespace).await);
@@ -165,7 +177,7 @@ pub async fn run(global: &GlobalArgs, args: DebugArgs) -> Result<ExitStatus, Cli
         bundle.add(format!("restore_{name}.log"), log);
     }
     let shown = output.display().to_string();
-    bundle.write(file).map_err(|source| CliError::File {
+    bundle.finish().map_err(|source| CliError::File {
         path: shown.clone(),
         source,
     })?;

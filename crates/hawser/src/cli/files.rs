@@ -345,7 +345,21 @@ async fn legacy_volumes(
     reader: &Reader<'_>,
     status: &hawser_api::BackupStatus,
 ) -> Read<Vec<VolumeInfo>> {
-    let read = |kind| reader.read::<Option<Vec<Value>>>(kind);
+    // Velero's error words for these files: which one, and whether it was read or decoded.
+    let read = |kind, what: &'static str, file: &'static str| async move {
+        reader
+            .read::<Option<Vec<Value>>>(kind)
+            .await
+            .map(Option::unwrap_or_default)
+            .map_err(|e| {
+                let verb = if matches!(e, Unread::Undecodable(_)) {
+                    "decode"
+                } else {
+                    "download"
+                };
+                Unread::Failed(format!("{what} snapshot info: error to {verb} {file}: {e}"))
+            })
+    };
     let text = |v: &Value, pointer: &str| {
         v.pointer(pointer)
             .and_then(Value::as_str)
@@ -354,9 +368,12 @@ async fn legacy_volumes(
     };
     let mut infos = Vec::new();
     if status.volume_snapshots_attempted.unwrap_or(0) > 0 {
-        let snapshots = read(DownloadTargetKind::BackupVolumeSnapshots)
-            .await?
-            .unwrap_or_default();
+        let snapshots = read(
+            DownloadTargetKind::BackupVolumeSnapshots,
+            "native",
+            "native snapshot info",
+        )
+        .await?;
         for snapshot in snapshots {
             infos.push(VolumeInfo {
                 pv_name: text(&snapshot, "/spec/persistentVolumeName"),
@@ -376,12 +393,18 @@ async fn legacy_volumes(
         }
     }
     if status.csi_volume_snapshots_attempted.unwrap_or(0) > 0 {
-        let snapshots = read(DownloadTargetKind::CsiBackupVolumeSnapshots)
-            .await?
-            .unwrap_or_default();
-        let contents = read(DownloadTargetKind::CsiBackupVolumeSnapshotContents)
-            .await?
-            .unwrap_or_default();
+        let snapshots = read(
+            DownloadTargetKind::CsiBackupVolumeSnapshots,
+            "CSI",
+            "vs list",
+        )
+        .await?;
+        let contents = read(
+            DownloadTargetKind::CsiBackupVolumeSnapshotContents,
+            "CSI",
+            "vsc list",
+        )
+        .await?;
         for content in contents {
             let name = text(&content, "/metadata/name");
             let claim = snapshots.iter().find(|s| {
@@ -433,6 +456,11 @@ pub async fn restore_extras(
     let problems = status.errors.unwrap_or(0) + status.warnings.unwrap_or(0);
     let results = reader.read_if(problems > 0, DownloadTargetKind::RestoreResults);
     let resources = reader.read_if(flags.details, DownloadTargetKind::RestoreResourceList);
+    let attempted = status.restore_item_operations_attempted.unwrap_or(0) > 0;
+    let operations = reader.read_if(
+        flags.details && attempted,
+        DownloadTargetKind::RestoreItemOperations,
+    );
     // Stored when the restore ends (as for backups: not asked for before).
     let ended = !matches!(
         restore.phase(),
@@ -442,13 +470,16 @@ pub async fn restore_extras(
     let valid = hawser_core::label::valid_label_value(&name);
     let selector = format!("{}={valid}", labels::RESTORE_NAME);
     let pod_volumes = labelled(client, namespace, &selector, "PodVolumeRestores", &name);
-    let (results, resources, volumes, pod_volumes) =
-        tokio::join!(results, resources, volumes, pod_volumes);
+    let (results, resources, operations, volumes, pod_volumes) =
+        tokio::join!(results, resources, operations, volumes, pod_volumes);
+    let operations =
+        operations.map(|read: Read<Option<Vec<_>>>| read.map(Option::unwrap_or_default));
     let volumes: Read<Option<Vec<_>>> = volumes.unwrap_or(Err(Unread::NotFound));
     describe::RestoreExtras {
         details: flags.details,
         results,
         resources,
+        operations,
         volumes: volumes.map(Option::unwrap_or_default),
         pod_volumes,
     }
@@ -520,8 +551,7 @@ impl Reader<'_> {
         )
         .await;
         match read {
-            Ok(_) => serde_json::from_slice(&bytes)
-                .map_err(|e| Unread::Failed(format!("it is not valid JSON: {e}"))),
+            Ok(_) => serde_json::from_slice(&bytes).map_err(|e| Unread::Undecodable(e.to_string())),
             Err(CliError::NotFound { .. }) => Err(Unread::NotFound),
             Err(e) => Err(Unread::Failed(e.line())),
         }

@@ -186,8 +186,9 @@ where
     }
     if names.is_empty() {
         let mut params = ListParams::default();
-        if let Some(selector) = selector {
-            params = params.labels(super::label_selector::checked_list_selector(selector)?);
+        let checked = selector.map(super::label_selector::checked_list_selector);
+        if let Some(selector) = checked.transpose()?.flatten() {
+            params = params.labels(selector);
         }
         let object = format!("{kind}s in namespace {namespace}");
         return Ok(api

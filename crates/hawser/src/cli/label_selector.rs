@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
+use super::error::CliError;
+
 /// Parses one selector; the error says which requirement is wrong and why.
 pub fn parse_selector(text: &str) -> Result<LabelSelector, String> {
     let mut match_labels = BTreeMap::new();
@@ -33,13 +35,48 @@ pub fn parse_selector(text: &str) -> Result<LabelSelector, String> {
     })
 }
 
-/// A list request's `-l/--selector`, checked with the grammar of [`parse_selector`] before any
-/// request, so that `get`, `describe` and `delete` refuse what `create` refuses, with the same
-/// message (exit 2), instead of sending it to the API server.
-pub fn checked_list_selector(text: &str) -> Result<&str, super::error::CliError> {
+/// `-l/--selector` of `delete` and `pause`, checked with the grammar of [`parse_selector`]
+/// (Velero parses theirs as a spec's selector) before any request: what `create` refuses is
+/// refused with the same message (exit 2). An empty selector is refused too (Velero's would
+/// select everything to delete).
+pub fn checked_selector(text: &str) -> Result<&str, CliError> {
     parse_selector(text)
         .map(|_| text)
-        .map_err(|why| super::error::CliError::usage("--selector", why))
+        .map_err(|why| CliError::usage("--selector", why))
+}
+
+/// `-l/--selector` of `get` and `describe`, checked before any request with Kubernetes' list
+/// grammar (Velero's `get` and `describe` take it so): [`parse_selector`]'s terms, and
+/// `key<N` / `key>N` with an integer `N`. A term either grammar refuses gets the message
+/// `create` gives. Empty selects everything (`None`).
+pub fn checked_list_selector(text: &str) -> Result<Option<&str>, CliError> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let refused = |why| CliError::usage("--selector", why);
+    for term in split_terms(text).map_err(refused)? {
+        let term = term.trim();
+        let compared = (!term.contains('('))
+            .then(|| term.split_once('<').or_else(|| term.split_once('>')))
+            .flatten();
+        match compared {
+            Some((key, value)) => {
+                check_key(key.trim(), term).map_err(refused)?;
+                if value.trim().parse::<i64>().is_err() {
+                    return Err(refused(format!(
+                        "{term:?}: the value of < and > must be an integer"
+                    )));
+                }
+            }
+            None if term.is_empty() => {
+                return Err(refused(format!("{text:?} has an empty requirement")));
+            }
+            None => {
+                parse_term(term).map_err(refused)?;
+            }
+        }
+    }
+    Ok(Some(text))
 }
 
 /// Parses `--or-selector`: selectors separated by ` or `.

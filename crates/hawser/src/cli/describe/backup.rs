@@ -4,7 +4,7 @@ use hawser_api::{
     Backup, BackupPhase, BackupSpec, DeleteBackupRequest, DeleteBackupRequestPhase, PodVolumeBackup,
 };
 use hawser_core::archive::gzjson::{ResourceList, Results};
-use hawser_core::csi::BackupOperation;
+use hawser_core::csi::{BackupOperation, OperationStatus, ResourceIdentifier};
 
 use super::volumes::VolumeInfo;
 use super::{Describer, Read, Unread, duration, list_or, put, time_or_na, tristate};
@@ -49,7 +49,7 @@ pub fn backup(backup: &Backup, extras: &BackupExtras, colour: bool) -> String {
             d.red(phase.as_str())
         }
         BackupPhase::Completed => d.green(phase.as_str()),
-        _ => phase.as_str().to_owned(),
+        _ => super::safe(phase.as_str()),
     };
     let note = if matches!(phase, BackupPhase::Failed | BackupPhase::PartiallyFailed) {
         format!(
@@ -92,10 +92,7 @@ pub fn backup(backup: &Backup, extras: &BackupExtras, colour: bool) -> String {
             put!(d, "Errors:\t{errors}\n");
             put!(d, "Warnings:\t{warnings}\n");
         }
-        Some(Err(Unread::Failed(why))) => put!(
-            d,
-            "Warnings:\t<error getting warnings: {why}>\n\nErrors:\t<error getting errors: {why}>\n"
-        ),
+        Some(Err(e)) => d.unread_results(e),
         Some(Ok(results)) => d.results(results, warnings, errors),
     }
 
@@ -378,32 +375,57 @@ fn hooks(d: &mut Describer, spec: &BackupSpec) {
 }
 
 fn operations(d: &mut Describer, status: &hawser_api::BackupStatus, extras: &BackupExtras) {
-    let attempted = status.backup_item_operations_attempted.unwrap_or(0);
+    let counts = [
+        status.backup_item_operations_attempted,
+        status.backup_item_operations_completed,
+        status.backup_item_operations_failed,
+    ]
+    .map(|n| n.unwrap_or(0));
+    item_operations(d, "Backup", counts, extras.operations.as_ref(), |o| {
+        OperationLines {
+            side: "Backup",
+            plugin: &o.spec.backup_item_action,
+            resource: &o.spec.resource_identifier,
+            operation_id: &o.spec.operation_id,
+            post_items: &o.spec.post_operation_items,
+            status: &o.status,
+        }
+    });
+}
+
+/// `Backup Item Operations:` (or `Restore …`) when some were attempted: the counts, or with
+/// `--details` each operation as read (`counts`: attempted, completed, failed).
+pub(super) fn item_operations<T>(
+    d: &mut Describer,
+    side: &str,
+    [attempted, completed, failed]: [i64; 3],
+    read: Option<&Read<Vec<T>>>,
+    lines: impl Fn(&T) -> OperationLines<'_>,
+) {
     if attempted <= 0 {
         return;
     }
-    match &extras.operations {
+    match read {
         None => put!(
             d,
-            "Backup Item Operations:\t{} of {attempted} completed successfully, {} failed (specify --details for more information)\n",
-            status.backup_item_operations_completed.unwrap_or(0),
-            status.backup_item_operations_failed.unwrap_or(0)
+            "{side} Item Operations:\t{completed} of {attempted} completed successfully, {failed} failed (specify --details for more information)\n"
         ),
-        Some(Err(why)) => put!(
+        Some(Err(e)) => put!(
             d,
-            "Backup Item Operations:\t<error getting operation info: {why}>\n"
+            "{side} Item Operations:\t<error {} operation info: {e}>\n",
+            e.verb("reading")
         ),
         Some(Ok(operations)) => {
-            d.put("Backup Item Operations:\n");
+            put!(d, "{side} Item Operations:\n");
             for operation in operations {
-                operation_lines(d, operation);
+                lines(operation).write(d);
             }
         }
     }
 }
 
 /// A resource identifier as Velero prints it: `resource.group` (`resource` in the core group).
-fn group_resource(r: &hawser_core::csi::ResourceIdentifier) -> String {
+fn group_resource(r: &ResourceIdentifier) -> String {
     if r.group.is_empty() {
         r.resource.clone()
     } else {
@@ -411,57 +433,71 @@ fn group_resource(r: &hawser_core::csi::ResourceIdentifier) -> String {
     }
 }
 
-fn operation_lines(d: &mut Describer, operation: &BackupOperation) {
-    let (spec, status) = (&operation.spec, &operation.status);
-    let r = &spec.resource_identifier;
-    put!(
-        d,
-        "\tOperation for {} {}/{}:\n",
-        group_resource(r),
-        r.namespace,
-        r.name
-    );
-    put!(
-        d,
-        "\t\tBackup Item Action Plugin:\t{}\n",
-        spec.backup_item_action
-    );
-    put!(d, "\t\tOperation ID:\t{}\n", spec.operation_id);
-    if !spec.post_operation_items.is_empty() {
-        d.put("\t\tItems to Update:\n");
-    }
-    for item in &spec.post_operation_items {
+/// One item operation as Velero lists it with `--details`: a backup's (`Backup Item Action
+/// Plugin`, the items it updates) or a restore's (`Restore Item Action Plugin`, none).
+pub(super) struct OperationLines<'a> {
+    /// `Backup` or `Restore`.
+    pub(super) side: &'static str,
+    pub(super) plugin: &'a str,
+    pub(super) resource: &'a ResourceIdentifier,
+    pub(super) operation_id: &'a str,
+    pub(super) post_items: &'a [ResourceIdentifier],
+    pub(super) status: &'a OperationStatus,
+}
+
+impl OperationLines<'_> {
+    pub(super) fn write(&self, d: &mut Describer) {
+        let (r, status) = (self.resource, self.status);
         put!(
             d,
-            "\t\t\t{} {}/{}\n",
-            group_resource(item),
-            item.namespace,
-            item.name
+            "\tOperation for {} {}/{}:\n",
+            group_resource(r),
+            r.namespace,
+            r.name
         );
-    }
-    put!(d, "\t\tPhase:\t{:?}\n", status.phase);
-    if !status.error.is_empty() {
-        put!(d, "\t\tOperation Error:\t{}\n", status.error);
-    }
-    if status.n_total > 0 || status.n_completed > 0 {
         put!(
             d,
-            "\t\tProgress:\t{} of {} complete ({})\n",
-            status.n_completed,
-            status.n_total,
-            status.operation_units
+            "\t\t{} Item Action Plugin:\t{}\n",
+            self.side,
+            self.plugin
         );
-    }
-    if !status.description.is_empty() {
-        put!(d, "\t\tProgress description:\t{}\n", status.description);
-    }
-    for (label, time) in [
-        ("Created", &status.created),
-        ("Started", &status.started),
-        ("Updated", &status.updated),
-    ] {
-        if let Some(time) = time {
-            put!(d, "\t\t{label}:\t{}\n", go_time_text(time));
+        put!(d, "\t\tOperation ID:\t{}\n", self.operation_id);
+        if !self.post_items.is_empty() {
+            d.put("\t\tItems to Update:\n");
+        }
+        for item in self.post_items {
+            put!(
+                d,
+                "\t\t\t{} {}/{}\n",
+                group_resource(item),
+                item.namespace,
+                item.name
+            );
+        }
+        put!(d, "\t\tPhase:\t{}\n", status.phase.as_str());
+        if !status.error.is_empty() {
+            put!(d, "\t\tOperation Error:\t{}\n", status.error);
+        }
+        if status.n_total > 0 || status.n_completed > 0 {
+            put!(
+                d,
+                "\t\tProgress:\t{} of {} complete ({})\n",
+                status.n_completed,
+                status.n_total,
+                status.operation_units
+            );
+        }
+        if !status.description.is_empty() {
+            put!(d, "\t\tProgress description:\t{}\n", status.description);
+        }
+        for (label, time) in [
+            ("Created", &status.created),
+            ("Started", &status.started),
+            ("Updated", &status.updated),
+        ] {
+            if let Some(time) = time {
+                put!(d, "\t\t{label}:\t{}\n", go_time_text(time));
+            }
         }
     }
 }
@@ -495,12 +531,14 @@ fn deletions(d: &mut Describer, requests: &[DeleteBackupRequest]) {
         if i > 0 {
             d.blank();
         }
-        let status = request.status.clone().unwrap_or_default();
         let created = request.metadata.creation_timestamp.as_ref().map_or_else(
             || "0001-01-01 00:00:00 +0000 UTC".to_owned(),
             |t| when(Some(t)),
         );
-        put!(d, "\t{created}: {}\n", status.phase.as_str());
+        // A request no server has taken yet has no status: Velero prints its empty phase.
+        let phase = request.status.as_ref().map_or("", |s| s.phase.as_str());
+        put!(d, "\t{created}: {phase}\n");
+        let status = request.status.clone().unwrap_or_default();
         let errors = status.errors.unwrap_or_default();
         if !errors.is_empty() {
             d.put("\tErrors:\n");

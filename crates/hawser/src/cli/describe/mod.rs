@@ -21,7 +21,7 @@ use super::label_selector::format_selector;
 use super::output::when;
 
 pub use backup::{BackupExtras, backup};
-pub use restore::{RestoreExtras, RestoreVolumeInfo, restore};
+pub use restore::{RestoreExtras, RestoreOperation, RestoreVolumeInfo, restore};
 pub use schedule::schedule;
 pub use volumes::{CsiSnapshotInfo, NativeSnapshotInfo, VolumeInfo};
 
@@ -38,15 +38,28 @@ pub type Read<T> = Result<T, Unread>;
 pub enum Unread {
     /// The storage location has no such file (an older backup, or one that never finished).
     NotFound,
-    /// Reading or decoding it failed.
+    /// Reading it failed.
     Failed(String),
+    /// It was read but is not what it should be (not JSON of the expected shape).
+    Undecodable(String),
+}
+
+impl Unread {
+    /// Velero's verb in the error line: `getting` when the file could not be read,
+    /// `undecodable` (`reading`, or `decoding` for results) when it could not be decoded.
+    fn verb(&self, undecodable: &'static str) -> &'static str {
+        match self {
+            Self::Undecodable(_) => undecodable,
+            Self::NotFound | Self::Failed(_) => "getting",
+        }
+    }
 }
 
 impl std::fmt::Display for Unread {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::NotFound => f.write_str("file not found"),
-            Self::Failed(why) => f.write_str(why),
+            Self::Failed(why) | Self::Undecodable(why) => f.write_str(why),
         }
     }
 }
@@ -188,6 +201,15 @@ impl Describer {
         }
     }
 
+    /// The results file could not be read: both sections say why (Velero's lines).
+    fn unread_results(&mut self, e: &Unread) {
+        let verb = e.verb("decoding");
+        put!(
+            self,
+            "Warnings:\t<error {verb} warnings: {e}>\n\nErrors:\t<error {verb} errors: {e}>\n"
+        );
+    }
+
     fn messages(&mut self, title: &str, messages: &ResultMessages) {
         put!(self, "{title}:\n");
         self.slice(1, "Velero", &messages.velero);
@@ -209,11 +231,12 @@ impl Describer {
             Err(Unread::NotFound) => {
                 put!(self, "Resource List:\t<{what} resource list not found>\n")
             }
-            Err(Unread::Failed(why)) => {
+            Err(e) => {
+                let verb = e.verb("reading");
                 put!(
                     self,
-                    "Resource List:\t<error getting {what} resource list: {why}>\n"
-                )
+                    "Resource List:\t<error {verb} {what} resource list: {e}>\n"
+                );
             }
             Ok(list) => {
                 self.put("Resource List:\n");
@@ -284,4 +307,94 @@ fn duration(value: Option<GoDuration>) -> String {
 /// A start or completion time, `<n/a>` when unset.
 fn time_or_na(time: Option<&Time>) -> String {
     time.map_or_else(|| "<n/a>".to_owned(), |t| when(Some(t)))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
+mod tests {
+    use super::*;
+
+    fn a_restore(status: serde_json::Value) -> hawser_api::Restore {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "velero.io/v1", "kind": "Restore",
+            "metadata": {"name": "r\u{1b}]52;x", "namespace": "velero"},
+            "spec": {"backupName": "b"},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn extras(operations: Option<Read<Vec<RestoreOperation>>>) -> RestoreExtras {
+        RestoreExtras {
+            details: operations.is_some(),
+            results: None,
+            resources: None,
+            operations,
+            volumes: Err(Unread::NotFound),
+            pod_volumes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn nothing_from_an_object_reaches_the_terminal_as_a_control_sequence() {
+        let odd = a_restore(
+            serde_json::json!({"phase": "\u{1b}[2J", "validationErrors": ["\u{1b}]0;t"]}),
+        );
+        for colour in [false, true] {
+            let text = restore(&odd, &extras(None), colour);
+            let escapes: Vec<&str> = text
+                .match_indices('\u{1b}')
+                .map(|(i, _)| &text[i..])
+                .collect();
+            // Only the colour sequences this module writes: bold name, red validation error.
+            for escape in escapes {
+                assert!(
+                    ["\u{1b}[1m", "\u{1b}[22m", "\u{1b}[31m", "\u{1b}[0m"]
+                        .iter()
+                        .any(|ours| escape.starts_with(ours)),
+                    "{text:?}"
+                );
+            }
+            assert!(text.contains("\\u{1b}[2J"), "{text}");
+        }
+    }
+
+    #[test]
+    fn restore_item_operations_are_counted_or_listed_with_details() {
+        let counted = a_restore(serde_json::json!({
+            "phase": "Completed",
+            "restoreItemOperationsAttempted": 2, "restoreItemOperationsCompleted": 1,
+            "restoreItemOperationsFailed": 1,
+        }));
+        let brief = restore(&counted, &extras(None), false);
+        assert!(
+            brief.contains("Restore Item Operations:  1 of 2 completed successfully, 1 failed (specify --details for more information)\n"),
+            "{brief}"
+        );
+        let operation: RestoreOperation = serde_json::from_value(serde_json::json!({
+            "spec": {"restoreName": "r", "restoreItemAction": "velero.io/dataupload",
+                     "resourceIdentifier": {"Group": "", "Resource": "persistentvolumeclaims",
+                                            "Namespace": "shop", "Name": "data"},
+                     "operationID": "op-1"},
+            "status": {"phase": "Failed", "error": "no space", "nCompleted": 1, "nTotal": 3,
+                       "operationUnits": "GB"},
+        }))
+        .unwrap();
+        let detailed = restore(&counted, &extras(Some(Ok(vec![operation]))), false);
+        assert!(
+            detailed.contains(
+                "Restore Item Operations:\n  Operation for persistentvolumeclaims shop/data:\n    Restore Item Action Plugin:  velero.io/dataupload\n    Operation ID:                op-1\n    Phase:                       Failed\n    Operation Error:             no space\n    Progress:                    1 of 3 complete (GB)\n"
+            ),
+            "{detailed}"
+        );
+        let unread = restore(
+            &counted,
+            &extras(Some(Err(Unread::Undecodable("eof".into())))),
+            false,
+        );
+        assert!(
+            unread.contains("Restore Item Operations:  <error reading operation info: eof>\n"),
+            "{unread}"
+        );
+    }
 }

@@ -2,8 +2,10 @@
 
 use hawser_api::{PodVolumeRestore, Restore, RestorePhase};
 use hawser_core::archive::gzjson::{ResourceList, Results};
+use hawser_core::csi::{OperationStatus, ResourceIdentifier};
 use serde::Deserialize;
 
+use super::backup::{OperationLines, item_operations};
 use super::volumes::{CsiSnapshotInfo, DataMovementInfo, PodVolume, grouped, uploader};
 use super::{Describer, Read, Unread, duration, list_or, put, time_or_na, tristate};
 
@@ -16,10 +18,32 @@ pub struct RestoreExtras {
     pub results: Option<Read<Results>>,
     /// The resource list; read only with `--details`.
     pub resources: Option<Read<ResourceList>>,
+    /// The item operations; read only with `--details` when some were attempted.
+    pub operations: Option<Read<Vec<RestoreOperation>>>,
     /// The volume infos of the restore.
     pub volumes: Read<Vec<RestoreVolumeInfo>>,
     /// The PodVolumeRestores of this restore.
     pub pod_volumes: Vec<PodVolumeRestore>,
+}
+
+/// One entry of `<restore>-itemoperations.json.gz` (Velero's `RestoreOperation`), the fields
+/// `describe` shows. hawser's server runs no restore item actions; a restore Velero ran has
+/// them.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct RestoreOperation {
+    pub spec: RestoreOperationSpec,
+    pub status: OperationStatus,
+}
+
+/// What a restore item operation is for.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RestoreOperationSpec {
+    pub restore_item_action: String,
+    pub resource_identifier: ResourceIdentifier,
+    #[serde(rename = "operationID")]
+    pub operation_id: String,
 }
 
 /// One entry of `<restore>-volumeinfo.json.gz` (Velero's `RestoreVolumeInfo`), the fields
@@ -54,7 +78,7 @@ pub fn restore(restore: &Restore, extras: &RestoreExtras, colour: bool) -> Strin
         RestorePhase::FailedValidation | RestorePhase::PartiallyFailed | RestorePhase::Failed => {
             d.red(&text)
         }
-        _ => text,
+        _ => super::safe(&text),
     };
     let note = if matches!(phase, RestorePhase::Failed | RestorePhase::PartiallyFailed) {
         format!(
@@ -96,10 +120,7 @@ pub fn restore(restore: &Restore, extras: &RestoreExtras, colour: bool) -> Strin
     let (warnings, errors) = (status.warnings.unwrap_or(0), status.errors.unwrap_or(0));
     match &extras.results {
         None => {}
-        Some(Err(why)) => put!(
-            d,
-            "Warnings:\t<error getting warnings: {why}>\n\nErrors:\t<error getting errors: {why}>\n"
-        ),
+        Some(Err(e)) => d.unread_results(e),
         Some(Ok(results)) => d.results(results, warnings, errors),
     }
 
@@ -154,7 +175,11 @@ pub fn restore(restore: &Restore, extras: &RestoreExtras, colour: bool) -> Strin
     match &extras.volumes {
         Ok(infos) => csi_restores(&mut d, infos, extras.details),
         Err(Unread::NotFound) => {}
-        Err(Unread::Failed(why)) => put!(d, "\t<error getting restore volume info: {why}>\n"),
+        Err(e) => put!(
+            d,
+            "\t<error {} restore volume info: {e}>\n",
+            e.verb("reading")
+        ),
     }
 
     d.blank();
@@ -194,21 +219,22 @@ pub fn restore(restore: &Restore, extras: &RestoreExtras, colour: bool) -> Strin
     }
 
     d.blank();
-    let attempted = status.restore_item_operations_attempted.unwrap_or(0);
-    if attempted > 0 {
-        // hawser runs no restore item actions; a restore Velero ran shows its counts.
-        let details = if extras.details {
-            ""
-        } else {
-            " (specify --details for more information)"
-        };
-        put!(
-            d,
-            "Restore Item Operations:\t{} of {attempted} completed successfully, {} failed{details}\n",
-            status.restore_item_operations_completed.unwrap_or(0),
-            status.restore_item_operations_failed.unwrap_or(0)
-        );
-    }
+    let counts = [
+        status.restore_item_operations_attempted,
+        status.restore_item_operations_completed,
+        status.restore_item_operations_failed,
+    ]
+    .map(|n| n.unwrap_or(0));
+    item_operations(&mut d, "Restore", counts, extras.operations.as_ref(), |o| {
+        OperationLines {
+            side: "Restore",
+            plugin: &o.spec.restore_item_action,
+            resource: &o.spec.resource_identifier,
+            operation_id: &o.spec.operation_id,
+            post_items: &[],
+            status: &o.status,
+        }
+    });
     if let Some(hooks) = &status.hook_status {
         d.blank();
         put!(

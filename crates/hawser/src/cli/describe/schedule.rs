@@ -17,7 +17,7 @@ pub fn schedule(schedule: &Schedule, colour: bool) -> String {
     let shown = match status.phase {
         SchedulePhase::Enabled => d.green(phase),
         SchedulePhase::FailedValidation => d.red(phase),
-        _ => phase.to_owned(),
+        _ => super::safe(phase),
     };
     d.put_painted(&format!("Phase:\t{shown}\n"));
     super::backup::resource_policy(&mut d, &spec.template);

@@ -65,13 +65,17 @@ pub(super) fn backup_volumes(d: &mut Describer, extras: &BackupExtras) {
     d.put("Backup Volumes:\n");
     let infos = match &extras.volumes {
         Ok(infos) => infos,
-        Err(why) => {
-            let what = if extras.legacy {
-                "concluding"
-            } else {
-                "getting"
-            };
-            put!(d, "\t<error {what} backup volume info: {why}>\n");
+        // Concluded from the older files: the error names which (Velero's words).
+        Err(e) if extras.legacy => {
+            put!(d, "\t<error concluding {e}>\n");
+            return;
+        }
+        Err(e) => {
+            put!(
+                d,
+                "\t<error {} backup volume info: {e}>\n",
+                e.verb("reading")
+            );
             return;
         }
     };
@@ -184,7 +188,9 @@ pub(super) fn phase_group(phase: Option<&DataTransferPhase>) -> &'static str {
         Some(DataTransferPhase::Canceled) => "Canceled",
         Some(DataTransferPhase::Completed) => "Completed",
         Some(DataTransferPhase::Failed) => "Failed",
-        _ => "New",
+        Some(DataTransferPhase::New) | None => "New",
+        // A phase Velero does not know is in no group, and not listed (as in Velero).
+        Some(_) => "",
     }
 }
 
