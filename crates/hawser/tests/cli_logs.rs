@@ -496,11 +496,20 @@ async fn debug_writes_a_bundle_of_objects_versions_logs_and_descriptions() {
                                   "spec": {"containers": [{"name": "velero", "image": "hawser"}]}}}
         }))
         .unwrap();
+    // A Pod needs its service account to exist on a real API server (no controller makes the
+    // namespace's `default` one in the test's cluster): one of its own.
+    store
+        .insert(json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "bundle-test", "namespace": NS}
+        }))
+        .unwrap();
     store
         .insert(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "velero-0", "namespace": NS},
-            "spec": {"containers": [{"name": "velero", "image": "hawser"}]}
+            "spec": {"serviceAccountName": "bundle-test", "automountServiceAccountToken": false,
+                     "containers": [{"name": "velero", "image": "hawser"}]}
         }))
         .unwrap();
     let run = cluster
