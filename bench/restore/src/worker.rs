@@ -20,7 +20,7 @@ use hawser_api::{Backup, Restore, RestoreSpec};
 use hawser_core::archive::{ArchiveReader, ReaderOptions, VersionDir};
 use hawser_core::layout::Layout;
 use hawser_core::restore::clean::strip_metadata;
-use hawser_engine::restore::{self, RestoreOptions};
+use hawser_engine::restore::{self, RestoreOptions, ValidatedRestore};
 use kube::Client;
 use serde_json::{Value, json};
 
@@ -192,7 +192,10 @@ pub async fn restore(
         .with_look_ahead_bytes(look_ahead_bytes);
 
     let started = Instant::now();
-    let outcome = restore::run(client, &location, &object, &backup, options)
+    let valid = ValidatedRestore::check(&client, object.clone(), backup, options.api_retry)
+        .await
+        .map_err(|e| anyhow::anyhow!(e.full_message()))?;
+    let outcome = restore::run(client, &location, &valid, options)
         .await
         .map_err(|e| anyhow::anyhow!(e.full_message()))?;
     let record: Value = restore::record(&object, &outcome).context("the Restore record")?;

@@ -15,7 +15,7 @@ use hawser_core::duration::GoDuration;
 use hawser_core::layout::Layout;
 use hawser_engine::backup::operations::{self, SnapshotOperations};
 use hawser_engine::backup::{self, BackupOptions, BackupOutcome};
-use hawser_engine::restore::{self, RestoreOptions};
+use hawser_engine::restore::{self, RestoreOptions, ValidatedRestore};
 use hawser_store::{Location, LocationSpec};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::{Client, Config};
@@ -304,15 +304,13 @@ async fn a_claims_snapshot_is_cut_waited_for_and_kept_when_the_backup_ends() {
         serde_json::from_value(backup::record(&backup, &outcome).unwrap()).unwrap();
     let mut restore = Restore::named("back").from_backup("with-volume");
     restore.spec.namespace_mapping = Some([("shop".to_owned(), "shop-copy".to_owned())].into());
-    let restored = restore::run(
-        cluster.client.clone(),
-        &cluster.location,
-        &restore,
-        &record,
-        RestoreOptions::default(),
-    )
-    .await
-    .unwrap();
+    let options = RestoreOptions::default();
+    let valid = ValidatedRestore::check(&cluster.client, restore, record, options.api_retry)
+        .await
+        .unwrap();
+    let restored = restore::run(cluster.client.clone(), &cluster.location, &valid, options)
+        .await
+        .unwrap();
     assert_eq!(
         restored.phase,
         RestorePhase::Completed,

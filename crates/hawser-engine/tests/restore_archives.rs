@@ -5,7 +5,7 @@
 mod restore_support;
 
 use hawser_api::phase::RestorePhase;
-use hawser_engine::restore::{self, RestoreError, RestoreOptions};
+use hawser_engine::restore::{RestoreError, RestoreOptions};
 use restore_support::*;
 use serde_json::json;
 use tempfile::TempDir;
@@ -103,8 +103,8 @@ async fn an_unreadable_archive_fails_the_restore_before_anything_is_created() {
         let backup = store_archive(&location, name, bytes).await;
         let before = sim.store().resource_version();
         let restore = restore_of(name, name, json!({}));
-        let err = restore::run(
-            client.clone(),
+        let err = check_and_run(
+            &client,
             &location,
             &restore,
             &backup,
@@ -130,8 +130,8 @@ async fn an_unreadable_archive_fails_the_restore_before_anything_is_created() {
         assert!(sim.store().get("v1", "Namespace", "", "web").is_none());
     }
     // A missing archive fails too.
-    let err = restore::run(
-        client.clone(),
+    let err = check_and_run(
+        &client,
         &location,
         &restore_of("missing", "absent", json!({})),
         &hawser_api::Backup::named("absent"),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use hawser_api::Backup;
 use hawser_api::phase::RestorePhase;
-use hawser_engine::restore::{self, RestoreOptions};
+use hawser_engine::restore::RestoreOptions;
 use hawser_store::Location;
 use kube_sim::EstablishDelayFault;
 use restore_support::*;
@@ -61,8 +61,8 @@ async fn custom_resources_wait_for_a_crd_that_is_established_late() {
     } = slow_crds(&dir, delay).await;
     let restore = restore_of("slow-crd", BACKUP, json!({}));
 
-    let outcome = restore::run(
-        client,
+    let outcome = check_and_run(
+        &client,
         &location,
         &restore,
         &backup,
@@ -114,8 +114,8 @@ async fn a_crd_not_established_within_the_timeout_is_an_error_and_its_resources_
     let restore = restore_of("stuck-crd", BACKUP, json!({}));
 
     let started = Instant::now();
-    let outcome = restore::run(
-        client,
+    let outcome = check_and_run(
+        &client,
         &location,
         &restore,
         &backup,

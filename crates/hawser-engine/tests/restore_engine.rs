@@ -27,8 +27,8 @@ async fn mapped_round_trip_restores_every_item_cleaned_into_the_target_namespace
         json!({"namespaceMapping": {"shop": "shop-copy"}}),
     );
     let (tx, rx) = watch::channel(Progress::default());
-    let outcome = restore::run(
-        client.clone(),
+    let outcome = check_and_run(
+        &client,
         &location,
         &restore,
         &backup,
@@ -136,8 +136,8 @@ async fn items_that_wait_in_the_temporary_file_give_the_same_restore() {
     let location = location(&dir);
     let backup = back_up_shop(&client, &location, BACKUP).await;
     let restore = restore_of("r1", BACKUP, json!({"namespaceMapping": {"shop": "s2"}}));
-    let outcome = restore::run(
-        client.clone(),
+    let outcome = check_and_run(
+        &client,
         &location,
         &restore,
         &backup,
@@ -243,8 +243,8 @@ async fn invalid_spec_is_failed_validation_and_touches_nothing() {
         BACKUP,
         json!({"includedResources": ["nodes"], "existingResourcePolicy": "overwrite"}),
     );
-    let err = restore::run(
-        client,
+    let err = check_and_run(
+        &client,
         &location,
         &restore,
         &backup,
@@ -471,8 +471,8 @@ async fn a_namespace_stuck_terminating_fails_its_items_after_the_timeout() {
     sim.store().delete("v1", "Namespace", "", "shop").unwrap();
 
     let restore = restore_of("stuck", BACKUP, json!({"includedResources": ["secrets"]}));
-    let outcome = restore::run(
-        client.clone(),
+    let outcome = check_and_run(
+        &client,
         &location,
         &restore,
         &backup,

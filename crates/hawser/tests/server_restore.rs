@@ -37,6 +37,7 @@ async fn backed_up(configmaps: usize) -> (Cluster, tempfile::TempDir, Server) {
 #[tokio::test]
 async fn a_restore_into_a_mapped_namespace_completes_and_records_its_outcome() {
     let (cluster, root, server) = backed_up(4).await;
+    let before = cluster.sim.last_request_seq();
     create_restore(
         &cluster,
         "copy",
@@ -44,6 +45,15 @@ async fn a_restore_into_a_mapped_namespace_completes_and_records_its_outcome() {
     );
     let done = wait_final(&cluster, &server, "Restore", "copy").await;
     assert_eq!(phase(&done), "Completed", "{done:#}\n{}", server.log_text());
+    // Validation discovers the cluster's types and the run plans from what it found (the
+    // restore has no CRD that would make it discover again).
+    let discoveries = cluster
+        .sim
+        .requests_since(before)
+        .iter()
+        .filter(|r| r.path == "/apis")
+        .count();
+    assert_eq!(discoveries, 1, "the restore discovers the cluster once");
     let store = cluster.store();
     for i in 0..4 {
         let original = store

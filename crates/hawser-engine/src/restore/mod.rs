@@ -1,10 +1,13 @@
 //! The restore engine: from a backup archive in a storage location back into the cluster.
 //!
-//! Pipeline of [`run`]:
+//! Pipeline of [`ValidatedRestore::check`], then [`run`]:
 //!
-//! 1. discovery (I/O): the preferred version of every served group → a [`Catalogue`](hawser_core::selection::Catalogue);
-//! 2. validate and plan (pure): a [`RestoreSelection`] from the spec; an invalid spec is
-//!    [`RestoreError::Validation`] with Velero's messages;
+//! 1. discovery (I/O, once): the preferred version of every served group → a
+//!    [`Catalogue`](hawser_core::selection::Catalogue);
+//! 2. validate (pure, once): a
+//!    [`RestoreSelection`](hawser_core::restore::RestoreSelection) from the spec, and the
+//!    resource-modifier ConfigMap read; an invalid spec is [`RestoreError::Validation`] with
+//!    Velero's messages. [`run`] takes the checked value and plans from it;
 //! 3. the checking pass (I/O, streamed, on a blocking thread): the archive is read once, the
 //!    only time it is read, through the untrusted-input checks of the archive reader, without
 //!    creating anything. It yields the types present and the number of items to restore per
@@ -50,6 +53,7 @@ mod outcome;
 mod plugin_config;
 mod results;
 mod scan;
+mod validated;
 mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -58,9 +62,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
+use hawser_api::Backup;
 use hawser_api::labels::HAWSER_RECORD_UID;
 use hawser_api::phase::RestorePhase;
-use hawser_api::{Backup, Restore};
 use hawser_core::archive::ReaderOptions;
 use hawser_core::archive::gzjson::to_gz_json;
 use hawser_core::csi::VOLUME_SNAPSHOTS;
@@ -69,8 +73,8 @@ use hawser_core::layout::Layout;
 use hawser_core::poll::poll_until;
 use hawser_core::restore::volume_data;
 use hawser_core::restore::{
-    ArchiveTypes, ExecHooks, ExistingPolicy, ImageNames, InitHooks, RestoreFilters,
-    RestoreSelection, Tier, restore_order,
+    ArchiveTypes, ExecHooks, ExistingPolicy, ImageNames, InitHooks, RestoreFilters, Tier,
+    restore_order,
 };
 use hawser_core::selection::NAMESPACES;
 use hawser_store::Location;
@@ -83,8 +87,8 @@ use crate::cluster::request;
 
 pub use error::RestoreError;
 pub use outcome::{RestoreOptions, RestoreOutcome, record};
-pub use plugin_config::resource_modifiers;
 pub use results::Progress;
+pub use validated::ValidatedRestore;
 
 use crate::spill::{TypeReader, Waiting};
 use apply::{Restorer, SnapshotProof};
@@ -92,7 +96,7 @@ use namespaces::Namespaces;
 use results::{Report, Scope};
 use scan::{Checks, PassError, PassReport};
 
-/// Runs one restore of `backup` (whose archive is in `location`) as `restore` asks (see the
+/// Runs one restore of a checked Restore (its backup's archive is in `location`; see the
 /// module docs).
 ///
 /// # Errors
@@ -101,10 +105,10 @@ use scan::{Checks, PassError, PassReport};
 pub async fn run(
     client: Client,
     location: &Location,
-    restore: &Restore,
-    backup: &Backup,
+    valid: &ValidatedRestore,
     options: RestoreOptions,
 ) -> Result<RestoreOutcome, RestoreError> {
+    let (restore, backup) = (&valid.restore, &valid.backup);
     let name = restore
         .metadata
         .name
@@ -128,7 +132,7 @@ pub async fn run(
     run_named(
         client,
         location,
-        restore,
+        valid,
         options,
         name,
         (backup_name, own_uid(backup)),
@@ -136,16 +140,6 @@ pub async fn run(
     )
     .instrument(span)
     .await
-}
-
-/// Velero's checks of a Restore's spec (filters, selectors, mappings, existing-resource
-/// policy) against `catalogue`: the messages for `validationErrors`, empty when it is valid.
-#[must_use]
-pub fn validate_spec(
-    restore: &Restore,
-    catalogue: &hawser_core::selection::Catalogue,
-) -> Vec<String> {
-    hawser_core::restore::validate(&RestoreFilters::from(&restore.spec), catalogue)
 }
 
 /// The checking pass over the archive at `key` (see the module docs): its report, and the
@@ -218,12 +212,13 @@ fn own_uid(backup: &Backup) -> String {
 async fn run_named(
     client: Client,
     location: &Location,
-    restore: &Restore,
+    valid: &ValidatedRestore,
     options: RestoreOptions,
     name: String,
     (backup_name, backup_uid): (String, String),
     report: Report,
 ) -> Result<RestoreOutcome, RestoreError> {
+    let restore = &valid.restore;
     let started = options.clock.now();
     report.info(&format!("Starting restore of backup {backup_name}"));
     for line in &options.log_warnings {
@@ -253,14 +248,10 @@ async fn run_named(
             ),
         }
     }
-    let catalogue = crate::cluster::catalogue(&client)
-        .await
-        .map_err(RestoreError::Discovery)?;
+    let (catalogue, selection) = (valid.catalogue.clone(), valid.selection.clone());
     let filters = RestoreFilters::from(&restore.spec);
-    let selection = RestoreSelection::new(&filters, &catalogue)
-        .map_err(|messages| RestoreError::Validation { messages })?;
     if let Some(reference) = &restore.spec.resource_modifier
-        && options.modifiers.is_some()
+        && valid.modifiers.is_some()
     {
         report.info(&format!(
             "Applying the resource modifiers provided in configmap {}",
@@ -310,7 +301,7 @@ async fn run_named(
         hooked_pods: Mutex::default(),
         storage_classes: BTreeMap::new(),
         image_names: ImageNames::default(),
-        modifiers: options.modifiers.clone(),
+        modifiers: valid.modifiers.clone(),
         init_hooks,
     };
     let namespace = restore.metadata.namespace.clone().unwrap_or_default();

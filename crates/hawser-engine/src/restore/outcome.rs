@@ -7,7 +7,7 @@ use hawser_api::phase::RestorePhase;
 use hawser_api::{Restore, RestoreProgress};
 use hawser_core::archive::ReaderOptions;
 use hawser_core::archive::gzjson::Results;
-use hawser_core::restore::{Priorities, ResourceModifiers};
+use hawser_core::restore::Priorities;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tokio::sync::watch;
 
@@ -42,9 +42,6 @@ pub struct RestoreOptions {
     /// Lines written as warnings at the start of the log (e.g. that the work was interrupted
     /// and is run again); not counted among the results' warnings.
     pub log_warnings: Vec<String>,
-    /// The rules of the restore's resource-modifier ConfigMap, read when the restore was
-    /// validated ([`resource_modifiers`](super::resource_modifiers)); none by default.
-    pub modifiers: Option<ResourceModifiers>,
 }
 
 impl Default for RestoreOptions {
@@ -60,7 +57,6 @@ impl Default for RestoreOptions {
             clock: hawser_core::clock::Clock::system(),
             api_retry: crate::cluster::request::RETRY_BUDGET,
             log_warnings: Vec::new(),
-            modifiers: None,
         }
     }
 }
@@ -74,7 +70,6 @@ impl std::fmt::Debug for RestoreOptions {
             .field("priorities", &self.priorities)
             .field("progress", &self.progress.is_some())
             .field("api_retry", &self.api_retry)
-            .field("modifiers", &self.modifiers.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -114,13 +109,6 @@ impl RestoreOptions {
     #[must_use]
     pub fn with_crd_ready_timeout(mut self, timeout: Duration) -> Self {
         self.crd_ready_timeout = timeout;
-        self
-    }
-
-    /// Sets the resource modifiers applied to the items (see [`RestoreOptions::modifiers`]).
-    #[must_use]
-    pub fn with_modifiers(mut self, modifiers: Option<ResourceModifiers>) -> Self {
-        self.modifiers = modifiers;
         self
     }
 

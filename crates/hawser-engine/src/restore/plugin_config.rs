@@ -122,13 +122,12 @@ pub(crate) async fn image_names(
 
 /// The rules of the resource-modifier ConfigMap `restore` names (`None` when it names none, or
 /// names another kind, which Velero does not read and `unsupported_fields` warns of), read when
-/// the restore is validated, as Velero does, and handed to [`super::run`] through
-/// [`RestoreOptions::modifiers`](super::RestoreOptions::modifiers).
+/// the restore is validated ([`super::ValidatedRestore::check`]), as Velero does.
 ///
 /// # Errors
 /// [`RestoreError::Validation`] with Velero's message when the ConfigMap is missing or not the
 /// format; [`RestoreError::ConfigMap`] when it could not be read within `budget`.
-pub async fn resource_modifiers(
+pub(super) async fn resource_modifiers(
     client: &Client,
     restore: &Restore,
     budget: Duration,

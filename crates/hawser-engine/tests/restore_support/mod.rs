@@ -10,7 +10,9 @@ use hawser_api::{Backup, Restore};
 use hawser_core::archive::gzjson::{ResourceList, Results, gunzip_limited, read_gz_json};
 use hawser_core::layout::Layout;
 use hawser_engine::backup::{self, BackupOptions};
-use hawser_engine::restore::{self, RestoreOptions, RestoreOutcome};
+use hawser_engine::restore::{
+    self, RestoreError, RestoreOptions, RestoreOutcome, ValidatedRestore,
+};
 use hawser_store::{Location, LocationSpec};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
@@ -174,15 +176,23 @@ pub async fn run_restore(
     restore: &Restore,
     backup: &Backup,
 ) -> RestoreOutcome {
-    restore::run(
-        client.clone(),
-        location,
-        restore,
-        backup,
-        RestoreOptions::default(),
-    )
-    .await
-    .unwrap()
+    check_and_run(client, location, restore, backup, RestoreOptions::default())
+        .await
+        .unwrap()
+}
+
+/// Checks `restore` of `backup` against the cluster (as the server does before it claims a
+/// Restore), then runs it.
+pub async fn check_and_run(
+    client: &Client,
+    location: &Location,
+    restore: &Restore,
+    backup: &Backup,
+    options: RestoreOptions,
+) -> Result<RestoreOutcome, RestoreError> {
+    let budget = options.api_retry;
+    let valid = ValidatedRestore::check(client, restore.clone(), backup.clone(), budget).await?;
+    restore::run(client.clone(), location, &valid, options).await
 }
 
 pub async fn results(location: &Location, restore: &str) -> Results {

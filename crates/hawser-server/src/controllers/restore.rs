@@ -42,20 +42,12 @@ use crate::records;
 use crate::work::{
     Committed, Taken, record_status, report_final, store_record, test_panic_after_claim,
 };
-use hawser_core::restore::ResourceModifiers;
-use hawser_engine::restore::{self, Progress, RestoreError, RestoreOptions, RestoreOutcome};
-
-/// A Restore that passed validation, with what validation read for it.
-struct Validated {
-    restore: Restore,
-    backup: Backup,
-    location: Location,
-    /// The rules of its resource-modifier ConfigMap.
-    modifiers: Option<ResourceModifiers>,
-}
+use hawser_engine::restore::{
+    self, Progress, RestoreError, RestoreOptions, RestoreOutcome, ValidatedRestore,
+};
 
 enum Checked {
-    Valid(Box<Validated>),
+    Valid(Box<ValidatedRestore>, Box<Location>),
     Invalid(Vec<String>),
     Retry(String),
 }
@@ -76,13 +68,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let Validated {
-        restore,
-        backup,
-        location,
-        modifiers,
-    } = match check(&ctx, taken.json.clone()).await {
-        Checked::Valid(valid) => *valid,
+    let (valid, location) = match check(&ctx, taken.json.clone()).await {
+        Checked::Valid(valid, location) => (*valid, *location),
         Checked::Retry(why) => {
             tracing::info!(restore = %name, reason = %why, "validation could not finish; the restore waits");
             return Handled::Retry;
@@ -108,6 +95,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
     let started = taken.started(ctx.clock.now());
     // A restore interrupted while it waited for its exec hooks is run again in `Finalizing`,
     // the phase it showed, which no phase may follow but a final one.
+    let (restore, backup) = (valid.restore(), valid.backup());
     let claim_phase = match taken.phase {
         Phase::Restore(RestorePhase::Finalizing) => RestorePhase::Finalizing,
         _ => RestorePhase::InProgress,
@@ -145,14 +133,13 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         .with_api_retry(ctx.settings.status.resource_timeout)
         .with_progress(progress)
         .with_clock(ctx.clock.clone())
-        .with_log_warning(taken.resumed_note())
-        .with_modifiers(modifiers);
-    let result = restore::run(ctx.client.clone(), &location, &restore, &backup, options).await;
+        .with_log_warning(taken.resumed_note());
+    let result = restore::run(ctx.client.clone(), &location, &valid, options).await;
     reporter.abort();
 
-    let committed = commit(&ctx, &location, &restore, result, started).await;
+    let committed = commit(&ctx, &location, restore, result, started).await;
     let outcome = &committed.outcome;
-    let record = record_status(restore::record(&restore, outcome).ok().as_ref());
+    let record = record_status(restore::record(restore, outcome).ok().as_ref());
     let update = committed.mark(taken.update(outcome.phase.clone()).fields(record));
     report_final(ctx.engine.write(update).await, &key);
     ctx.metrics.restore_finished(
@@ -242,7 +229,6 @@ async fn check(ctx: &Context, json: Value) -> Checked {
         Ok(r) => r,
         Err(e) => return Checked::Invalid(vec![format!("the Restore cannot be read: {e}")]),
     };
-    let mut messages = Vec::new();
     let by_name = restore.spec.backup_name.clone().filter(|s| !s.is_empty());
     let by_schedule = restore.spec.schedule_name.clone().filter(|s| !s.is_empty());
     let backup_name = match (by_name, by_schedule) {
@@ -306,11 +292,10 @@ async fn check(ctx: &Context, json: Value) -> Checked {
         .map(|s| s.phase.clone())
         .unwrap_or_default();
     if !phase.is_restorable() {
-        messages.push(format!(
+        return Checked::Invalid(vec![format!(
             "Backup {backup_name} is in phase {:?}; only a Completed or PartiallyFailed backup can be restored",
             phase.to_string()
-        ));
-        return Checked::Invalid(messages);
+        )]);
     }
     let location_name = backup_location_name(&backup_json, &ctx.settings.backup.default_location);
     let location = match ctx.locations.get(&location_name).await {
@@ -339,31 +324,14 @@ async fn check(ctx: &Context, json: Value) -> Checked {
             )]);
         }
     };
-    let catalogue = match hawser_engine::cluster::catalogue(&ctx.client).await {
-        Ok(c) => c,
-        Err(e) => return Checked::Retry(hawser_core::errors::chain_text(&e)),
-    };
-    messages.extend(restore::validate_spec(&restore, &catalogue));
-    let budget = ctx.settings.status.resource_timeout;
-    let modifiers = match restore::resource_modifiers(&ctx.client, &restore, budget).await {
-        Ok(modifiers) => modifiers,
-        Err(RestoreError::Validation { messages: invalid }) => {
-            messages.extend(invalid);
-            None
-        }
-        Err(e) => return Checked::Retry(e.full_message()),
-    };
-    if !messages.is_empty() {
-        return Checked::Invalid(messages);
-    }
     let mut restore = restore;
     restore.spec.backup_name = Some(backup_name);
-    Checked::Valid(Box::new(Validated {
-        restore,
-        backup,
-        location,
-        modifiers,
-    }))
+    let budget = ctx.settings.status.resource_timeout;
+    match ValidatedRestore::check(&ctx.client, restore, backup, budget).await {
+        Ok(valid) => Checked::Valid(Box::new(valid), Box::new(location)),
+        Err(RestoreError::Validation { messages }) => Checked::Invalid(messages),
+        Err(e) => Checked::Retry(e.full_message()),
+    }
 }
 
 /// For a synced `backup` (it carries [`HAWSER_RECORD_UID`]): another Backup of the namespace

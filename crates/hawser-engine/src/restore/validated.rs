@@ -1,0 +1,76 @@
+//! A Restore checked once against the cluster, carrying what the checks read, so that the run
+//! neither discovers nor validates again.
+
+use std::time::Duration;
+
+use hawser_api::{Backup, Restore};
+use hawser_core::restore::{ResourceModifiers, RestoreFilters, RestoreSelection};
+use hawser_core::selection::Catalogue;
+use kube::Client;
+
+use super::RestoreError;
+use super::plugin_config::resource_modifiers;
+
+/// A Restore whose spec passed Velero's checks (filters, selectors, mappings, existing-resource
+/// policy, the resource-modifier ConfigMap) against the cluster's discovery, with the backup
+/// it restores and what the checks read. [`super::run`] takes one.
+#[derive(Debug)]
+pub struct ValidatedRestore {
+    pub(super) restore: Restore,
+    pub(super) backup: Backup,
+    pub(super) catalogue: Catalogue,
+    pub(super) selection: RestoreSelection,
+    pub(super) modifiers: Option<ResourceModifiers>,
+}
+
+impl ValidatedRestore {
+    /// Discovers the cluster's served types once and checks `restore`'s spec against them;
+    /// reads its resource-modifier ConfigMap within `budget`.
+    ///
+    /// # Errors
+    /// [`RestoreError::Validation`] with every message for `validationErrors` (the spec's and
+    /// the ConfigMap's together); [`RestoreError::Discovery`] or [`RestoreError::ConfigMap`]
+    /// when the cluster did not answer, which says nothing of the spec.
+    pub async fn check(
+        client: &Client,
+        restore: Restore,
+        backup: Backup,
+        budget: Duration,
+    ) -> Result<Self, RestoreError> {
+        let catalogue = crate::cluster::catalogue(client)
+            .await
+            .map_err(RestoreError::Discovery)?;
+        let selection = RestoreSelection::new(&RestoreFilters::from(&restore.spec), &catalogue);
+        let modifiers = resource_modifiers(client, &restore, budget).await;
+        let (selection, modifiers) = match (selection, modifiers) {
+            (Ok(selection), Ok(modifiers)) => (selection, modifiers),
+            (_, Err(e)) if !matches!(e, RestoreError::Validation { .. }) => return Err(e),
+            (selection, modifiers) => {
+                let mut messages = selection.err().unwrap_or_default();
+                if let Err(RestoreError::Validation { messages: more }) = modifiers {
+                    messages.extend(more);
+                }
+                return Err(RestoreError::Validation { messages });
+            }
+        };
+        Ok(Self {
+            restore,
+            backup,
+            catalogue,
+            selection,
+            modifiers,
+        })
+    }
+
+    /// The Restore as it was checked.
+    #[must_use]
+    pub fn restore(&self) -> &Restore {
+        &self.restore
+    }
+
+    /// The Backup it restores.
+    #[must_use]
+    pub fn backup(&self) -> &Backup {
+        &self.backup
+    }
+}
