@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::json::text;
+
 /// The snapshot API group.
 pub const SNAPSHOT_GROUP: &str = "snapshot.storage.k8s.io";
 /// VolumeSnapshots' group resource.
@@ -40,10 +42,6 @@ pub const VOLUME_SNAPSHOT_NAME_ANNOTATION: &str = "velero.io/volume-snapshot-nam
 pub const DEFAULT_SNAPSHOT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 /// Velero's default `spec.itemOperationTimeout`.
 pub const DEFAULT_OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(4 * 3600);
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
 
 /// The VolumeSnapshotClass for a claim of `driver` (see the module docs); the error says why
 /// there is none.

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod csi;
 pub mod duration;
 pub mod errors;
+pub mod json;
 pub mod label;
 pub mod layout;
 pub mod pod_annotations;

@@ -171,12 +171,7 @@ pub(crate) async fn delete(
 }
 
 /// A string field of an object, `""` when missing.
-pub(crate) fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
+pub(crate) use hawser_core::json::text;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a panic is how a test reports failure

@@ -60,6 +60,7 @@ use serde_json::{Map, Value};
 use super::images::ImageNames;
 use super::init_hooks::InitHooks;
 use super::modifiers::ResourceModifiers;
+use crate::json::str_at;
 use crate::label::valid_label_value;
 
 /// Label naming the backup an object was restored from.
@@ -194,10 +195,6 @@ pub struct Cleaned {
     pub modifier_errors: Vec<String>,
     /// Why the object must not be created (a restore init hook of a Pod that is not valid).
     pub refused: Option<String>,
-}
-
-fn str_at<'v>(obj: &'v Value, pointer: &str) -> Option<&'v str> {
-    obj.pointer(pointer).and_then(Value::as_str)
 }
 
 /// Whether `obj` of type `group_resource` is skipped entirely, and why.

@@ -14,6 +14,8 @@
 
 use serde_json::Value;
 
+use crate::json::text;
+
 /// `persistentvolumeclaims` (core group).
 pub const PERSISTENT_VOLUME_CLAIMS: &str = "persistentvolumeclaims";
 /// `persistentvolumes` (core group).
@@ -141,10 +143,6 @@ pub fn bindings_of_accounts(
     out.sort();
     out.dedup();
     out
-}
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 #[cfg(test)]

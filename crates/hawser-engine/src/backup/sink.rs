@@ -9,6 +9,7 @@
 use std::io::{self, Write};
 
 use hawser_core::archive::{ArchiveStats, ArchiveWriteError, ArchiveWriter, ItemId, WriterOptions};
+use hawser_core::json::str_at;
 use hawser_store::ArchiveOut;
 use tokio::sync::mpsc;
 
@@ -283,10 +284,6 @@ fn item_id(group_resource: &str, namespace: Option<&str>, name: &str) -> ItemId 
         Some(ns) => ItemId::namespaced(group_resource, ns, name),
         None => ItemId::cluster(group_resource, name),
     }
-}
-
-fn str_at<'a>(obj: &'a serde_json::Value, pointer: &str) -> Option<&'a str> {
-    obj.pointer(pointer).and_then(serde_json::Value::as_str)
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ use hawser_core::csi::{
     annotate_for_restore, backup_labels, choose_class, set_annotation, snapshot_state,
     volume_snapshot,
 };
+use hawser_core::json::text;
 use hawser_core::selection::policies::ResourcePolicies;
 use hawser_core::selection::related::{PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS};
 use hawser_core::selection::{ApiResource, Catalogue};
@@ -596,8 +597,4 @@ async fn read(
     request::get_opt(client, path, retry)
         .await
         .map_err(|e| format!("{what} could not be read: {}", request::text(&e)))
-}
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }

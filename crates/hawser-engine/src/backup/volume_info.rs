@@ -7,19 +7,13 @@
 //! Finalizing adds each snapshot's result and times ([`finish`]).
 
 use hawser_core::csi::{BackupOperation, OperationPhase};
+use hawser_core::json::text;
 use serde_json::{Value, json};
 
 /// Velero's reason for a volume a resource policy skips.
 pub(crate) const SKIPPED_BY_POLICY: &str = "any: skipped due to resource policy ;";
 /// Velero's reason for a volume that is not a CSI volume.
 pub(crate) const NOT_CSI: &str = "csiSnapshot: skipped b/c it's not a CSI volume;";
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
 
 /// The entry of `claim`'s `volume` before the backup decides what to do with it.
 pub(crate) fn of_volume(claim: &Value, volume: &Value) -> Value {

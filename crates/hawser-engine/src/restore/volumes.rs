@@ -19,6 +19,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use hawser_core::csi::restored_content_name;
 use hawser_core::duration::GoDuration;
+use hawser_core::json::text;
 use hawser_core::poll::poll_until;
 use serde_json::{Map, Value, json};
 
@@ -29,13 +30,6 @@ use crate::cluster::request;
 
 /// How often a claim is looked at while it binds.
 const BIND_POLL: Duration = Duration::from_secs(1);
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
 
 /// One claim provisioned from a snapshot.
 struct Provisioned {
