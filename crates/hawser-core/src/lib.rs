@@ -14,6 +14,7 @@ pub mod layout;
 pub mod pod_annotations;
 pub mod poll;
 pub mod restore;
+pub mod retry;
 pub mod retry_after;
 pub mod schedule;
 pub mod selection;

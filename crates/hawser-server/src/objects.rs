@@ -6,11 +6,13 @@
 //! engine's re-driver: a write that does not land by `--resource-timeout` is left to the next
 //! pass of its controller, which derives what to do from the objects again (a schedule's next
 //! run, a deletion request still `New` or `InProgress`). Until then each call is retried while
-//! the API server is unreachable or answers 429/5xx, with the status engine's backoff stretched
-//! to the wait the answer asks for (`details.retryAfterSeconds`), never past the deadline.
+//! the API server is unreachable or answers 429/5xx, in hawser's one retry loop with the status
+//! engine's policy, stretched to the wait the answer asks for (`details.retryAfterSeconds`),
+//! never past the deadline.
 
-use hawser_core::backoff::Backoff;
-use hawser_engine::cluster::request::{is_transient, retry_after_of};
+use hawser_core::backoff::DeadlinePolicy;
+use hawser_core::retry::{self, Verdict};
+use hawser_engine::cluster::request::{fresh_rng, verdict};
 use kube::Api;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -28,27 +30,20 @@ pub(crate) fn velero_api(ctx: &Context, kind: &str, plural: &str) -> Api<Dynamic
     Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource)
 }
 
-/// Runs `call` until it succeeds, fails for good, or the next try would come after
-/// `--resource-timeout` has passed.
+/// Runs `call` until it succeeds, fails for good, or the status engine's deadline policy
+/// (`--resource-timeout`, backoff capped at `--status-patch-max-backoff`) leaves no room for
+/// another try; the end of the term stops the wait.
 pub(crate) async fn retried<T, F, Fut>(ctx: &Context, call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
-    let backoff = Backoff::with_max(ctx.settings.status.max_backoff);
-    retry_until(
-        &backoff,
-        ctx.settings.status.resource_timeout,
-        &ctx.shutdown,
-        call,
-    )
-    .await
+    retry_until(&ctx.engine.policy(), &ctx.shutdown, call).await
 }
 
 /// [`retried`] with its settings given.
 async fn retry_until<T, F, Fut>(
-    backoff: &Backoff,
-    budget: std::time::Duration,
+    policy: &DeadlinePolicy,
     shutdown: &tokio_util::sync::CancellationToken,
     mut call: F,
 ) -> Result<T, kube::Error>
@@ -56,27 +51,23 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
-    let deadline = Instant::now() + budget;
-    let mut failures = 0;
-    loop {
-        let e = match call().await {
-            Ok(value) => return Ok(value),
-            Err(e) if is_transient(&e) => e,
-            Err(e) => return Err(e),
-        };
-        failures += 1;
-        let wait = backoff
-            .delay(failures, &mut rand::rng())
-            .max(retry_after_of(&e).unwrap_or_default());
-        if Instant::now() + wait > deadline {
-            return Err(e);
+    let classify = |e: &kube::Error| {
+        let verdict = verdict(e);
+        if verdict != Verdict::Stop {
+            tracing::debug!(error = %e, "API call failed; trying again");
         }
-        tracing::debug!(error = %e, wait_ms = wait.as_millis(), "API call failed; trying again");
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            () = shutdown.cancelled() => return Err(e),
-        }
-    }
+        verdict
+    };
+    retry::until_deadline(
+        policy,
+        &fresh_rng(),
+        Instant::now(),
+        shutdown.cancelled(),
+        classify,
+        |_, _| call(),
+    )
+    .await
+    .into_result()
 }
 
 /// Every object of `api`, as JSON, each read on its own ([`hawser_status::tolerant`]): one that
@@ -179,6 +170,7 @@ mod tests {
     use std::cell::Cell;
     use std::time::Duration;
 
+    use hawser_core::backoff::Backoff;
     use kube::core::Status;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
@@ -205,8 +197,13 @@ mod tests {
         let answers = std::cell::RefCell::new(answers.into_iter());
         let calls = Cell::new(0);
         let start = Instant::now();
-        let backoff = Backoff::with_max(Duration::from_millis(10));
-        let result = retry_until(&backoff, budget, shutdown, || {
+        let policy = DeadlinePolicy {
+            backoff: Backoff::with_max(Duration::from_millis(10)),
+            timeout: budget,
+            request_timeout: budget,
+            min_request_timeout: Duration::ZERO,
+        };
+        let result = retry_until(&policy, shutdown, || {
             calls.set(calls.get() + 1);
             let next = answers.borrow_mut().next();
             async move { next.map_or(Ok(()), Err) }

@@ -219,6 +219,13 @@ impl StatusEngine {
         self.inner.redriver.keep_decided(&self.inner.metrics)
     }
 
+    /// The deadline policy of its writes (`--resource-timeout`, backoff capped at
+    /// `--status-patch-max-backoff`), for other calls that retry as status writes do.
+    #[must_use]
+    pub fn policy(&self) -> DeadlinePolicy {
+        self.inner.policy
+    }
+
     /// The id written into the owner annotation.
     #[must_use]
     pub fn instance_id(&self) -> &str {

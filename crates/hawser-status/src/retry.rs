@@ -1,12 +1,14 @@
-//! The deadline retry loop every status write goes through, driven by
-//! [`hawser_core::backoff::DeadlinePolicy`]. Time is tokio's clock (`tokio::time::Instant`,
-//! `sleep`), so paused-time tests control it; randomness comes from the engine's seeded RNG.
+//! The status writes' use of hawser's one deadline retry loop
+//! ([`hawser_core::retry::until_deadline`]): permanent answers stop it, conflicts and transient
+//! answers are tried again. Time is tokio's clock, so paused-time tests control it; randomness
+//! comes from the engine's seeded RNG.
 
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use hawser_core::backoff::{DeadlinePolicy, Next};
+use hawser_core::backoff::DeadlinePolicy;
+use hawser_core::retry::{self, Verdict};
 use rand::rngs::StdRng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -39,50 +41,22 @@ pub(crate) async fn until_deadline<T, F, Fut>(
     rng: &Mutex<StdRng>,
     shutdown: &CancellationToken,
     start: Instant,
-    mut op: F,
+    op: F,
 ) -> Finish<T>
 where
     F: FnMut(u32, Duration) -> Fut,
     Fut: Future<Output = Result<T, AttemptError>>,
 {
-    let mut attempts = 0u32;
-    let mut failures = 0u32;
-    let mut last_error = None;
-    loop {
-        let Some(timeout) = policy.attempt_timeout(start.elapsed()) else {
-            // Only reachable after a failure (the first attempt always gets a timeout), whose
-            // error is the one to report.
-            return Finish::Deadline {
-                error: last_error.unwrap_or(AttemptError::TimedOut(Duration::ZERO)),
-                attempts,
-            };
-        };
-        attempts += 1;
-        let error = match op(attempts, timeout).await {
-            Ok(value) => return Finish::Done { value, attempts },
-            Err(e) => e,
-        };
-        let retry_after = match error.class() {
-            Class::Gone | Class::Rejected => return Finish::Stopped { error, attempts },
-            Class::Conflict => None,
-            Class::Transient { retry_after } => retry_after,
-        };
-        failures += 1;
-        let next = match rng.lock() {
-            Ok(mut r) => policy.next(failures, start.elapsed(), retry_after, &mut *r),
-            // A poisoned lock only means another task panicked mid-draw; the RNG is still usable.
-            Err(p) => policy.next(failures, start.elapsed(), retry_after, &mut *p.into_inner()),
-        };
-        match next {
-            Next::RetryAfter(wait) => {
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = shutdown.cancelled() => return Finish::Cancelled,
-                }
-            }
-            Next::Deadline => return Finish::Deadline { error, attempts },
-        }
-        last_error = Some(error);
+    let classify = |error: &AttemptError| match error.class() {
+        Class::Gone | Class::Rejected => Verdict::Stop,
+        Class::Conflict => Verdict::Again(None),
+        Class::Transient { retry_after } => Verdict::Again(retry_after),
+    };
+    match retry::until_deadline(policy, rng, start, shutdown.cancelled(), classify, op).await {
+        retry::Finish::Done { value, attempts } => Finish::Done { value, attempts },
+        retry::Finish::Stopped { error, attempts } => Finish::Stopped { error, attempts },
+        retry::Finish::Deadline { error, attempts } => Finish::Deadline { error, attempts },
+        retry::Finish::Cancelled { .. } => Finish::Cancelled,
     }
 }
 

@@ -1,8 +1,9 @@
 //! The raw API requests the engines make (get, create, merge patch, replace, paged LIST), and
 //! how their errors are read.
 //!
-//! Every request is retried for up to a budget ([`RETRY_BUDGET`] unless the engine's options
-//! say otherwise) with capped exponential backoff (10 ms doubling to 5 s, with jitter),
+//! Every request is retried in hawser's one retry loop ([`hawser_core::retry`]) for up to a
+//! budget ([`RETRY_BUDGET`] unless the engine's options say otherwise) with capped exponential
+//! backoff (10 ms doubling to 5 s, with jitter),
 //! stretched to the wait a `Retry-After` header (seconds or an HTTP date) or the Status body's
 //! `retryAfterSeconds` asks for:
 //! - reads (a GET, a page of a LIST) while the API server is unreachable or answers 429 or 5xx:
@@ -14,15 +15,19 @@
 //! Requests are sent with [`Client::send`] rather than `Client::request`, because `kube::Error`
 //! keeps no response headers.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
-use hawser_core::backoff::Backoff;
+use hawser_core::backoff::{Backoff, DeadlinePolicy};
+use hawser_core::retry::{self, Verdict};
 use http::Method;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http_body_util::BodyExt;
 use kube::Client;
 use kube::core::Status;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -138,24 +143,50 @@ async fn exchange<T: DeserializeOwned>(
     budget: Duration,
     retry: fn(&Failure) -> bool,
 ) -> Result<T, kube::Error> {
-    let backoff = Backoff::default();
-    let deadline = Instant::now() + budget;
-    let mut failures = 0;
-    loop {
-        let failure = match send(client, request.clone(), jiff::Timestamp::now()).await {
-            Ok(body) => return serde_json::from_slice(&body).map_err(kube::Error::SerdeError),
-            Err(failure) => failure,
-        };
-        failures += 1;
-        let wait = backoff
-            .delay(failures, &mut rand::rng())
-            .max(failure.retry_after.unwrap_or_default());
-        if !retry(&failure) || Instant::now() + wait > deadline {
-            return Err(failure.error);
+    let policy = DeadlinePolicy {
+        backoff: Backoff::default(),
+        timeout: budget,
+        request_timeout: budget,
+        min_request_timeout: Duration::ZERO,
+    };
+    let classify = |failure: &Failure| {
+        if retry(failure) {
+            tracing::debug!(method = %request.method(), uri = %request.uri(), error = %failure.error, "request failed; trying again");
+            Verdict::Again(failure.retry_after)
+        } else {
+            Verdict::Stop
         }
-        tracing::debug!(method = %request.method(), uri = %request.uri(), error = %failure.error, wait_ms = wait.as_millis(), "request failed; trying again");
-        tokio::time::sleep(wait).await;
+    };
+    let body = retry::until_deadline(
+        &policy,
+        &fresh_rng(),
+        Instant::now(),
+        // The engines' work is aborted as a whole when the server stops or steps down.
+        std::future::pending(),
+        classify,
+        |_, _| send(client, request.clone(), jiff::Timestamp::now()),
+    )
+    .await
+    .into_result()
+    .map_err(|failure| failure.error)?;
+    serde_json::from_slice(&body).map_err(kube::Error::SerdeError)
+}
+
+/// Whether a failed request of any kind may be tried again, and when (see [`is_transient`]
+/// and [`retry_after_of`]): the one classification of API errors outside the status engine.
+#[must_use]
+pub fn verdict(error: &kube::Error) -> Verdict {
+    if is_transient(error) {
+        Verdict::Again(retry_after_of(error))
+    } else {
+        Verdict::Stop
     }
+}
+
+/// A generator for one retry loop's jitter.
+#[must_use]
+pub fn fresh_rng() -> Mutex<StdRng> {
+    Mutex::new(StdRng::from_rng(&mut rand::rng()))
 }
 
 /// Content type of a JSON merge patch.
