@@ -13,7 +13,7 @@ use kube::discovery::ApiResource;
 use kube_sim::{KubeSim, SimConfig, Upstream};
 use serde_json::json;
 
-use crate::{BUCKET, Which};
+use crate::BUCKET;
 
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -83,7 +83,9 @@ pub(crate) fn resource(kind: &str, plural: &str) -> ApiResource {
     }
 }
 
-pub(crate) async fn install(c: &Cluster, s3: &str, run: &str, which: Which) -> Result<()> {
+/// Velero's CRDs, the namespaces (`empty` stays empty: the start-up overhead's backup), Velero's
+/// Deployment object and the default location under `prefix` of the bucket.
+pub(crate) async fn install(c: &Cluster, s3: &str, prefix: &str) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
     for crd in hawser_api::crd::crds() {
         crds.create(&PostParams::default(), &crd).await?;
@@ -107,7 +109,7 @@ pub(crate) async fn install(c: &Cluster, s3: &str, run: &str, which: Which) -> R
         }
     }
     let namespaces: Api<Namespace> = Api::all(c.client.clone());
-    for ns in ["velero", "bench", "small"] {
+    for ns in ["velero", "bench", "small", "empty"] {
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
         namespaces.create(&PostParams::default(), &ns).await?;
     }
@@ -139,7 +141,7 @@ pub(crate) async fn install(c: &Cluster, s3: &str, run: &str, which: Which) -> R
         "metadata": {"name": "default", "namespace": "velero"},
         "spec": {
             "provider": "aws", "default": true,
-            "objectStorage": {"bucket": BUCKET, "prefix": format!("{run}-{}", which.name())},
+            "objectStorage": {"bucket": BUCKET, "prefix": prefix},
             "config": {"region": "us-east-1", "s3ForcePathStyle": "true", "s3Url": s3}
         }
     }))?;

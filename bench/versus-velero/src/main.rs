@@ -1,10 +1,13 @@
-//! hawser and Velero's own server, in turn, against the same real API server (a fresh one each,
-//! on one etcd, behind kube-sim in proxy mode for faults) and the same S3-protocol server:
+//! hawser and Velero's own server (once per `--velero-item-block-workers` value), in turn,
+//! against the same kind of real API server (a fresh one each time, on one etcd, behind
+//! kube-sim in proxy mode for faults) and the same S3-protocol server, for `--rounds` rounds in
+//! an order that alternates from one round to the next; medians and spreads are reported:
 //!
-//! 1. backup of N ConfigMaps: wall time and peak RSS of each server (its process tree: Velero's
-//!    plugins run as child processes);
-//! 2. restore of that backup into a mapped namespace: wall time, objects/s, peak RSS;
-//! 3. the seed's scenario: writes of Backups and Restores refused by the API server (503 on
+//! 0. the fixed overhead: a backup of an empty namespace and its restore, timed apart;
+//! 1. backup of N ConfigMaps: wall time and peak memory of each server, as the sum of the PSS of
+//!    its process tree (Velero's plugins run as child processes; a shared page counts once);
+//! 2. restore of that backup into a mapped namespace: wall time, objects/s, peak PSS;
+//! 3. in the first round, the seed's scenario: writes of Backups and Restores refused by the API server (503 on
 //!    PATCH and PUT of `backups` and `restores`) from the moment the first of each is
 //!    `InProgress`, for longer than `--resource-timeout`, then recovery: how many Backups and
 //!    Restores each server leaves non-final; then a restart of each server: how many end with a
@@ -52,9 +55,18 @@ struct Args {
     client_qps: u32,
     #[arg(long, default_value_t = 1000)]
     client_burst: u32,
-    /// Skip the outage scenario.
+    /// Skip the outage scenario (else it runs in the first round, for each contender).
     #[arg(long)]
     skip_outage: bool,
+    /// Rounds: the contenders take turns in an order that alternates from one round to the
+    /// next, each on a fresh API server; medians and spreads are reported.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Velero's `--item-block-worker-count`, one Velero contender per value (1 is Velero's
+    /// default; more lets its backup work on item blocks in parallel). Velero restores one item
+    /// at a time whatever the setting.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    velero_item_block_workers: Vec<u32>,
     /// Directory made by `scripts/real-cluster.sh up`.
     #[arg(long, env = "HAWSER_TEST_REAL_KUBE")]
     real_kube: PathBuf,
@@ -84,8 +96,28 @@ impl Which {
     }
 }
 
+/// One server with its settings.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Contender {
+    which: Which,
+    /// Velero's `--item-block-worker-count`.
+    item_block_workers: u32,
+}
+
+impl Contender {
+    fn name(self) -> String {
+        match (self.which, self.item_block_workers) {
+            (Which::Velero, workers) if workers != 1 => format!("velero-w{workers}"),
+            (which, _) => which.name().to_owned(),
+        }
+    }
+}
+
 #[derive(Default, Debug)]
 struct Figures {
+    /// A backup of an empty namespace, and its restore: the fixed overhead of each, apart.
+    empty_backup_s: f64,
+    empty_restore_s: f64,
     backup_s: f64,
     backup_rss_kib: u64,
     restore_s: f64,
@@ -179,26 +211,30 @@ fn true_phase(archive: bool, record: Option<&str>) -> &'static str {
     }
 }
 
+/// One contender's round on a fresh API server, under `prefix` of the bucket; the outage
+/// scenario when `outage`.
 async fn run_one(
-    which: Which,
+    contender: Contender,
     args: &Args,
-    run: &str,
+    prefix: &str,
+    outage: bool,
     bucket: &object_store::aws::AmazonS3,
 ) -> Result<Figures> {
     let mut figures = Figures::default();
+    let name = contender.name();
     let c = Cluster::start(&args.real_kube).await?;
-    install(&c, &args.s3, run, which).await?;
+    install(&c, &args.s3, prefix).await?;
     let seeded = Instant::now();
     seed(&c, "bench", args.objects).await?;
     seed(&c, "small", SMALL).await?;
     eprintln!(
         "{}: seeded {} ConfigMaps in {:.1} s",
-        which.name(),
+        name,
         args.objects,
         seeded.elapsed().as_secs_f64()
     );
     let log = c.dir.path().join("server.log");
-    let server = Running::start(which, args, &c, &log)?;
+    let server = Running::start(contender, args, &c, &log)?;
     let locations: Api<DynamicObject> = Api::namespaced_with(
         c.client.clone(),
         "velero",
@@ -211,12 +247,37 @@ async fn run_one(
         Duration::from_secs(60),
     )
     .await
-    .with_context(|| format!("{} log: {}", which.name(), log.display()))?;
+    .with_context(|| format!("{} log: {}", name, log.display()))?;
     let backups: Api<DynamicObject> =
         Api::namespaced_with(c.client.clone(), "velero", &resource("Backup", "backups"));
     let restores: Api<DynamicObject> =
         Api::namespaced_with(c.client.clone(), "velero", &resource("Restore", "restores"));
     let limit = Duration::from_secs(3600);
+
+    // The fixed overhead: a backup of a namespace with nothing in it, and its restore.
+    let started = Instant::now();
+    create(
+        &backups,
+        "Backup",
+        "empty",
+        json!({"includedNamespaces": ["empty"], "snapshotVolumes": false}),
+    )
+    .await?;
+    let done = wait_phase(&backups, "empty", |p| FINAL.contains(&p), limit).await?;
+    figures.empty_backup_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    create(
+        &restores,
+        "Restore",
+        "empty-copy",
+        json!({"backupName": "empty", "namespaceMapping": {"empty": "empty-copy"}}),
+    )
+    .await?;
+    let restored = wait_phase(&restores, "empty-copy", |p| FINAL.contains(&p), limit).await?;
+    figures.empty_restore_s = started.elapsed().as_secs_f64();
+    if done != "Completed" || restored != "Completed" {
+        bail!("{name}: the empty backup ended {done}, its restore {restored}");
+    }
 
     server.take_peak();
     let started = Instant::now();
@@ -233,7 +294,7 @@ async fn run_one(
     if done != "Completed" {
         bail!(
             "{}: backup ended {done}; errors logged:\n{}",
-            which.name(),
+            name,
             error_lines(&log)
         );
     }
@@ -258,13 +319,13 @@ async fn run_one(
     if done != "Completed" || restored != args.objects {
         bail!(
             "{}: restore ended {done} with {restored} of {} ConfigMaps; errors logged:\n{}",
-            which.name(),
+            name,
             args.objects,
             error_lines(&log)
         );
     }
 
-    if args.skip_outage {
+    if !outage {
         server.stop().await;
         return Ok(figures);
     }
@@ -278,7 +339,7 @@ async fn run_one(
     .await?;
     let done = wait_phase(&backups, "small-source", |p| FINAL.contains(&p), limit).await?;
     if done != "Completed" {
-        bail!("{}: backup small-source ended {done}", which.name());
+        bail!("{}: backup small-source ended {done}", name);
     }
     // Each backup lists its ConfigMaps slowly and each restore creates them slowly, so that the
     // outage meets them InProgress.
@@ -343,12 +404,11 @@ async fn run_one(
         }
     }
     server.stop().await;
-    let server = Running::start(which, args, &c, &log)?;
+    let server = Running::start(contender, args, &c, &log)?;
     tokio::time::sleep(Duration::from_secs(30)).await;
-    let prefix = format!("{run}-{}", which.name());
     for name in &names {
         let p = backups.get(name).await.map(|o| phase(&o))?;
-        let (archive, record) = uploaded(bucket, &prefix, name).await?;
+        let (archive, record) = uploaded(bucket, prefix, name).await?;
         let truth = true_phase(archive, record.as_deref());
         if p != truth {
             figures.untruthful += 1;
@@ -381,10 +441,70 @@ async fn run_one(
         ));
     }
     server.stop().await;
-    let kept = std::env::temp_dir().join(format!("versus-velero-{run}-{}.log", which.name()));
+    let kept = std::env::temp_dir().join(format!("versus-velero-{prefix}.log"));
     std::fs::copy(&log, &kept)?;
-    eprintln!("{}: server log kept in {}", which.name(), kept.display());
+    eprintln!("{}: server log kept in {}", name, kept.display());
     Ok(figures)
+}
+
+/// The median of `values` and their spread (least, greatest).
+fn median_spread(mut values: Vec<f64>) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let median = if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        f64::midpoint(values[n / 2 - 1], values[n / 2])
+    };
+    (median, values[0], values[n - 1])
+}
+
+/// A contender's figures over the rounds, as medians.
+struct Summary {
+    name: String,
+    empty_backup_s: f64,
+    empty_restore_s: f64,
+    backup_s: f64,
+    restore_s: f64,
+    /// Peak PSS over the backup and over the restore, MiB.
+    backup_mib: f64,
+    restore_mib: f64,
+}
+
+impl Summary {
+    fn of(name: String, rounds: &[Figures], objects: usize) -> Summary {
+        let line = |what: &str, unit: &str, get: &dyn Fn(&Figures) -> f64| {
+            let (median, least, greatest) = median_spread(rounds.iter().map(get).collect());
+            println!(
+                "{name:10} {what:22} median {median:9.2} {unit:5} (spread {least:.2}–{greatest:.2}, {} rounds)",
+                rounds.len()
+            );
+            median
+        };
+        let empty_backup_s = line("empty backup", "s", &|f| f.empty_backup_s);
+        let empty_restore_s = line("empty restore", "s", &|f| f.empty_restore_s);
+        let backup_s = line("backup", "s", &|f| f.backup_s);
+        let backup_mib = line("backup peak PSS", "MiB", &|f| {
+            bench_common::mib(f.backup_rss_kib)
+        });
+        let restore_s = line("restore", "s", &|f| f.restore_s);
+        line("restore rate", "obj/s", &|f| objects as f64 / f.restore_s);
+        let restore_mib = line("restore peak PSS", "MiB", &|f| {
+            bench_common::mib(f.restore_rss_kib)
+        });
+        Summary {
+            name,
+            empty_backup_s,
+            empty_restore_s,
+            backup_s,
+            restore_s,
+            backup_mib,
+            restore_mib,
+        }
+    }
 }
 
 #[tokio::main]
@@ -398,13 +518,30 @@ async fn main() -> Result<()> {
         "no outage".to_owned()
     } else {
         format!(
-            "outage {} s over {} backups and {} restores",
+            "outage {} s over {} backups and {} restores in the first round",
             args.outage_secs, args.outage_backups, args.outage_backups
         )
     };
+    let mut contenders = vec![Contender {
+        which: Which::Hawser,
+        item_block_workers: 1,
+    }];
+    contenders.extend(
+        args.velero_item_block_workers
+            .iter()
+            .map(|&workers| Contender {
+                which: Which::Velero,
+                item_block_workers: workers.max(1),
+            }),
+    );
     println!(
-        "versus-velero: {} ConfigMaps (1 KiB), --resource-timeout {}, --client-qps {} --client-burst {}, {outage}",
-        args.objects, args.resource_timeout, args.client_qps, args.client_burst,
+        "versus-velero: {} ConfigMaps (1 KiB), --resource-timeout {}, --client-qps {} --client-burst {} for every server, Velero's --item-block-worker-count {:?}, {} rounds in alternating order, {outage}",
+        args.objects,
+        args.resource_timeout,
+        args.client_qps,
+        args.client_burst,
+        args.velero_item_block_workers,
+        args.rounds,
     );
     let bucket = object_store::aws::AmazonS3Builder::new()
         .with_endpoint(&args.s3)
@@ -414,45 +551,74 @@ async fn main() -> Result<()> {
         .with_secret_access_key("bench")
         .with_allow_http(true)
         .build()?;
-    let hawser = run_one(Which::Hawser, &args, &run, &bucket).await?;
-    let velero = run_one(Which::Velero, &args, &run, &bucket).await?;
-    let objects = args.objects as f64;
-    for (which, f) in [("hawser", &hawser), ("velero", &velero)] {
-        println!(
-            "{which:6}  backup {:8.2} s  peak {:7.1} MiB | restore {:8.2} s  {:8.0} objects/s  peak {:7.1} MiB",
-            f.backup_s,
-            bench_common::mib(f.backup_rss_kib),
-            f.restore_s,
-            objects / f.restore_s,
-            bench_common::mib(f.restore_rss_kib),
-        );
-        for line in &f.outage_details {
-            println!("{which:6}  {line}");
+    let mut rounds: Vec<Vec<Figures>> = contenders.iter().map(|_| Vec::new()).collect();
+    let mut outages: Vec<Option<Figures>> = contenders.iter().map(|_| None).collect();
+    for round in 0..args.rounds.max(1) {
+        let mut order: Vec<usize> = (0..contenders.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let contender = contenders[i];
+            let prefix = format!("{run}-{}-r{round}", contender.name());
+            let outage = round == 0 && !args.skip_outage;
+            let mut figures = run_one(contender, &args, &prefix, outage, &bucket).await?;
+            eprintln!(
+                "round {round}: {} backup {:.2} s, restore {:.2} s",
+                contender.name(),
+                figures.backup_s,
+                figures.restore_s
+            );
+            if outage {
+                outages[i] = Some(Figures {
+                    non_final: figures.non_final,
+                    untruthful: figures.untruthful,
+                    outage_details: std::mem::take(&mut figures.outage_details),
+                    ..Figures::default()
+                });
+            }
+            rounds[i].push(figures);
         }
     }
-    println!(
-        "ratios (velero / hawser): backup time {:.2}, backup peak RSS {:.2}, restore time {:.2}, restore peak RSS {:.2}",
-        velero.backup_s / hawser.backup_s,
-        velero.backup_rss_kib as f64 / hawser.backup_rss_kib.max(1) as f64,
-        velero.restore_s / hawser.restore_s,
-        velero.restore_rss_kib as f64 / hawser.restore_rss_kib.max(1) as f64,
-    );
-    let mut figures = format!(
-        "hawser_backup_s={:.2} velero_backup_s={:.2} hawser_restore_s={:.2} velero_restore_s={:.2} hawser_rss_mib={:.1} velero_rss_mib={:.1}",
-        hawser.backup_s,
-        velero.backup_s,
-        hawser.restore_s,
-        velero.restore_s,
-        bench_common::mib(hawser.backup_rss_kib.max(hawser.restore_rss_kib)),
-        bench_common::mib(velero.backup_rss_kib.max(velero.restore_rss_kib)),
-    );
-    // With --skip-outage there are no outage figures, rather than zeros.
-    if !args.skip_outage {
-        figures.push_str(&format!(
-            " hawser_non_final={} velero_non_final={} hawser_untruthful={} velero_untruthful={}",
-            hawser.non_final, velero.non_final, hawser.untruthful, velero.untruthful,
-        ));
+    let summaries: Vec<Summary> = contenders
+        .iter()
+        .zip(&rounds)
+        .map(|(c, r)| Summary::of(c.name(), r, args.objects))
+        .collect();
+    for (c, outage) in contenders.iter().zip(&outages) {
+        for line in outage.iter().flat_map(|o| &o.outage_details) {
+            println!("{:10} {line}", c.name());
+        }
     }
-    println!("{figures}");
+    let hawser = &summaries[0];
+    let mut figures = Vec::new();
+    for s in &summaries {
+        let key = s.name.replace('-', "_");
+        figures.push(format!(
+            "{key}_empty_backup_s={:.2} {key}_empty_restore_s={:.2} {key}_backup_s={:.2} {key}_restore_s={:.2} {key}_backup_pss_mib={:.1} {key}_restore_pss_mib={:.1}",
+            s.empty_backup_s, s.empty_restore_s, s.backup_s, s.restore_s, s.backup_mib, s.restore_mib
+        ));
+        if s.name != hawser.name {
+            println!(
+                "ratios ({} / hawser, medians): backup time {:.2}, backup peak PSS {:.2}, restore time {:.2}, restore peak PSS {:.2}",
+                s.name,
+                s.backup_s / hawser.backup_s,
+                s.backup_mib / hawser.backup_mib,
+                s.restore_s / hawser.restore_s,
+                s.restore_mib / hawser.restore_mib,
+            );
+        }
+    }
+    // Without the outage there are no outage figures, rather than zeros.
+    for (c, outage) in contenders.iter().zip(&outages) {
+        if let Some(o) = outage {
+            let key = c.name().replace('-', "_");
+            figures.push(format!(
+                "{key}_non_final={} {key}_untruthful={}",
+                o.non_final, o.untruthful
+            ));
+        }
+    }
+    println!("{}", figures.join(" "));
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The server under test as a process: started with the run's settings, its process tree's
-//! peak resident memory sampled, its log's error lines read.
+//! peak proportional set size (PSS) sampled, its log's error lines read.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::{Args, Cluster, Which};
+use crate::{Args, Cluster, Contender, Which};
 
-/// The server process, with a sampler of its process tree's resident memory.
+/// The server process, with a sampler of its process tree's memory: the sum of each process's
+/// PSS (a page shared by N processes counts 1/N in each), so that Velero's plugin processes
+/// count without their shared pages counted twice.
 pub(crate) struct Running {
     child: tokio::process::Child,
     peak_kib: Arc<AtomicU64>,
@@ -19,7 +21,13 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    pub(crate) fn start(which: Which, args: &Args, c: &Cluster, log: &Path) -> Result<Running> {
+    pub(crate) fn start(
+        contender: Contender,
+        args: &Args,
+        c: &Cluster,
+        log: &Path,
+    ) -> Result<Running> {
+        let which = contender.which;
         let kubeconfig = c.kubeconfig();
         let qps = args.client_qps.to_string();
         let burst = args.client_burst.to_string();
@@ -55,7 +63,12 @@ impl Running {
                 }
                 let mut cmd = tokio::process::Command::new(args.velero_dir.join("velero"));
                 cmd.arg("server").arg("--plugin-dir").arg(&plugins);
-                common.extend(["--profiler-address".into(), "127.0.0.1:0".into()]);
+                common.extend([
+                    "--profiler-address".into(),
+                    "127.0.0.1:0".into(),
+                    "--item-block-worker-count".into(),
+                    contender.item_block_workers.to_string(),
+                ]);
                 cmd
             }
         };
@@ -73,13 +86,13 @@ impl Running {
             .stderr(file)
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("starting {}", which.name()))?;
+            .with_context(|| format!("starting {}", contender.name()))?;
         let pid = child.id().context("no pid")?;
         let peak_kib = Arc::new(AtomicU64::new(0));
         let peak = peak_kib.clone();
         let sampler = tokio::spawn(async move {
             loop {
-                peak.fetch_max(tree_rss_kib(pid), Ordering::Relaxed);
+                peak.fetch_max(tree_pss_kib(pid), Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
@@ -122,8 +135,8 @@ fn hawser_binary(args: &Args) -> Result<PathBuf> {
     }
 }
 
-/// Resident KiB of `pid` and every process below it.
-fn tree_rss_kib(pid: u32) -> u64 {
+/// PSS in KiB of `pid` and every process below it.
+fn tree_pss_kib(pid: u32) -> u64 {
     let mut parent_of: HashMap<u32, u32> = HashMap::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for e in entries.flatten() {
@@ -157,11 +170,11 @@ fn tree_rss_kib(pid: u32) -> u64 {
         .keys()
         .filter(|p| in_tree(**p))
         .map(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/status"))
+            std::fs::read_to_string(format!("/proc/{p}/smaps_rollup"))
                 .ok()
                 .and_then(|s| {
                     s.lines()
-                        .find(|l| l.starts_with("VmRSS:"))
+                        .find(|l| l.starts_with("Pss:"))
                         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
                 })
                 .unwrap_or(0)
