@@ -33,7 +33,7 @@ mod cluster;
 mod process;
 
 use cluster::{Cluster, install, resource, seed};
-use process::{Running, error_lines};
+use process::{Running, error_lines, log_tail};
 
 #[derive(Parser, Debug)]
 #[command(about = "hawser against Velero's own server on a real API server")]
@@ -247,7 +247,7 @@ async fn run_one(
         Duration::from_secs(60),
     )
     .await
-    .with_context(|| format!("{} log: {}", name, log.display()))?;
+    .with_context(|| format!("{name}'s storage location; its log ends:\n{}", log_tail(&log)))?;
     let backups: Api<DynamicObject> =
         Api::namespaced_with(c.client.clone(), "velero", &resource("Backup", "backups"));
     let restores: Api<DynamicObject> =

@@ -51,7 +51,11 @@ impl Running {
         let mut command = match which {
             Which::Hawser => {
                 let mut cmd = tokio::process::Command::new(hawser_binary(args)?);
-                cmd.arg("server").arg("--leader-elect=false");
+                // The location's s3Url is moto's: trusted with the location's credentials.
+                cmd.arg("server")
+                    .arg("--leader-elect=false")
+                    .arg("--trusted-endpoint")
+                    .arg(&args.s3);
                 cmd
             }
             Which::Velero => {
@@ -123,6 +127,13 @@ pub(crate) fn error_lines(log: &Path) -> String {
         .take(20)
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The server log's last lines.
+pub(crate) fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
 fn hawser_binary(args: &Args) -> Result<PathBuf> {
