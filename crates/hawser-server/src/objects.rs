@@ -54,7 +54,7 @@ where
     let classify = |e: &kube::Error| {
         let verdict = verdict(e);
         if verdict != Verdict::Stop {
-            tracing::debug!(error = %e, "API call failed; trying again");
+            tracing::debug!(error = %e, "API call failed; it is tried again while the deadline allows");
         }
         verdict
     };

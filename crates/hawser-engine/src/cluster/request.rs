@@ -151,7 +151,7 @@ async fn exchange<T: DeserializeOwned>(
     };
     let classify = |failure: &Failure| {
         if retry(failure) {
-            tracing::debug!(method = %request.method(), uri = %request.uri(), error = %failure.error, "request failed; trying again");
+            tracing::debug!(method = %request.method(), uri = %request.uri(), error = %failure.error, "request failed; it is tried again while the budget allows");
             Verdict::Again(failure.retry_after)
         } else {
             Verdict::Stop
