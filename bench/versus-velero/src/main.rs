@@ -7,7 +7,7 @@
 //! 1. backup of N ConfigMaps: wall time and peak memory of each server, as the sum of the PSS of
 //!    its process tree (Velero's plugins run as child processes; a shared page counts once);
 //! 2. restore of that backup into a mapped namespace: wall time, objects/s, peak PSS;
-//! 3. in the first round, the seed's scenario: writes of Backups and Restores refused by the API server (503 on
+//! 3. in the first round, the #7207 outage scenario: writes of Backups and Restores refused by the API server (503 on
 //!    PATCH and PUT of `backups` and `restores`) from the moment the first of each is
 //!    `InProgress`, for longer than `--resource-timeout`, then recovery: how many Backups and
 //!    Restores each server leaves non-final; then a restart of each server: how many end with a
@@ -31,9 +31,11 @@ use serde_json::{Value, json};
 
 mod cluster;
 mod process;
+mod summary;
 
 use cluster::{Cluster, install, resource, seed};
 use process::{Running, error_lines, log_tail};
+use summary::Summary;
 
 #[derive(Parser, Debug)]
 #[command(about = "hawser against Velero's own server on a real API server")]
@@ -119,9 +121,9 @@ struct Figures {
     empty_backup_s: f64,
     empty_restore_s: f64,
     backup_s: f64,
-    backup_rss_kib: u64,
+    backup_pss_kib: u64,
     restore_s: f64,
-    restore_rss_kib: u64,
+    restore_pss_kib: u64,
     non_final: usize,
     untruthful: usize,
     outage_details: Vec<String>,
@@ -247,7 +249,12 @@ async fn run_one(
         Duration::from_secs(60),
     )
     .await
-    .with_context(|| format!("{name}'s storage location; its log ends:\n{}", log_tail(&log)))?;
+    .with_context(|| {
+        format!(
+            "{name}'s storage location; its log ends:\n{}",
+            log_tail(&log)
+        )
+    })?;
     let backups: Api<DynamicObject> =
         Api::namespaced_with(c.client.clone(), "velero", &resource("Backup", "backups"));
     let restores: Api<DynamicObject> =
@@ -290,7 +297,7 @@ async fn run_one(
     .await?;
     let done = wait_phase(&backups, "big", |p| FINAL.contains(&p), limit).await?;
     figures.backup_s = started.elapsed().as_secs_f64();
-    figures.backup_rss_kib = server.take_peak();
+    figures.backup_pss_kib = server.take_peak();
     if done != "Completed" {
         bail!(
             "{}: backup ended {done}; errors logged:\n{}",
@@ -309,7 +316,7 @@ async fn run_one(
     .await?;
     let done = wait_phase(&restores, "big-copy", |p| FINAL.contains(&p), limit).await?;
     figures.restore_s = started.elapsed().as_secs_f64();
-    figures.restore_rss_kib = server.take_peak();
+    figures.restore_pss_kib = server.take_peak();
     let copies: Api<ConfigMap> = Api::namespaced(c.client.clone(), "bench-copy");
     let restored = copies
         .list_metadata(&ListParams::default().labels("app=bench"))
@@ -447,66 +454,6 @@ async fn run_one(
     Ok(figures)
 }
 
-/// The median of `values` and their spread (least, greatest).
-fn median_spread(mut values: Vec<f64>) -> (f64, f64, f64) {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n == 0 {
-        return (0.0, 0.0, 0.0);
-    }
-    let median = if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        f64::midpoint(values[n / 2 - 1], values[n / 2])
-    };
-    (median, values[0], values[n - 1])
-}
-
-/// A contender's figures over the rounds, as medians.
-struct Summary {
-    name: String,
-    empty_backup_s: f64,
-    empty_restore_s: f64,
-    backup_s: f64,
-    restore_s: f64,
-    /// Peak PSS over the backup and over the restore, MiB.
-    backup_mib: f64,
-    restore_mib: f64,
-}
-
-impl Summary {
-    fn of(name: String, rounds: &[Figures], objects: usize) -> Summary {
-        let line = |what: &str, unit: &str, get: &dyn Fn(&Figures) -> f64| {
-            let (median, least, greatest) = median_spread(rounds.iter().map(get).collect());
-            println!(
-                "{name:10} {what:22} median {median:9.2} {unit:5} (spread {least:.2}–{greatest:.2}, {} rounds)",
-                rounds.len()
-            );
-            median
-        };
-        let empty_backup_s = line("empty backup", "s", &|f| f.empty_backup_s);
-        let empty_restore_s = line("empty restore", "s", &|f| f.empty_restore_s);
-        let backup_s = line("backup", "s", &|f| f.backup_s);
-        let backup_mib = line("backup peak PSS", "MiB", &|f| {
-            bench_common::mib(f.backup_rss_kib)
-        });
-        let restore_s = line("restore", "s", &|f| f.restore_s);
-        line("restore rate", "obj/s", &|f| objects as f64 / f.restore_s);
-        let restore_mib = line("restore peak PSS", "MiB", &|f| {
-            bench_common::mib(f.restore_rss_kib)
-        });
-        Summary {
-            name,
-            empty_backup_s,
-            empty_restore_s,
-            backup_s,
-            restore_s,
-            backup_mib,
-            restore_mib,
-        }
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -526,21 +473,23 @@ async fn main() -> Result<()> {
         which: Which::Hawser,
         item_block_workers: 1,
     }];
-    contenders.extend(
-        args.velero_item_block_workers
-            .iter()
-            .map(|&workers| Contender {
-                which: Which::Velero,
-                item_block_workers: workers.max(1),
-            }),
-    );
+    let mut workers = args.velero_item_block_workers.clone();
+    if workers.contains(&0) {
+        bail!("--velero-item-block-workers takes counts of 1 or more");
+    }
+    workers.sort_unstable();
+    workers.dedup();
+    contenders.extend(workers.iter().map(|&workers| Contender {
+        which: Which::Velero,
+        item_block_workers: workers,
+    }));
     println!(
         "versus-velero: {} ConfigMaps (1 KiB), --resource-timeout {}, --client-qps {} --client-burst {} for every server, Velero's --item-block-worker-count {:?}, {} rounds in alternating order, {outage}",
         args.objects,
         args.resource_timeout,
         args.client_qps,
         args.client_burst,
-        args.velero_item_block_workers,
+        workers,
         args.rounds,
     );
     let bucket = object_store::aws::AmazonS3Builder::new()

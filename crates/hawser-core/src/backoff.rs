@@ -2,7 +2,7 @@
 //!
 //! Everything here is pure: time is passed in as plain [`Duration`]s measured from the first
 //! attempt, randomness comes from an injected [`Rng`], and the functions only *decide* how long to
-//! wait. The async loop that sleeps and sends requests lives in the `hawser` crate.
+//! wait. The async loop that sleeps and makes the attempts is [`crate::retry::until_deadline`].
 //!
 //! Two policies are modelled:
 //!

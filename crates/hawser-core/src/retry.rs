@@ -57,7 +57,8 @@ impl<T, E> Finish<T, E> {
 /// Runs `op` until it succeeds, `classify` says [`Verdict::Stop`], `cancelled` finishes while
 /// the loop waits, or the policy's deadline (measured from `start`) leaves no room for another
 /// attempt. `op` gets the attempt number (1-based) and that attempt's timeout (the policy's
-/// request timeout shortened to the time left); the first attempt is always made. Waits follow
+/// request timeout shortened to the time left, never below its smallest window); the first
+/// attempt is always made, and so is every attempt the policy granted a wait for. Waits follow
 /// the policy's backoff with a draw from `rng`, never shorter than a `Retry-After`.
 pub async fn until_deadline<T, E, R, F, Fut>(
     policy: &DeadlinePolicy,
@@ -104,9 +105,10 @@ where
             () = tokio::time::sleep(wait) => {}
             () = &mut cancelled => return Finish::Cancelled { error, attempts },
         }
-        match policy.attempt_timeout(start.elapsed()) {
-            Some(t) => timeout = t,
-            None => return Finish::Deadline { error, attempts },
-        }
+        // The policy granted this attempt before the wait; a wait that ends a little late
+        // (a real clock) still leaves it its smallest window.
+        timeout = policy
+            .attempt_timeout(start.elapsed())
+            .unwrap_or_else(|| policy.min_request_timeout.min(policy.request_timeout));
     }
 }

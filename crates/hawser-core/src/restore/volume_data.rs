@@ -7,6 +7,8 @@
 
 use serde_json::Value;
 
+use crate::json::text;
+
 /// Volumes named in one warning; the others are counted.
 const NAMES_PER_WARNING: usize = 10;
 
@@ -19,13 +21,6 @@ pub struct VolumeSideFiles {
     pub native_snapshots: Vec<Value>,
     /// `<backup>-volumeinfo.json.gz`: Velero's `BackupVolumeInfo` entries.
     pub volume_info: Vec<Value>,
-}
-
-fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 /// `a, b, c and 4 more`.

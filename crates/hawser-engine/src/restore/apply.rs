@@ -23,13 +23,13 @@ use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use super::exec_hooks::HookedPod;
-
-#[path = "apply_existing.rs"]
-mod existing;
 use super::namespaces::Namespaces;
 use super::results::{ItemResult, Report, Scope};
 use crate::cluster::path::Collection;
 use crate::cluster::request as api;
+
+#[path = "apply_existing.rs"]
+mod existing;
 
 /// Everything the item tasks of one restore share.
 pub(crate) struct Restorer {

@@ -1,5 +1,6 @@
 //! A Restore checked once against the cluster, carrying what the checks read, so that the run
-//! neither discovers nor validates again.
+//! neither validates its spec again nor discovers the cluster again (until restored CRDs make
+//! it refresh discovery). The hook specs are still parsed when the run starts.
 
 use std::time::Duration;
 
