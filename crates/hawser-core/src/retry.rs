@@ -112,3 +112,84 @@ where
             .unwrap_or_else(|| policy.min_request_timeout.min(policy.request_timeout));
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic is how a test reports failure
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+    use crate::backoff::Backoff;
+
+    /// On a real clock a wait ends a little after it was due: the last attempt the policy
+    /// squeezes in before the deadline is still made (10 ms doubling: attempts at 0, 10, 30, 70,
+    /// 150, 310 and 630 ms; the next wait would pass the last start at 900 ms, so it is
+    /// shortened to end there).
+    #[tokio::test]
+    async fn the_attempt_squeezed_in_before_the_deadline_is_made() {
+        let policy = DeadlinePolicy {
+            backoff: Backoff {
+                initial: Duration::from_millis(10),
+                jitter: 0.0,
+                ..Backoff::with_max(Duration::from_secs(5))
+            },
+            timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+            min_request_timeout: Duration::from_millis(100),
+        };
+        let rng = Mutex::new(StdRng::seed_from_u64(1));
+        let start = Instant::now();
+        let starts = Mutex::new(Vec::new());
+        let finish: Finish<(), &str> = until_deadline(
+            &policy,
+            &rng,
+            start,
+            std::future::pending(),
+            |_| Verdict::Again(None),
+            |_, timeout| {
+                starts.lock().unwrap().push((start.elapsed(), timeout));
+                async { Err("unavailable") }
+            },
+        )
+        .await;
+        assert!(matches!(finish, Finish::Deadline { .. }), "{finish:?}");
+        let starts = starts.into_inner().unwrap();
+        let (last, timeout) = *starts.last().unwrap();
+        assert!(last >= Duration::from_millis(880), "{starts:?}");
+        assert!(timeout >= Duration::from_millis(100), "{starts:?}");
+        assert!(start.elapsed() < Duration::from_secs(2), "{starts:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_permanent_answer_stops_and_cancelling_ends_the_wait() {
+        let policy = DeadlinePolicy::default();
+        let rng = Mutex::new(StdRng::seed_from_u64(1));
+        let stopped: Finish<(), &str> = until_deadline(
+            &policy,
+            &rng,
+            Instant::now(),
+            std::future::pending(),
+            |_| Verdict::Stop,
+            |_, _| async { Err("not found") },
+        )
+        .await;
+        assert!(
+            matches!(stopped, Finish::Stopped { attempts: 1, .. }),
+            "{stopped:?}"
+        );
+        let cancelled: Finish<(), &str> = until_deadline(
+            &policy,
+            &rng,
+            Instant::now(),
+            tokio::time::sleep(Duration::from_secs(1)),
+            |_| Verdict::Again(Some(Duration::from_secs(30))),
+            |_, _| async { Err("too many requests") },
+        )
+        .await;
+        assert!(
+            matches!(cancelled, Finish::Cancelled { attempts: 1, .. }),
+            "{cancelled:?}"
+        );
+    }
+}
