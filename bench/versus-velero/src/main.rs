@@ -133,6 +133,8 @@ const BUCKET: &str = "versus-velero";
 /// ConfigMaps in the namespace of the backups and restores caught by the outage.
 const SMALL: usize = 5;
 const FINAL: &[&str] = &["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
+/// The longest wait for a Backup or Restore to end.
+const LIMIT: Duration = Duration::from_secs(3600);
 
 fn phase(o: &DynamicObject) -> String {
     o.data["status"]["phase"]
@@ -169,6 +171,20 @@ async fn create(api: &Api<DynamicObject>, kind: &str, name: &str, spec: Value) -
     }))?;
     api.create(&PostParams::default(), &object).await?;
     Ok(())
+}
+
+/// Creates a Backup or Restore and waits for its final phase: the phase, and the seconds from
+/// the creation to reading it.
+async fn timed(
+    api: &Api<DynamicObject>,
+    kind: &str,
+    name: &str,
+    spec: Value,
+) -> Result<(String, f64)> {
+    let started = Instant::now();
+    create(api, kind, name, spec).await?;
+    let done = wait_phase(api, name, |p| FINAL.contains(&p), LIMIT).await?;
+    Ok((done, started.elapsed().as_secs_f64()))
 }
 
 /// What the bucket holds for a backup: whether its archive is there, and its record's phase.
@@ -259,44 +275,37 @@ async fn run_one(
         Api::namespaced_with(c.client.clone(), "velero", &resource("Backup", "backups"));
     let restores: Api<DynamicObject> =
         Api::namespaced_with(c.client.clone(), "velero", &resource("Restore", "restores"));
-    let limit = Duration::from_secs(3600);
 
     // The fixed overhead: a backup of a namespace with nothing in it, and its restore.
-    let started = Instant::now();
-    create(
+    let (done, secs) = timed(
         &backups,
         "Backup",
         "empty",
         json!({"includedNamespaces": ["empty"], "snapshotVolumes": false}),
     )
     .await?;
-    let done = wait_phase(&backups, "empty", |p| FINAL.contains(&p), limit).await?;
-    figures.empty_backup_s = started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    create(
+    figures.empty_backup_s = secs;
+    let (restored, secs) = timed(
         &restores,
         "Restore",
         "empty-copy",
         json!({"backupName": "empty", "namespaceMapping": {"empty": "empty-copy"}}),
     )
     .await?;
-    let restored = wait_phase(&restores, "empty-copy", |p| FINAL.contains(&p), limit).await?;
-    figures.empty_restore_s = started.elapsed().as_secs_f64();
+    figures.empty_restore_s = secs;
     if done != "Completed" || restored != "Completed" {
         bail!("{name}: the empty backup ended {done}, its restore {restored}");
     }
 
     server.take_peak();
-    let started = Instant::now();
-    create(
+    let (done, secs) = timed(
         &backups,
         "Backup",
         "big",
         json!({"includedNamespaces": ["bench"], "snapshotVolumes": false}),
     )
     .await?;
-    let done = wait_phase(&backups, "big", |p| FINAL.contains(&p), limit).await?;
-    figures.backup_s = started.elapsed().as_secs_f64();
+    figures.backup_s = secs;
     figures.backup_pss_kib = server.take_peak();
     if done != "Completed" {
         bail!(
@@ -306,16 +315,14 @@ async fn run_one(
         );
     }
 
-    let started = Instant::now();
-    create(
+    let (done, secs) = timed(
         &restores,
         "Restore",
         "big-copy",
         json!({"backupName": "big", "namespaceMapping": {"bench": "bench-copy"}}),
     )
     .await?;
-    let done = wait_phase(&restores, "big-copy", |p| FINAL.contains(&p), limit).await?;
-    figures.restore_s = started.elapsed().as_secs_f64();
+    figures.restore_s = secs;
     figures.restore_pss_kib = server.take_peak();
     let copies: Api<ConfigMap> = Api::namespaced(c.client.clone(), "bench-copy");
     let restored = copies
@@ -344,7 +351,7 @@ async fn run_one(
         json!({"includedNamespaces": ["small"], "snapshotVolumes": false}),
     )
     .await?;
-    let done = wait_phase(&backups, "small-source", |p| FINAL.contains(&p), limit).await?;
+    let done = wait_phase(&backups, "small-source", |p| FINAL.contains(&p), LIMIT).await?;
     if done != "Completed" {
         bail!("{}: backup small-source ended {done}", name);
     }
