@@ -12,7 +12,7 @@
 
 use hawser_core::backoff::DeadlinePolicy;
 use hawser_core::retry::{self, Verdict};
-use hawser_engine::cluster::request::{fresh_rng, verdict};
+use hawser_engine::cluster::request::{jitter_rng, verdict};
 use kube::Api;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -60,7 +60,7 @@ where
     };
     retry::until_deadline(
         policy,
-        &fresh_rng(),
+        jitter_rng(),
         Instant::now(),
         shutdown.cancelled(),
         classify,

@@ -15,7 +15,7 @@
 //! Requests are sent with [`Client::send`] rather than `Client::request`, because `kube::Error`
 //! keeps no response headers.
 
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -159,7 +159,7 @@ async fn exchange<T: DeserializeOwned>(
     };
     let body = retry::until_deadline(
         &policy,
-        &fresh_rng(),
+        jitter_rng(),
         Instant::now(),
         // The engines' work is aborted as a whole when the server stops or steps down.
         std::future::pending(),
@@ -183,10 +183,14 @@ pub fn verdict(error: &kube::Error) -> Verdict {
     }
 }
 
-/// A generator for one retry loop's jitter.
+/// The jitter of the retry loops outside the status engine: one generator for the process,
+/// seeded once and locked only to draw a wait after a failure, so that a request that succeeds
+/// costs nothing here.
 #[must_use]
-pub fn fresh_rng() -> Mutex<StdRng> {
-    Mutex::new(StdRng::from_rng(&mut rand::rng()))
+pub fn jitter_rng() -> &'static Mutex<StdRng> {
+    static RNG: LazyLock<Mutex<StdRng>> =
+        LazyLock::new(|| Mutex::new(StdRng::from_rng(&mut rand::rng())));
+    &RNG
 }
 
 /// Content type of a JSON merge patch.
