@@ -16,7 +16,7 @@ use flate2::write::GzEncoder;
 use hawser_api::Backup;
 use hawser_core::archive::{ArchiveReader, ReaderOptions};
 use hawser_core::layout::Layout;
-use hawser_engine::backup::{self, BackupOptions};
+use hawser_engine::backup::{self, BackupOptions, ValidatedBackup};
 use hawser_store::crypt::{ArchiveKey, Opener};
 use hawser_store::{Location, LocationSpec};
 
@@ -287,7 +287,11 @@ pub async fn backup(url: &str, root: &Path, sealed: bool) -> Result<()> {
     };
 
     let started = Instant::now();
-    let outcome = backup::run(client, &location, &object, options)
+    // Checked inside the clock, as the server checks a Backup before it runs it.
+    let valid = ValidatedBackup::check(&client, object.clone(), options.api_retry)
+        .await
+        .map_err(|e| anyhow::anyhow!(e.full_message()))?;
+    let outcome = backup::run(client, &location, &valid, options)
         .await
         .map_err(|e| anyhow::anyhow!(e.full_message()))?;
     let record = backup::record(&object, &outcome).context("velero-backup.json body")?;

@@ -26,7 +26,7 @@ use bench_common::{mib, push_figures, push_server_figures, verdict};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use hawser_api::{Backup, BackupSpec};
-use hawser_engine::backup::{self, BackupOptions};
+use hawser_engine::backup::{self, BackupOptions, ValidatedBackup};
 use kube::Client;
 use kube_sim::{KubeSim, SimConfig, SimStore};
 use plan::Target;
@@ -133,7 +133,11 @@ async fn back_up(client: &Client, root: &str) -> Result<u64> {
     };
     let mut object = Backup::new(plan::BACKUP, spec);
     object.metadata.namespace = Some("velero".to_owned());
-    let outcome = backup::run(client.clone(), &location, &object, BackupOptions::default())
+    let options = BackupOptions::default();
+    let valid = ValidatedBackup::check(client, object.clone(), options.api_retry)
+        .await
+        .map_err(|e| anyhow::anyhow!(e.full_message()))?;
+    let outcome = backup::run(client.clone(), &location, &valid, options)
         .await
         .map_err(|e| anyhow::anyhow!(e.full_message()))?;
     anyhow::ensure!(

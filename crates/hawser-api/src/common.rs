@@ -7,6 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::string_enum::string_enum;
 
+/// A count as a status field holds it (Go's `int`), saturated.
+#[must_use]
+pub fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// `spec.metadata` of a Backup: only meaningful in a Schedule's template, whose labels are copied
 /// onto the Backups it creates.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -45,7 +45,7 @@ pub use bsl::{
     BackupStorageLocation, BackupStorageLocationAccessMode, BackupStorageLocationSpec,
     BackupStorageLocationStatus, ObjectStorageLocation,
 };
-pub use common::{HookErrorMode, HookStatus, TemplateMetadata};
+pub use common::{HookErrorMode, HookStatus, TemplateMetadata, count};
 pub use datamover::{
     CsiSnapshotSpec, DATA_MOVER_API_VERSION, DataDownload, DataDownloadSpec, DataDownloadStatus,
     DataUpload, DataUploadSpec, DataUploadStatus, NodeOs, TargetVolumeSpec,
@@ -56,7 +56,7 @@ pub use phase::{
     IllegalTransition, Kind, LifecyclePhase, Phase, RestorePhase, SchedulePhase,
     ServerStatusRequestPhase, phase_str,
 };
-pub use phased::PhasedResource;
+pub use phased::{PhasedResource, SharedStatus, StatusPatch};
 pub use podvolume::{
     DataTransferPhase, DataTransferProgress, PodVolumeBackup, PodVolumeBackupSpec,
     PodVolumeBackupStatus, PodVolumeRestore, PodVolumeRestoreSpec, PodVolumeRestoreStatus,

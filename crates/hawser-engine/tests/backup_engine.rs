@@ -3,6 +3,7 @@
 //! failures. Storage failures are in `backup_storage.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // failed unwraps are failed tests
 
+mod backup_support;
 #[path = "../../hawser-store/tests/common/mod.rs"]
 mod store_common;
 
@@ -220,7 +221,7 @@ async fn namespace_filter_writes_each_selected_item_with_its_namespace_and_crd()
         .with_page_size(2)
         .with_progress(progress_tx);
 
-    let outcome = backup::run(client, &location, &backup, options)
+    let outcome = backup_support::check_and_run(client, &location, &backup, options)
         .await
         .unwrap();
 
@@ -394,9 +395,10 @@ async fn label_selector_keeps_only_matching_items() {
     let mut backup = Backup::named("front").including_namespaces(&["shop"]);
     backup.spec.label_selector = Some(selector("tier", "front"));
 
-    let outcome = backup::run(client.clone(), &location, &backup, BackupOptions::default())
-        .await
-        .unwrap();
+    let outcome =
+        backup_support::check_and_run(client.clone(), &location, &backup, BackupOptions::default())
+            .await
+            .unwrap();
 
     let list = resource_list(&location, "front").await;
     assert_eq!(list.get("v1/ConfigMap"), ["shop/cm-0", "shop/cm-1"]);
@@ -411,9 +413,10 @@ async fn label_selector_keeps_only_matching_items() {
     let mut backup = Backup::named("either").including_namespaces(&["shop"]);
     backup.spec.or_label_selectors =
         Some(vec![selector("tier", "front"), selector("app", "nothing")]);
-    let outcome = backup::run(client, &location, &backup, BackupOptions::default())
-        .await
-        .unwrap();
+    let outcome =
+        backup_support::check_and_run(client, &location, &backup, BackupOptions::default())
+            .await
+            .unwrap();
     let list = resource_list(&location, "either").await;
     assert_eq!(list.get("v1/ConfigMap"), ["shop/cm-0", "shop/cm-1"]);
     assert_eq!(outcome.items_backed_up as usize, list.len());
@@ -432,9 +435,10 @@ async fn all_namespaces_backup_lists_cluster_wide_and_takes_cluster_types() {
     let location = location(&dir);
     let backup = Backup::named("full");
 
-    let outcome = backup::run(client, &location, &backup, BackupOptions::default())
-        .await
-        .unwrap();
+    let outcome =
+        backup_support::check_and_run(client, &location, &backup, BackupOptions::default())
+            .await
+            .unwrap();
 
     let list = resource_list(&location, "full").await;
     let configmaps = list.get("v1/ConfigMap");
@@ -494,9 +498,10 @@ async fn overloaded_and_failing_reads_are_retried_honouring_retry_after() {
     let before = sim.last_request_seq();
     let started = std::time::Instant::now();
 
-    let outcome = backup::run(client, &location, &backup, BackupOptions::default())
-        .await
-        .unwrap();
+    let outcome =
+        backup_support::check_and_run(client, &location, &backup, BackupOptions::default())
+            .await
+            .unwrap();
 
     let elapsed = started.elapsed();
     assert_eq!(
@@ -559,7 +564,7 @@ async fn vanished_type_is_a_warning_and_a_failed_list_an_error() {
     // A 500 that lasts longer than the read budget is an error of that type.
     let options = BackupOptions::default().with_api_retry(Duration::from_millis(300));
 
-    let outcome = backup::run(client, &location, &backup, options)
+    let outcome = backup_support::check_and_run(client, &location, &backup, options)
         .await
         .unwrap();
 
@@ -639,9 +644,10 @@ async fn invalid_spec_is_a_validation_error_and_stores_nothing() {
     backup.spec.label_selector = Some(selector("a", "b"));
     backup.spec.or_label_selectors = Some(vec![selector("c", "d")]);
 
-    let error = backup::run(client.clone(), &location, &backup, BackupOptions::default())
-        .await
-        .unwrap_err();
+    let error =
+        backup_support::check_and_run(client.clone(), &location, &backup, BackupOptions::default())
+            .await
+            .unwrap_err();
 
     match &error {
         BackupError::Validation { messages } => {
@@ -658,7 +664,7 @@ async fn invalid_spec_is_a_validation_error_and_stores_nothing() {
         .with_config("root", dir.path().to_str().unwrap())
         .with_access_mode(AccessMode::ReadOnly);
     let read_only = Location::new(&spec).unwrap();
-    let error = backup::run(
+    let error = backup_support::check_and_run(
         client,
         &read_only,
         &Backup::named("ro"),
@@ -684,7 +690,7 @@ async fn expired_continue_token_resumes_the_list_with_the_offered_token() {
         let (client, location, backup) = (client.clone(), location.clone(), backup.clone());
         tokio::spawn(async move {
             let options = BackupOptions::default().with_page_size(2);
-            backup::run(client, &location, &backup, options).await
+            backup_support::check_and_run(client, &location, &backup, options).await
         })
     };
     // After the first page, a write and a compaction make the first page's token too old.
@@ -757,7 +763,7 @@ async fn ordered_resources_lead_their_type_and_unbuilt_fields_are_warnings() {
 
     // Pages of 2: the held items of the ordered type go out in several batches too.
     let options = BackupOptions::default().with_page_size(2);
-    let outcome = backup::run(client, &location, &backup, options)
+    let outcome = backup_support::check_and_run(client, &location, &backup, options)
         .await
         .unwrap();
 

@@ -4,6 +4,8 @@
 //! actions add.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // failed unwraps are failed tests
 
+mod backup_support;
+
 use std::collections::BTreeSet;
 use std::io::{Cursor, Read};
 
@@ -11,7 +13,7 @@ use hawser_api::Backup;
 use hawser_api::phase::BackupPhase;
 use hawser_core::archive::{ArchiveReader, ReaderOptions};
 use hawser_core::layout::Layout;
-use hawser_engine::backup::{self, BackupOptions};
+use hawser_engine::backup::BackupOptions;
 use hawser_store::{Location, LocationSpec};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, DeleteParams};
@@ -123,9 +125,10 @@ async fn a_namespaced_backup_brings_the_volumes_and_bindings_its_items_name() {
     let location = location(&dir);
     let backup = Backup::named("shop").including_namespaces(&["shop"]);
 
-    let outcome = backup::run(client, &location, &backup, BackupOptions::default())
-        .await
-        .unwrap();
+    let outcome =
+        backup_support::check_and_run(client, &location, &backup, BackupOptions::default())
+            .await
+            .unwrap();
 
     let paths = archived(&location, "shop").await;
     let cluster_scoped: BTreeSet<&str> = paths
@@ -186,7 +189,7 @@ async fn the_per_item_checks_apply_to_what_the_actions_add() {
     // (nor the Namespace object: its type is not included).
     let mut pods_only = Backup::named("pods").including_namespaces(&["shop"]);
     pods_only.spec.included_resources = Some(vec!["pods".to_owned()]);
-    backup::run(
+    backup_support::check_and_run(
         client.clone(),
         &location,
         &pods_only,
@@ -207,7 +210,7 @@ async fn the_per_item_checks_apply_to_what_the_actions_add() {
     // Volumes excluded explicitly: the claims come, their volumes do not.
     let mut no_volumes = Backup::named("no-volumes").including_namespaces(&["shop"]);
     no_volumes.spec.excluded_resources = Some(vec!["persistentvolumes".to_owned()]);
-    backup::run(client, &location, &no_volumes, BackupOptions::default())
+    backup_support::check_and_run(client, &location, &no_volumes, BackupOptions::default())
         .await
         .unwrap();
     let paths = archived(&location, "no-volumes").await;
@@ -228,9 +231,10 @@ async fn a_full_backup_holds_each_named_item_once() {
     let location = location(&dir);
     let backup = Backup::named("all");
 
-    let outcome = backup::run(client, &location, &backup, BackupOptions::default())
-        .await
-        .unwrap();
+    let outcome =
+        backup_support::check_and_run(client, &location, &backup, BackupOptions::default())
+            .await
+            .unwrap();
 
     let paths = archived(&location, "all").await;
     for path in [

@@ -3,6 +3,8 @@
 //! ready, one that fails, and `snapshotVolumes: false`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // failed unwraps are failed tests
 
+mod backup_support;
+
 use std::io::Cursor;
 use std::time::Duration;
 
@@ -192,7 +194,7 @@ async fn a_claims_snapshot_is_cut_waited_for_and_kept_when_the_backup_ends() {
     let cluster = cluster(&[("data", "")]).await;
     let backup = backup_of_shop("with-volume", "1m");
 
-    let outcome = backup::run(
+    let outcome = backup_support::check_and_run(
         cluster.client.clone(),
         &cluster.location,
         &backup,
@@ -352,7 +354,7 @@ async fn a_snapshot_never_ready_fails_its_operation_at_the_timeout_and_a_failed_
     let cluster = cluster(&[("stuck", "never-ready"), ("broken", "error")]).await;
     let backup = backup_of_shop("faulty", "1s");
 
-    let outcome = backup::run(
+    let outcome = backup_support::check_and_run(
         cluster.client.clone(),
         &cluster.location,
         &backup,
@@ -410,7 +412,7 @@ async fn no_snapshot_is_taken_when_snapshot_volumes_is_false() {
     let mut backup = backup_of_shop("objects-only", "1m");
     backup.spec.snapshot_volumes = Some(false);
 
-    let outcome = backup::run(
+    let outcome = backup_support::check_and_run(
         cluster.client.clone(),
         &cluster.location,
         &backup,

@@ -5,6 +5,7 @@
 //! the files written after the archive (resource list, results, log).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // failed unwraps are failed tests
 
+mod backup_support;
 #[path = "../../hawser-store/tests/common/mod.rs"]
 mod store_common;
 
@@ -78,7 +79,7 @@ async fn back_up(client: Client, location: &Location, name: &str) -> Result<u64,
         .with_progress(progress_tx);
     let result = tokio::time::timeout(
         Duration::from_secs(60),
-        backup::run(client, location, &backup, options),
+        backup_support::check_and_run(client, location, &backup, options),
     )
     .await
     .expect("the backup ends within a minute");

@@ -121,15 +121,7 @@ pub async fn serve(
     let mut registry = prometheus_client::registry::Registry::default();
     let engine = StatusEngine::new(
         client.clone(),
-        StatusConfig {
-            resource_timeout: settings.status.resource_timeout,
-            max_backoff: settings.status.max_backoff,
-            resync_period: settings.status.resync_period,
-            resume_attempts: settings.status.resume_attempts,
-            namespace: Some(namespace.clone()),
-            clock: clock.clone(),
-            ..StatusConfig::default()
-        },
+        status_config(&settings, &namespace, &clock),
         StatusMetrics::register(&mut registry),
     );
     let metrics = VeleroMetrics::register(&mut registry);
@@ -221,6 +213,19 @@ pub async fn serve(
 }
 
 /// What outlives a term of leadership.
+/// The status engine's configuration: the server's settings for the objects of `namespace`.
+pub(crate) fn status_config(settings: &Settings, namespace: &str, clock: &Clock) -> StatusConfig {
+    StatusConfig {
+        resource_timeout: settings.status.resource_timeout,
+        max_backoff: settings.status.max_backoff,
+        resync_period: settings.status.resync_period,
+        resume_attempts: settings.status.resume_attempts,
+        namespace: Some(namespace.to_owned()),
+        clock: clock.clone(),
+        ..StatusConfig::default()
+    }
+}
+
 struct Server {
     client: kube::Client,
     namespace: String,

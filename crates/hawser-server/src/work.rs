@@ -8,24 +8,26 @@ use std::time::Duration;
 use bytes::Bytes;
 use hawser_api::labels::{HAWSER_ATTEMPT, HAWSER_INTERRUPTED_ATTEMPTS, HAWSER_OWNER};
 use hawser_api::phase::Phase;
-use hawser_status::{
-    Kind, Landing, ObjectKey, ProgressWrite, StatusUpdate, WorkerGuard, WriteError,
-};
+use hawser_api::{PhasedResource, SharedStatus};
+use hawser_status::{Landing, ObjectKey, ProgressWrite, StatusUpdate, WorkerGuard, WriteError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::DynamicObject;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::context::Context;
 use crate::queue::{Handled, Offer};
 
 /// A waiting object taken up by a worker of this instance.
-pub(crate) struct Taken {
+pub(crate) struct Taken<T> {
     pub(crate) name: String,
     pub(crate) key: ObjectKey,
-    /// The object as JSON.
+    /// The object as JSON, as it was read (for what is read of it even when it is malformed).
     pub(crate) json: Value,
+    /// The object, typed; or, when it does not parse as its kind, why (its work then ends in
+    /// `FailedValidation` with that message).
+    pub(crate) object: Result<T, String>,
     /// `metadata.resourceVersion` and `status.phase` as seen, for the first write.
     pub(crate) resource_version: String,
     pub(crate) phase: Phase,
@@ -45,14 +47,16 @@ struct RerunOf {
     started: Option<jiff::Timestamp>,
 }
 
-impl Taken {
+impl<T: PhasedResource> Taken<T> {
     /// Takes up the object `offered` names, as it is now: it is read again (it may have waited
     /// for a free slot, changed, or been deleted and created again), and taken only when this
     /// instance does not already own it (a worker or the re-driver holds it) and it still waits
     /// or, for a rerun, it is still the interrupted object recovery found (same uid and owner,
     /// `InProgress`). Otherwise what the queue does with it: [`Handled::Done`] when there is
-    /// nothing to take, [`Handled::Retry`] when the API cannot answer.
-    pub(crate) async fn fresh(ctx: &Context, kind: Kind, offered: &Offer) -> Result<Self, Handled> {
+    /// nothing to take, [`Handled::Retry`] when the API cannot answer. The object is parsed as
+    /// its kind once, here.
+    pub(crate) async fn fresh(ctx: &Context, offered: &Offer) -> Result<Self, Handled> {
+        let kind = T::LIFECYCLE_KIND;
         let (name, rerun) = match offered {
             Offer::Waiting(object) => (object.metadata.name.clone().ok_or(Handled::Done)?, None),
             Offer::Rerun(rerun) => (rerun.key.name.clone(), Some(rerun)),
@@ -94,6 +98,8 @@ impl Taken {
                 .and_then(Value::as_str)
                 .and_then(|t| t.parse().ok()),
         });
+        let typed = T::deserialize(&json)
+            .map_err(|e| format!("the {} cannot be read: {e}", kind.api_resource().kind));
         Ok(Self {
             name,
             key,
@@ -101,6 +107,7 @@ impl Taken {
             phase,
             uid,
             json,
+            object: typed,
             _worker: worker,
             rerun,
         })
@@ -147,18 +154,21 @@ impl Taken {
         let update = match &self.rerun {
             None => self
                 .update(Phase::failed_validation(self.key.kind))
-                .field("validationErrors", messages),
+                .status(&SharedStatus {
+                    validation_errors: Some(messages),
+                    ..SharedStatus::default()
+                }),
             Some(_) => self
                 .update(Phase::failed(self.key.kind))
-                .field(
-                    "failureReason",
-                    format!(
+                .status(&SharedStatus {
+                    failure_reason: Some(format!(
                         "the interrupted {} could not be run again: {}",
                         self.key.kind,
                         messages.join("; ")
-                    ),
-                )
-                .field("completionTimestamp", json!(Time(now))),
+                    )),
+                    completion_timestamp: Some(Time(now)),
+                    ..SharedStatus::default()
+                }),
         };
         self.first_write(update)
     }
@@ -179,19 +189,18 @@ impl Taken {
     }
 
     /// Writes `status.progress` of this object while `rx` changes (see [`report_progress`]),
-    /// with the phase `phase_of` says the work is in.
+    /// as `report` makes an `InProgress` update say it.
     pub(crate) fn report_progress<P>(
         &self,
         ctx: Arc<Context>,
         rx: watch::Receiver<P>,
-        to_json: fn(&P) -> Value,
-        phase_of: fn(&P) -> Phase,
+        report: Report<P>,
     ) -> tokio::task::JoinHandle<()>
     where
         P: Clone + PartialEq + Default + Send + Sync + 'static,
     {
         let template = self.update(Phase::in_progress(self.key.kind));
-        tokio::spawn(report_progress(ctx, template, rx, (to_json, phase_of)))
+        tokio::spawn(report_progress(ctx, template, rx, report))
     }
 
     /// Writes the outcome recorded for this very object (same uid), when this waiting object
@@ -305,11 +314,11 @@ where
 /// Shortest time between two `status.progress` writes of one object.
 pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
 
-/// How a progress value is written: its `status.progress` and the phase it stands for.
-type ProgressFields<P> = (fn(&P) -> Value, fn(&P) -> Phase);
+/// Makes an `InProgress` status update report a progress: its `status.progress`, and the
+/// phase the work is in (`InProgress`, or a Restore's `Finalizing`).
+pub(crate) type Report<P> = fn(StatusUpdate, &P) -> StatusUpdate;
 
-/// Writes `status.progress` (as `to_json` renders it, with the phase `phase_of` gives:
-/// `InProgress`, or a Restore's `Finalizing`) when it changed, at most every
+/// Writes `status.progress` (as `report` makes the update say it) when it changed, at most every
 /// [`PROGRESS_INTERVAL`], until aborted or the sender is dropped. Each write is one attempt,
 /// paused after a transient failure
 /// ([`StatusEngine::write_progress`](hawser_status::StatusEngine::write_progress)); a report
@@ -318,7 +327,7 @@ async fn report_progress<P>(
     ctx: Arc<Context>,
     template: StatusUpdate,
     mut rx: watch::Receiver<P>,
-    (to_json, phase_of): ProgressFields<P>,
+    report: Report<P>,
 ) where
     P: Clone + PartialEq + Default + Send + Sync + 'static,
 {
@@ -333,10 +342,7 @@ async fn report_progress<P>(
             continue;
         }
         let key = template.key().clone();
-        let update = template
-            .clone()
-            .with_phase(phase_of(&now))
-            .field("progress", to_json(&now));
+        let update = report(template.clone(), &now);
         match ctx.engine.write_progress(update).await {
             ProgressWrite::Stored => last = now,
             ProgressWrite::Paused => {}

@@ -34,8 +34,10 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use hawser_api::SharedStatus;
 use hawser_api::labels::{HAWSER_ATTEMPT, HAWSER_INTERRUPTED_ATTEMPTS, HAWSER_OWNER};
 use hawser_api::phase::Phase;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -414,16 +416,11 @@ impl StatusEngine {
                 .fields(status)
                 .decided_by_record(),
             (None, reason) => {
-                let now = self
-                    .inner
-                    .config
-                    .clock
-                    .now()
-                    .strftime("%Y-%m-%dT%H:%M:%SZ")
-                    .to_string();
-                StatusUpdate::for_key(key.clone(), Phase::failed(key.kind))
-                    .field("failureReason", reason.clone().unwrap_or_default())
-                    .field("completionTimestamp", now)
+                StatusUpdate::for_key(key.clone(), Phase::failed(key.kind)).status(&SharedStatus {
+                    failure_reason: Some(reason.clone().unwrap_or_default()),
+                    completion_timestamp: Some(Time(self.inner.config.clock.now())),
+                    ..SharedStatus::default()
+                })
             }
         }
         .observed(resource_version, phase.clone())

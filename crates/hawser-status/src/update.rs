@@ -1,5 +1,6 @@
 //! [`StatusUpdate`]: what a worker (or recovery) wants stored on a Backup/Restore.
 
+use hawser_api::StatusPatch;
 use hawser_api::phase::{BackupPhase, Phase, RestorePhase};
 use serde_json::{Map, Value};
 
@@ -93,15 +94,22 @@ impl StatusUpdate {
         Self::new(namespace, name, Phase::Restore(phase))
     }
 
-    /// Also set `status.<field>` (camelCase, as in the CRD).
-    pub fn field(mut self, field: &str, value: impl Into<Value>) -> Self {
-        if field != "phase" {
-            self.status.insert(field.to_owned(), value.into());
+    /// Also set the fields `status` sets (a typed delta of this update's kind, or the fields
+    /// both kinds share); its `None` fields are left as they are.
+    pub fn status<S: StatusPatch>(self, status: &S) -> Self {
+        debug_assert!(
+            S::KIND.is_none_or(|kind| kind == self.key.kind),
+            "a status update names its own kind"
+        );
+        match serde_json::to_value(status) {
+            Ok(Value::Object(fields)) => self.fields(fields),
+            // The status types serialise to objects: nothing else can come out.
+            _ => self,
         }
-        self
     }
 
-    /// Also set every field of `fields` (a `phase` key is ignored: the phase is fixed at creation).
+    /// Also set every field of `fields`, a status as it was stored (a record's, written back
+    /// as it is); a `phase` key is ignored: the phase is fixed at creation.
     pub fn fields(mut self, fields: Map<String, Value>) -> Self {
         for (k, v) in fields {
             if k != "phase" {
@@ -204,7 +212,7 @@ impl StatusUpdate {
 
     /// The status delta (including `phase`).
     #[must_use]
-    pub fn status(&self) -> &Map<String, Value> {
+    pub fn delta(&self) -> &Map<String, Value> {
         &self.status
     }
 
@@ -244,6 +252,8 @@ fn merged_equals(stored: &Value, patch: &Value) -> bool {
 mod tests {
     use super::*;
     use crate::Kind;
+    use hawser_api::BackupStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;
 
     fn delta(v: Value) -> Map<String, Value> {
@@ -280,10 +290,24 @@ mod tests {
     #[test]
     fn builders_keep_the_phase_fixed() {
         let u = StatusUpdate::backup("velero", "b1", BackupPhase::Completed)
-            .field("phase", "InProgress")
-            .field("completionTimestamp", "2026-01-01T00:00:00Z");
+            .status(&BackupStatus {
+                phase: BackupPhase::InProgress,
+                completion_timestamp: Some(Time(jiff::Timestamp::UNIX_EPOCH)),
+                ..BackupStatus::default()
+            })
+            .fields(
+                json!({"phase": "Failed"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
         assert_eq!(u.phase(), &Phase::Backup(BackupPhase::Completed));
-        assert_eq!(u.status().get("phase"), Some(&json!("Completed")));
+        assert_eq!(u.delta().get("phase"), Some(&json!("Completed")));
+        assert_eq!(
+            u.delta().get("completionTimestamp"),
+            Some(&json!("1970-01-01T00:00:00Z"))
+        );
+        assert_eq!(u.delta().len(), 2, "{:?}", u.delta());
         assert!(u.is_final());
         assert_eq!(u.key().kind, Kind::Backup);
     }

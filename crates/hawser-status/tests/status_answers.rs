@@ -15,8 +15,7 @@ use serde_json::json;
 use status_support::*;
 
 fn completed(name: &str) -> StatusUpdate {
-    StatusUpdate::backup(NS, name, BackupPhase::Completed)
-        .field("completionTimestamp", "2026-12-02T10:00:00Z")
+    StatusUpdate::backup(NS, name, BackupPhase::Completed).status(&timestamp(false))
 }
 
 #[tokio::test]
@@ -226,7 +225,7 @@ async fn with_the_status_subresource_a_claim_is_two_writes_and_the_status_goes_t
     let h = start_with(short_config("inst-1"), true).await;
     create(&h.sim, Kind::Backup, "b1", "New", None);
     let claim = StatusUpdate::backup(NS, "b1", BackupPhase::InProgress)
-        .field("startTimestamp", "2026-12-02T10:00:00Z")
+        .status(&timestamp(true))
         .claim();
     h.engine.write(claim).await.unwrap();
     let stored = get(&h.sim, Kind::Backup, "b1").unwrap();

@@ -15,8 +15,7 @@ use status_support::*;
 use tokio::time::Instant;
 
 fn completed(name: &str) -> StatusUpdate {
-    StatusUpdate::backup(NS, name, BackupPhase::Completed)
-        .field("completionTimestamp", "2026-12-02T10:00:00Z")
+    StatusUpdate::backup(NS, name, BackupPhase::Completed).status(&timestamp(false))
 }
 
 fn rv_number(obj: &serde_json::Value) -> u64 {
@@ -159,7 +158,7 @@ async fn a_hang_longer_than_the_deadline_ends_with_the_status_landed_once_it_end
         .engine
         .write(
             StatusUpdate::backup(NS, "b1", BackupPhase::Failed)
-                .field("failureReason", "upload failed")
+                .status(&failure_reason("upload failed"))
                 .observed(rv(&obj), BackupPhase::InProgress),
         )
         .await

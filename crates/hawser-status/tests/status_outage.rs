@@ -7,12 +7,13 @@ mod status_support;
 use std::time::Duration;
 
 use hawser_api::phase::BackupPhase;
+use hawser_api::{BackupProgress, BackupStatus};
 use hawser_status::{Kind, ProgressWrite, StatusConfig, StatusUpdate, WriteError};
 use status_support::*;
 use tokio::time::Instant;
 
 fn failed(name: &str) -> StatusUpdate {
-    StatusUpdate::backup(NS, name, BackupPhase::Failed).field("failureReason", "upload failed")
+    StatusUpdate::backup(NS, name, BackupPhase::Failed).status(&failure_reason("upload failed"))
 }
 
 #[tokio::test]
@@ -174,8 +175,13 @@ async fn progress_writes_during_an_outage_cost_at_most_one_attempt_per_cap() {
     let h = start(config).await;
     create(&h.sim, Kind::Backup, "b1", "InProgress", Some("a"));
     let progress = |n: u64| {
-        StatusUpdate::backup(NS, "b1", BackupPhase::InProgress)
-            .field("progress", serde_json::json!({"itemsBackedUp": n}))
+        StatusUpdate::backup(NS, "b1", BackupPhase::InProgress).status(&BackupStatus {
+            progress: Some(BackupProgress {
+                items_backed_up: Some(hawser_api::count(n)),
+                total_items: None,
+            }),
+            ..BackupStatus::default()
+        })
     };
     assert!(matches!(
         h.engine.write_progress(progress(1)).await,

@@ -345,7 +345,7 @@ async fn stepping_down_keeps_pending_statuses_a_record_decides_and_drops_the_oth
     let undecided = engine
         .write(
             StatusUpdate::backup(NS, "undecided", BackupPhase::Failed)
-                .field("failureReason", "no record"),
+                .status(&failure_reason("no record")),
         )
         .await
         .unwrap_err();

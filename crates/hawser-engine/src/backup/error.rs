@@ -26,6 +26,10 @@ pub enum BackupError {
     /// Listing the namespaces (needed for every backup) failed.
     #[error("listing namespaces")]
     Namespaces(#[source] kube::Error),
+    /// Reading the resource-policies ConfigMap the spec names failed (before validation
+    /// could finish).
+    #[error("reading the backup's resource policies")]
+    Policies(#[source] kube::Error),
     /// Writing an artifact to the storage location failed.
     #[error("storing `{key}`")]
     Storage {
@@ -84,6 +88,7 @@ impl BackupError {
             Self::ReadOnlyLocation => "StorageLocationReadOnly",
             Self::Discovery(_) => "DiscoveryFailed",
             Self::Namespaces(_) => "NamespaceListFailed",
+            Self::Policies(_) => "ResourcePoliciesReadFailed",
             Self::Storage { .. } => "StorageFailed",
             Self::Archive(_) => "ArchiveWriteFailed",
             Self::Encode { .. } => "EncodeFailed",

@@ -38,6 +38,7 @@ mod results;
 mod sink;
 mod snapshots;
 mod store;
+mod validated;
 mod volume_info;
 
 use std::collections::BTreeSet;
@@ -62,8 +63,9 @@ use tracing::Instrument;
 pub use error::BackupError;
 pub use hawser_core::selection::Catalogue;
 pub use outcome::{ARCHIVE_KEY_ANNOTATION, BackupOptions, BackupOutcome, record};
-pub use policies::resource_policies;
+use policies::resource_policies;
 pub use progress::Progress;
+pub use validated::ValidatedBackup;
 
 use crate::cluster::path::Collection;
 use crate::cluster::request::{self, list_all};
@@ -78,17 +80,22 @@ use store::store_side_files;
 /// [`run`] makes the checks that need discovery.
 #[must_use]
 pub fn validate_spec(backup: &Backup) -> Vec<String> {
+    spec_checks(backup).0
+}
+
+/// [`validate_spec`]'s messages, and the hook specs compiled when they are valid.
+fn spec_checks(backup: &Backup) -> (Vec<String>, Option<BackupHooks>) {
     let mut messages = hawser_core::selection::validate(&filters_of(backup, &[]));
-    if let Err(e) = BackupHooks::new(backup.spec.hook_specs()) {
-        messages.push(e);
-    }
-    messages
+    let hooks = BackupHooks::new(backup.spec.hook_specs())
+        .map_err(|e| messages.push(e))
+        .ok();
+    (messages, hooks)
 }
 
 /// What is wrong with the include/exclude part of `policies` for `backup` (see
 /// [`hawser_core::selection::policy_errors`]).
 #[must_use]
-pub fn policy_errors(backup: &Backup, policies: Option<&ResourcePolicies>) -> Vec<String> {
+fn policy_errors(backup: &Backup, policies: Option<&ResourcePolicies>) -> Vec<String> {
     hawser_core::selection::policy_errors(
         &filters_of(backup, &[]),
         policies.and_then(|p| p.include_exclude.as_ref()),
@@ -105,9 +112,10 @@ pub(crate) use hawser_core::errors::chain_text as error_text;
 pub async fn run(
     client: Client,
     location: &Location,
-    backup: &Backup,
+    valid: &ValidatedBackup,
     options: BackupOptions,
 ) -> Result<BackupOutcome, BackupError> {
+    let backup = &valid.backup;
     let name = backup
         .metadata
         .name
@@ -116,7 +124,7 @@ pub async fn run(
         .ok_or(BackupError::Unnamed)?;
     let namespace = backup.metadata.namespace.clone().unwrap_or_default();
     let span = tracing::info_span!("backup", namespace = %namespace, name = %name);
-    run_named(client, location, backup, options, name, namespace)
+    run_named(client, location, valid, options, name, namespace)
         .instrument(span)
         .await
 }
@@ -124,20 +132,19 @@ pub async fn run(
 async fn run_named(
     client: Client,
     location: &Location,
-    backup: &Backup,
+    valid: &ValidatedBackup,
     options: BackupOptions,
     name: String,
     namespace: String,
 ) -> Result<BackupOutcome, BackupError> {
+    let backup = &valid.backup;
     if location.is_read_only() {
         return Err(BackupError::ReadOnlyLocation);
     }
     let started = options.clock.now();
-    let mut notes = Notes::begin(backup, &options, format!("{namespace}/{name}"));
-    let plan = Plan::make(&client, backup, &options, &mut notes).await?;
-    let hooks = BackupHooks::new(backup.spec.hook_specs())
-        .map_err(|e| BackupError::Validation { messages: vec![e] })?;
-    let runner = hooks::Runner::new(&client, &hooks, backup, options.api_retry);
+    let mut notes = Notes::begin(valid, &options, format!("{namespace}/{name}"));
+    let plan = Plan::make(&client, valid, &options, &mut notes).await?;
+    let runner = hooks::Runner::new(&client, &valid.hooks, backup, options.api_retry);
     runner.settle_pending(backup).await;
     let layout = Layout::new(None);
     let progress = ProgressHandle::new(options.progress.clone());
@@ -163,7 +170,7 @@ async fn run_named(
         related: related::Related::default(),
         hold_claims: backup.spec.snapshot_volumes != Some(false)
             && snapshots::served(&plan.catalogue).is_some(),
-        hooks: &hooks,
+        hooks: &valid.hooks,
     };
     let listed = list_types(&lister, &plan, &mut notes).await;
     let taken = if listed.stopped {
@@ -172,7 +179,7 @@ async fn run_named(
         back_up_the_rest(
             &lister,
             &plan,
-            (backup, &runner),
+            (valid, &runner),
             &options,
             listed,
             &mut notes,
@@ -229,7 +236,8 @@ struct Notes {
 impl Notes {
     /// The log's first lines: the start, the caller's warnings, the spec fields hawser does
     /// not act on.
-    fn begin(backup: &Backup, options: &BackupOptions, name: String) -> Self {
+    fn begin(valid: &ValidatedBackup, options: &BackupOptions, name: String) -> Self {
+        let backup = &valid.backup;
         let mut notes = Self {
             log: BackupLog::new(name, options.clock.clone()),
             messages: Messages::default(),
@@ -251,9 +259,8 @@ impl Notes {
             .resource_policy
             .as_ref()
             .map(|r| r.name.as_str());
-        if let Some(warning) = options
-            .policies
-            .as_ref()
+        if let Some(warning) = valid
+            .policies()
             .zip(policy_name)
             .and_then(|(p, name)| p.unapplied(name))
         {
@@ -284,7 +291,7 @@ impl Plan {
     /// the backup.
     async fn make(
         client: &Client,
-        backup: &Backup,
+        valid: &ValidatedBackup,
         options: &BackupOptions,
         notes: &mut Notes,
     ) -> Result<Self, BackupError> {
@@ -300,11 +307,8 @@ impl Plan {
             .map_err(BackupError::Namespaces)?,
             None => Vec::new(),
         };
-        let filters = filters_of(backup, &namespace_objects);
-        let policy = options
-            .policies
-            .as_ref()
-            .and_then(|p| p.include_exclude.as_ref());
+        let filters = filters_of(&valid.backup, &namespace_objects);
+        let policy = valid.policies().and_then(|p| p.include_exclude.as_ref());
         let selection = Selection::with_policy(&filters, &catalogue, policy)
             .map_err(|messages| BackupError::Validation { messages })?;
         let existing: Vec<String> = namespace_objects
@@ -434,7 +438,7 @@ async fn list_types(lister: &Lister<'_>, plan: &Plan, notes: &mut Notes) -> List
 async fn back_up_the_rest(
     lister: &Lister<'_>,
     plan: &Plan,
-    (backup, hooks): (&Backup, &hooks::Runner<'_>),
+    (valid, hooks): (&ValidatedBackup, &hooks::Runner<'_>),
     options: &BackupOptions,
     mut listed: Listed,
     notes: &mut Notes,
@@ -446,7 +450,7 @@ async fn back_up_the_rest(
     let taken = snapshots::take_snapshots(
         lister,
         &plan.catalogue,
-        (backup, options.policies.as_ref()),
+        (&valid.backup, valid.policies()),
         &options.clock,
         hooks,
         &mut notes.log,

@@ -23,9 +23,9 @@
 use std::io::Cursor;
 use std::time::Duration;
 
-use hawser_api::Backup;
 use hawser_api::labels::BACKUP_UID;
 use hawser_api::phase::BackupPhase;
+use hawser_api::{Backup, BackupStatus, count};
 use hawser_core::archive::gzjson::{Results, Scope, gunzip_limited, read_gz_json};
 use hawser_core::csi::{
     BackupOperation, DEFAULT_OPERATION_TIMEOUT, OperationPhase, SnapshotState, snapshot_state,
@@ -62,6 +62,22 @@ pub fn counts(operations: &[BackupOperation]) -> (u64, u64) {
         count(|p| p == OperationPhase::Completed),
         count(|p| matches!(p, OperationPhase::Failed | OperationPhase::Canceled)),
     )
+}
+
+/// `status` with the counts of `operations` in it: attempted, completed and failed, and the
+/// CSI snapshot counts Velero writes alongside (every operation here is a snapshot's).
+#[must_use]
+pub fn with_counts(operations: &[BackupOperation], status: BackupStatus) -> BackupStatus {
+    let (completed, failed) = counts(operations);
+    let attempted = Some(count(operations.len() as u64));
+    BackupStatus {
+        backup_item_operations_attempted: attempted,
+        backup_item_operations_completed: Some(count(completed)),
+        backup_item_operations_failed: Some(count(failed)),
+        csi_volume_snapshots_attempted: attempted,
+        csi_volume_snapshots_completed: Some(count(completed)),
+        ..status
+    }
 }
 
 /// Stores `<backup>-itemoperations.json.gz`.

@@ -9,7 +9,6 @@ use hawser_core::archive::FORMAT_VERSION;
 use hawser_core::archive::gzjson::Results;
 use hawser_core::csi::BackupOperation;
 use hawser_core::duration::GoDuration;
-use hawser_core::selection::policies::ResourcePolicies;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tokio::sync::watch;
 
@@ -41,9 +40,6 @@ pub struct BackupOptions {
     /// Warnings of the caller (e.g. a server setting hawser does not act on), counted in the
     /// results.
     pub warnings: Vec<String>,
-    /// The backup's resource policies, read when it was validated
-    /// ([`resource_policies`](super::resource_policies)); none by default.
-    pub policies: Option<ResourcePolicies>,
 }
 
 impl Default for BackupOptions {
@@ -57,7 +53,6 @@ impl Default for BackupOptions {
             api_retry: RETRY_BUDGET,
             log_warnings: Vec::new(),
             warnings: Vec::new(),
-            policies: None,
         }
     }
 }
@@ -86,13 +81,6 @@ impl BackupOptions {
     #[must_use]
     pub fn with_concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
-        self
-    }
-
-    /// Sets the resource policies (see [`BackupOptions::policies`]).
-    #[must_use]
-    pub fn with_policies(mut self, policies: Option<ResourcePolicies>) -> Self {
-        self.policies = policies;
         self
     }
 
@@ -232,9 +220,9 @@ pub fn record(
     status.expiration = ttl
         .and_then(|ttl| hawser_api::time::add(outcome.started, ttl))
         .map(Time);
-    status.warnings = Some(i64::try_from(outcome.warnings()).unwrap_or(i64::MAX));
-    status.errors = Some(i64::try_from(outcome.errors()).unwrap_or(i64::MAX));
-    let items = i64::try_from(outcome.items_backed_up).unwrap_or(i64::MAX);
+    status.warnings = Some(hawser_api::count(outcome.warnings()));
+    status.errors = Some(hawser_api::count(outcome.errors()));
+    let items = hawser_api::count(outcome.items_backed_up);
     status.progress = Some(BackupProgress {
         total_items: Some(items),
         items_backed_up: Some(items),
@@ -244,14 +232,7 @@ pub fn record(
         status.hook_status = Some(hooks);
     }
     if !outcome.operations.is_empty() {
-        let count = |n: u64| Some(i64::try_from(n).unwrap_or(i64::MAX));
-        let (completed, failed) = operations::counts(&outcome.operations);
-        let attempted = count(outcome.operations.len() as u64);
-        status.backup_item_operations_attempted = attempted;
-        status.backup_item_operations_completed = count(completed);
-        status.backup_item_operations_failed = count(failed);
-        status.csi_volume_snapshots_attempted = attempted;
-        status.csi_volume_snapshots_completed = count(completed);
+        status = operations::with_counts(&outcome.operations, status);
     }
     backup.status = Some(status);
     serde_json::to_value(&backup)

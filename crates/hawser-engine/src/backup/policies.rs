@@ -17,7 +17,7 @@ use crate::cluster::request;
 ///
 /// # Errors
 /// The ConfigMap could not be read within `budget`: the backup waits.
-pub async fn resource_policies(
+pub(super) async fn resource_policies(
     client: &Client,
     backup: &Backup,
     budget: Duration,

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use hawser_api::{BackupProgress, count};
 use tokio::sync::watch;
 
 /// A snapshot of a backup's progress (`status.progress`).
@@ -15,6 +16,17 @@ pub struct Progress {
     /// server says remain in the LISTs in progress (counted before selection, so it may
     /// overestimate until those LISTs end).
     pub total_items: u64,
+}
+
+impl Progress {
+    /// As the Backup's `status.progress` says it.
+    #[must_use]
+    pub fn status(&self) -> BackupProgress {
+        BackupProgress {
+            total_items: Some(count(self.total_items)),
+            items_backed_up: Some(count(self.items_backed_up)),
+        }
+    }
 }
 
 /// Shared by the listing tasks and the archive task; cheap to clone.

@@ -233,9 +233,9 @@ pub fn record(
     status.phase = outcome.phase.clone();
     status.start_timestamp = Some(Time(outcome.started));
     status.completion_timestamp = Some(Time(outcome.completed));
-    status.warnings = Some(i64::try_from(outcome.warnings()).unwrap_or(i64::MAX));
-    status.errors = Some(i64::try_from(outcome.errors()).unwrap_or(i64::MAX));
-    let items = i64::try_from(outcome.items_restored).unwrap_or(i64::MAX);
+    status.warnings = Some(hawser_api::count(outcome.warnings()));
+    status.errors = Some(hawser_api::count(outcome.errors()));
+    let items = hawser_api::count(outcome.items_restored);
     status.progress = Some(RestoreProgress {
         total_items: Some(items),
         items_restored: Some(items),

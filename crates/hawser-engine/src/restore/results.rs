@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use hawser_api::{RestoreProgress, count};
 use hawser_core::archive::gzjson::{ResourceList, ResultMessages, Results};
 use tokio::sync::watch;
 
@@ -19,6 +20,17 @@ pub struct Progress {
     /// Every item is restored and the restore waits for its exec hooks (Velero's
     /// `Finalizing`).
     pub finalizing: bool,
+}
+
+impl Progress {
+    /// As the Restore's `status.progress` says it.
+    #[must_use]
+    pub fn status(&self) -> RestoreProgress {
+        RestoreProgress {
+            total_items: Some(count(self.total_items)),
+            items_restored: Some(count(self.items_restored)),
+        }
+    }
 }
 
 pub(crate) use hawser_core::archive::gzjson::Scope;

@@ -3,13 +3,16 @@
 //! artifacts, and a builder of hand-written (hostile) archives.
 #![allow(dead_code)] // each test binary uses a part of the fixtures
 
+#[path = "../backup_support/mod.rs"]
+mod backup_support;
+
 use std::io::{Cursor, Write};
 use std::time::Duration;
 
 use hawser_api::{Backup, Restore};
 use hawser_core::archive::gzjson::{ResourceList, Results, gunzip_limited, read_gz_json};
 use hawser_core::layout::Layout;
-use hawser_engine::backup::{self, BackupOptions};
+use hawser_engine::backup::BackupOptions;
 use hawser_engine::restore::{
     self, RestoreError, RestoreOptions, RestoreOutcome, ValidatedRestore,
 };
@@ -152,9 +155,10 @@ pub fn location(dir: &TempDir) -> Location {
 /// Backs up namespace `shop` as `name` with the backup engine.
 pub async fn back_up_shop(client: &Client, location: &Location, name: &str) -> Backup {
     let backup = Backup::named(name).including_namespaces(&["shop"]);
-    let outcome = backup::run(client.clone(), location, &backup, BackupOptions::default())
-        .await
-        .unwrap();
+    let outcome =
+        backup_support::check_and_run(client.clone(), location, &backup, BackupOptions::default())
+            .await
+            .unwrap();
     assert_eq!(outcome.errors(), 0, "backup errors: {:?}", outcome.results);
     backup
 }

@@ -26,20 +26,18 @@
 
 use std::sync::Arc;
 
-use hawser_api::Backup;
 use hawser_api::labels::{
     SOURCE_CLUSTER_K8S_GIT_VERSION, SOURCE_CLUSTER_K8S_MAJOR_VERSION,
     SOURCE_CLUSTER_K8S_MINOR_VERSION, STORAGE_LOCATION,
 };
 use hawser_api::phase::BackupPhase;
+use hawser_api::{Backup, BackupStatus};
 use hawser_core::archive::FORMAT_VERSION;
 use hawser_core::duration::GoDuration;
 use hawser_core::label::valid_label_value;
-use hawser_core::selection::policies::ResourcePolicies;
-use hawser_status::Kind;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::watch;
 
 use crate::backup_queue;
@@ -50,12 +48,14 @@ use crate::queue::{Handled, Offer};
 use crate::work::{
     Committed, Taken, record_status, report_final, store_record, test_panic_after_claim,
 };
-use hawser_engine::backup::{self, BackupError, BackupOptions, BackupOutcome, Progress};
+use hawser_engine::backup::{
+    self, BackupError, BackupOptions, BackupOutcome, Progress, ValidatedBackup,
+};
 
 /// The outcome of validation.
 enum Checked {
-    /// Valid: the backup (with defaults filled in), its location and its resource policies.
-    Valid(Box<Backup>, Box<Location>, Option<ResourcePolicies>),
+    /// Valid: the backup (with defaults filled in and what its checks read) and its location.
+    Valid(Box<ValidatedBackup>, Box<Location>),
     /// `FailedValidation` with these messages.
     Invalid(Vec<String>),
     /// The API could not answer; try again later.
@@ -64,7 +64,7 @@ enum Checked {
 
 /// Handles one waiting Backup (see the module docs).
 pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
-    let taken = match Taken::fresh(&ctx, Kind::Backup, &offer).await {
+    let taken = match Taken::<Backup>::fresh(&ctx, &offer).await {
         Ok(taken) => taken,
         Err(handled) => return handled,
     };
@@ -73,8 +73,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
     }
     let (name, key) = (taken.name.clone(), taken.key.clone());
     let schedule = schedule_of(&taken.json);
-    let (backup, location, policies) = match check(&ctx, &name, taken.json.clone()).await {
-        Checked::Valid(backup, location, policies) => (backup, location, policies),
+    let (valid, location) = match check(&ctx, &name, taken.object.clone()).await {
+        Checked::Valid(valid, location) => (*valid, *location),
         Checked::Retry(why) => {
             tracing::info!(backup = %name, reason = %why, "validation could not finish; the backup waits");
             return Handled::Retry;
@@ -83,7 +83,10 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
             tracing::warn!(backup = %name, errors = ?messages, "backup failed validation");
             let update = taken
                 .refused(messages, ctx.clock.now())
-                .field("queuePosition", 0);
+                .status(&BackupStatus {
+                    queue_position: Some(0),
+                    ..BackupStatus::default()
+                });
             if report_final(ctx.engine.write(update).await, &key) && !taken.is_rerun() {
                 ctx.metrics.backup_validation_failed(&schedule);
             }
@@ -92,6 +95,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         }
     };
 
+    let backup = valid.backup();
     let started = taken.started(ctx.clock.now());
     let expiration = backup
         .spec
@@ -121,11 +125,14 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
             STORAGE_LOCATION,
             valid_label_value(&backup.spec.storage_location.clone().unwrap_or_default()),
         )
-        .field("version", 1)
-        .field("formatVersion", FORMAT_VERSION)
-        .field("queuePosition", 0)
-        .field("startTimestamp", json!(Time(started)))
-        .field("expiration", json!(expiration));
+        .status(&BackupStatus {
+            version: Some(1),
+            format_version: Some(FORMAT_VERSION.to_owned()),
+            queue_position: Some(0),
+            start_timestamp: Some(Time(started)),
+            expiration,
+            ..BackupStatus::default()
+        });
     let claim = match source_cluster(&ctx).await {
         Some(info) => claim
             .annotation(SOURCE_CLUSTER_K8S_GIT_VERSION, info.git_version)
@@ -145,12 +152,12 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
     test_panic_after_claim(&name);
 
     let (progress, progress_rx) = watch::channel(Progress::default());
-    let reporter = taken.report_progress(
-        ctx.clone(),
-        progress_rx,
-        |p| json!({"totalItems": p.total_items, "itemsBackedUp": p.items_backed_up}),
-        |_| BackupPhase::InProgress.into(),
-    );
+    let reporter = taken.report_progress(ctx.clone(), progress_rx, |update, p| {
+        update.status(&BackupStatus {
+            progress: Some(p.status()),
+            ..BackupStatus::default()
+        })
+    });
     let options = BackupOptions::default()
         .with_page_size(ctx.settings.client.page_size.unwrap_or(u32::MAX))
         .with_api_retry(ctx.settings.status.resource_timeout)
@@ -162,11 +169,11 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
                 "server flag --global-backup-volume-policies-configmap: hawser does not merge global volume policies into backups, so those of ConfigMap {name} were not used (the backup's own resource policies were)"
             )
         }))
-        .with_policies(policies);
-    let result = backup::run(ctx.client.clone(), &location, &backup, options).await;
+        ;
+    let result = backup::run(ctx.client.clone(), &location, &valid, options).await;
     reporter.abort();
 
-    let committed = commit(&ctx, &location, &backup, result, started, false).await;
+    let committed = commit(&ctx, &location, backup, result, started, false).await;
     let outcome = &committed.outcome;
     if !outcome.operations.is_empty() && !outcome.phase.is_final() {
         // The wait for the snapshots does not hold this worker's slot: the next backup starts.
@@ -175,14 +182,20 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
             uid: taken.uid.clone(),
             taken_up: None,
         };
-        operations::spawn(&ctx, target, *backup, *location, committed.outcome);
+        operations::spawn(
+            &ctx,
+            target,
+            valid.into_backup(),
+            location,
+            committed.outcome,
+        );
         return Handled::Done;
     }
-    let record = record_status(backup::record(&backup, outcome).ok().as_ref());
+    let record = record_status(backup::record(backup, outcome).ok().as_ref());
     let update = committed.mark(taken.update(outcome.phase.clone()).fields(record));
     report_final(ctx.engine.write(update).await, &key);
     ctx.metrics
-        .backup_finished(&schedule, &finished(&backup, outcome));
+        .backup_finished(&schedule, &finished(backup, outcome));
     Handled::Done
 }
 
@@ -313,29 +326,12 @@ fn server_defaults(settings: &crate::config::BackupSettings, spec: &mut hawser_a
 }
 
 /// Validation (see the module docs).
-async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
-    let mut backup: Backup = match serde_json::from_value(json) {
+async fn check(ctx: &Context, name: &str, object: Result<Backup, String>) -> Checked {
+    let mut backup = match object {
         Ok(b) => b,
-        Err(e) => return Checked::Invalid(vec![format!("the Backup cannot be read: {e}")]),
+        Err(why) => return Checked::Invalid(vec![why]),
     };
-    let mut messages = backup::validate_spec(&backup);
-    if RESERVED_NAMES.contains(&name) {
-        messages.push(format!(
-            "the name {name:?} is reserved: it is the name of a directory at the top of a storage location ({}); choose another name",
-            RESERVED_NAMES.join(", ")
-        ));
-    }
     server_defaults(&ctx.settings.backup, &mut backup.spec);
-    let budget = ctx.settings.status.resource_timeout;
-    let policies = match backup::resource_policies(&ctx.client, &backup, budget).await {
-        Ok(Ok(policies)) => policies,
-        Ok(Err(invalid)) => {
-            messages.push(invalid);
-            None
-        }
-        Err(e) => return Checked::Retry(e.to_string()),
-    };
-    messages.extend(backup::policy_errors(&backup, policies.as_ref()));
     let named = backup
         .spec
         .storage_location
@@ -353,6 +349,18 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
         },
     };
     backup.spec.storage_location = Some(location_name.clone());
+    let budget = ctx.settings.status.resource_timeout;
+    let (valid, mut messages) = match ValidatedBackup::check(&ctx.client, backup, budget).await {
+        Ok(valid) => (Some(valid), Vec::new()),
+        Err(BackupError::Validation { messages }) => (None, messages),
+        Err(e) => return Checked::Retry(e.full_message()),
+    };
+    if RESERVED_NAMES.contains(&name) {
+        messages.push(format!(
+            "the name {name:?} is reserved: it is the name of a directory at the top of a storage location ({}); choose another name",
+            RESERVED_NAMES.join(", ")
+        ));
+    }
     let bsl = match ctx.locations.get(&location_name).await {
         Ok(Some(bsl)) => bsl,
         Ok(None) => {
@@ -405,9 +413,8 @@ async fn check(ctx: &Context, name: &str, json: Value) -> Checked {
             e.full_message()
         )),
     }
-    if messages.is_empty() {
-        Checked::Valid(Box::new(backup), Box::new(location), policies)
-    } else {
-        Checked::Invalid(messages)
+    match valid {
+        Some(valid) if messages.is_empty() => Checked::Valid(Box::new(valid), Box::new(location)),
+        _ => Checked::Invalid(messages),
     }
 }

@@ -16,3 +16,8 @@ pub(crate) mod server_status;
 pub(crate) mod sync;
 pub(crate) mod table;
 pub(crate) mod vsl;
+
+#[cfg(test)]
+mod harness;
+#[cfg(test)]
+mod in_process_tests;

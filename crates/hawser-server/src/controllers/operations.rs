@@ -23,8 +23,8 @@
 
 use std::sync::Arc;
 
-use hawser_api::Backup;
 use hawser_api::phase::{BackupPhase, Phase};
+use hawser_api::{Backup, BackupStatus};
 use hawser_core::csi::BackupOperation;
 use hawser_engine::backup::operations::{self, SnapshotOperations};
 use hawser_engine::backup::{self, BackupOutcome};
@@ -32,7 +32,7 @@ use hawser_status::{Kind, ObjectKey, StatusUpdate};
 use hawser_store::Location;
 use kube::Api;
 use kube::api::DynamicObject;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -246,7 +246,7 @@ pub(crate) async fn drive(
         let phase = outcome.phase.clone();
         intermediate(
             ctx,
-            target.update(phase).fields(counts(&outcome.operations)),
+            target.update(phase).status(&counts(&outcome.operations)),
         )
         .await;
         let polling = SnapshotOperations::polling(backup);
@@ -260,7 +260,7 @@ pub(crate) async fn drive(
                 let phase = outcome.phase.clone();
                 intermediate(
                     ctx,
-                    target.update(phase).fields(counts(&outcome.operations)),
+                    target.update(phase).status(&counts(&outcome.operations)),
                 )
                 .await;
                 continue;
@@ -296,7 +296,7 @@ pub(crate) async fn drive(
         let phase = outcome.phase.clone();
         intermediate(
             ctx,
-            target.update(phase).fields(counts(&outcome.operations)),
+            target.update(phase).status(&counts(&outcome.operations)),
         )
         .await;
     }
@@ -341,15 +341,6 @@ async fn intermediate(ctx: &Context, update: StatusUpdate) {
 }
 
 /// The operation counts of the status.
-fn counts(operations: &[BackupOperation]) -> serde_json::Map<String, Value> {
-    let (completed, failed) = operations::counts(operations);
-    let attempted = operations.len();
-    let fields = json!({
-        "backupItemOperationsAttempted": attempted,
-        "backupItemOperationsCompleted": completed,
-        "backupItemOperationsFailed": failed,
-        "csiVolumeSnapshotsAttempted": attempted,
-        "csiVolumeSnapshotsCompleted": completed,
-    });
-    fields.as_object().cloned().unwrap_or_default()
+fn counts(operations: &[BackupOperation]) -> BackupStatus {
+    operations::with_counts(operations, BackupStatus::default())
 }

@@ -25,13 +25,13 @@ use std::sync::Arc;
 
 use hawser_api::labels::HAWSER_RECORD_UID;
 use hawser_api::phase::{BackupPhase, Phase, RestorePhase};
-use hawser_api::{Backup, Restore};
+use hawser_api::{Backup, Restore, RestoreStatus, SharedStatus};
 use hawser_status::Kind;
 use hawser_store::Location;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::{DynamicObject, ListParams};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::context::{Context, SCHEDULE_LABEL, backup_location_name};
@@ -54,7 +54,7 @@ enum Checked {
 
 /// Handles one waiting Restore (see the module docs).
 pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
-    let taken = match Taken::fresh(&ctx, Kind::Restore, &offer).await {
+    let taken = match Taken::<Restore>::fresh(&ctx, &offer).await {
         Ok(taken) => taken,
         Err(handled) => return handled,
     };
@@ -68,7 +68,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let (valid, location) = match check(&ctx, taken.json.clone()).await {
+    let (valid, location) = match check(&ctx, taken.object.clone()).await {
         Checked::Valid(valid, location) => (*valid, *location),
         Checked::Retry(why) => {
             tracing::info!(restore = %name, reason = %why, "validation could not finish; the restore waits");
@@ -105,7 +105,10 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
         // The backup a `scheduleName` resolved to, written as Velero does, so that recovery
         // finds the record whatever the schedule's newest backup is by then.
         .spec_field("backupName", restore.spec.backup_name.clone())
-        .field("startTimestamp", json!(Time(started)));
+        .status(&SharedStatus {
+            start_timestamp: Some(Time(started)),
+            ..SharedStatus::default()
+        });
     if let Err(e) = ctx.engine.write(taken.claim(claim)).await {
         tracing::info!(restore = %name, category = e.category(), error = %e, "the restore could not be started");
         return Handled::after_failed_claim(&e);
@@ -114,19 +117,19 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
     test_panic_after_claim(&name);
 
     let (progress, progress_rx) = watch::channel(Progress::default());
-    let reporter = taken.report_progress(
-        ctx.clone(),
-        progress_rx,
-        |p| json!({"totalItems": p.total_items, "itemsRestored": p.items_restored}),
+    let reporter = taken.report_progress(ctx.clone(), progress_rx, |update, p| {
+        let progress = RestoreStatus {
+            progress: Some(p.status()),
+            ..RestoreStatus::default()
+        };
         // Velero's phase while a restore waits for its exec hooks.
-        |p| {
-            if p.finalizing {
-                RestorePhase::Finalizing.into()
-            } else {
-                RestorePhase::InProgress.into()
-            }
-        },
-    );
+        let phase = if p.finalizing {
+            RestorePhase::Finalizing
+        } else {
+            RestorePhase::InProgress
+        };
+        update.with_phase(phase.into()).status(&progress)
+    });
     let options = RestoreOptions::default()
         .with_priorities(ctx.settings.restore.resource_priorities.clone())
         .with_crd_ready_timeout(ctx.settings.restore.crd_ready_timeout)
@@ -224,10 +227,10 @@ async fn commit(
 }
 
 /// Validation (see the module docs).
-async fn check(ctx: &Context, json: Value) -> Checked {
-    let restore: Restore = match serde_json::from_value(json) {
+async fn check(ctx: &Context, object: Result<Restore, String>) -> Checked {
+    let restore = match object {
         Ok(r) => r,
-        Err(e) => return Checked::Invalid(vec![format!("the Restore cannot be read: {e}")]),
+        Err(why) => return Checked::Invalid(vec![why]),
     };
     let by_name = restore.spec.backup_name.clone().filter(|s| !s.is_empty());
     let by_schedule = restore.spec.schedule_name.clone().filter(|s| !s.is_empty());

@@ -157,6 +157,22 @@ pub(crate) fn start(
     }
 }
 
+/// Starts the controller named `name` alone into `tasks`, unwatched (for the in-process
+/// tests of one controller).
+#[cfg(test)]
+pub(crate) fn start_one(name: &str, ctx: &Arc<Context>, tasks: &mut JoinSet<()>) {
+    let controller = CONTROLLERS
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no controller is named {name}"));
+    let health = Watch::unwatched(controller.name);
+    tasks.spawn((controller.start)(
+        ctx.clone(),
+        &mut Inputs::default(),
+        health,
+    ));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,10 +5,12 @@
 
 use std::time::Duration;
 
+use hawser_api::SharedStatus;
 use hawser_core::clock::Clock;
 use hawser_engine::cluster::client::client_without_retries;
 use hawser_status::metrics::StatusMetrics;
 use hawser_status::{Kind, StatusConfig, StatusEngine};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_sim::{KubeSim, RequestRecord, SimConfig};
 use serde_json::{Value, json};
@@ -102,6 +104,25 @@ fn kind_of(kind: Kind) -> &'static str {
     match kind {
         Kind::Backup => "Backup",
         Kind::Restore => "Restore",
+    }
+}
+
+/// A status delta that sets `failureReason`.
+pub fn failure_reason(why: &str) -> SharedStatus {
+    SharedStatus {
+        failure_reason: Some(why.to_owned()),
+        ..SharedStatus::default()
+    }
+}
+
+/// A status delta that sets `startTimestamp` (`start`) or `completionTimestamp`, to a fixed
+/// time.
+pub fn timestamp(start: bool) -> SharedStatus {
+    let at = Some(Time("2026-12-02T10:00:00Z".parse().expect("a timestamp")));
+    SharedStatus {
+        start_timestamp: at.clone().filter(|_| start),
+        completion_timestamp: at.filter(|_| !start),
+        ..SharedStatus::default()
     }
 }
 
