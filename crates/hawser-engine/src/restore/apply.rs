@@ -3,7 +3,7 @@
 //! `concurrency` items of the type in flight.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::{Stream, StreamExt};
 use hawser_core::archive::{ArchiveItem, ItemPath};
@@ -58,7 +58,7 @@ pub(crate) struct Restorer {
     /// What an archived VolumeSnapshot is checked against before its handle is brought back.
     pub proof: SnapshotProof,
     /// The restore's exec hooks ([`hawser_core::restore::exec_hooks`]).
-    pub exec_hooks: ExecHooks,
+    pub exec_hooks: Arc<ExecHooks>,
     /// The Pods created that have exec hooks to run once the items are restored.
     pub hooked_pods: Mutex<Vec<HookedPod>>,
     /// Velero's `change-storage-class` mapping (see [`super::plugin_config`]).
@@ -68,7 +68,7 @@ pub(crate) struct Restorer {
     /// The restore's resource modifiers (see [`super::plugin_config::resource_modifiers`]).
     pub modifiers: Option<ResourceModifiers>,
     /// The restore's init-container hooks ([`hawser_core::restore::init_hooks`]).
-    pub init_hooks: InitHooks,
+    pub init_hooks: Arc<InitHooks>,
 }
 
 /// What shows that an archived snapshot handle is the backup's own (see

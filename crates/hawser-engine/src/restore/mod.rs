@@ -73,8 +73,7 @@ use hawser_core::layout::Layout;
 use hawser_core::poll::poll_until;
 use hawser_core::restore::volume_data;
 use hawser_core::restore::{
-    ArchiveTypes, ExecHooks, ExistingPolicy, ImageNames, InitHooks, RestoreFilters, Tier,
-    restore_order,
+    ArchiveTypes, ExistingPolicy, ImageNames, RestoreFilters, Tier, restore_order,
 };
 use hawser_core::selection::NAMESPACES;
 use hawser_store::Location;
@@ -258,18 +257,6 @@ async fn run_named(
             reference.name
         ));
     }
-    let init_hooks = InitHooks::new(
-        restore.spec.init_hook_specs(),
-        restore.metadata.uid.as_deref().unwrap_or(&name),
-    )
-    .map_err(|message| RestoreError::Validation {
-        messages: vec![format!("spec.hooks: {message}")],
-    })?;
-    let exec_hooks = ExecHooks::new(restore.spec.exec_hook_specs()).map_err(|message| {
-        RestoreError::Validation {
-            messages: vec![format!("spec.hooks: {message}")],
-        }
-    })?;
     let layout = Layout::new(None);
     let checks = Arc::new(Checks {
         selection: selection.clone(),
@@ -297,12 +284,12 @@ async fn run_named(
             backup_uid,
             ..SnapshotProof::default()
         },
-        exec_hooks,
+        exec_hooks: valid.exec_hooks.clone(),
         hooked_pods: Mutex::default(),
         storage_classes: BTreeMap::new(),
         image_names: ImageNames::default(),
         modifiers: valid.modifiers.clone(),
-        init_hooks,
+        init_hooks: valid.init_hooks.clone(),
     };
     let namespace = restore.metadata.namespace.clone().unwrap_or_default();
     let (storage_classes, warnings) =

@@ -1,11 +1,14 @@
 //! A Restore checked once against the cluster, carrying what the checks read, so that the run
 //! neither validates its spec again nor discovers the cluster again (until restored CRDs make
-//! it refresh discovery). The hook specs are still parsed when the run starts.
+//! it refresh discovery), nor compiles its hook specs again.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hawser_api::{Backup, Restore};
-use hawser_core::restore::{ResourceModifiers, RestoreFilters, RestoreSelection};
+use hawser_core::restore::{
+    ExecHooks, InitHooks, ResourceModifiers, RestoreFilters, RestoreSelection,
+};
 use hawser_core::selection::Catalogue;
 use kube::Client;
 
@@ -13,7 +16,7 @@ use super::RestoreError;
 use super::plugin_config::resource_modifiers;
 
 /// A Restore whose spec passed Velero's checks (filters, selectors, mappings, existing-resource
-/// policy, the resource-modifier ConfigMap) against the cluster's discovery, with the backup
+/// policy, the resource-modifier ConfigMap, the hook specs) against the cluster's discovery, with the backup
 /// it restores and what the checks read. [`super::run`] takes one.
 #[derive(Debug)]
 pub struct ValidatedRestore {
@@ -22,6 +25,20 @@ pub struct ValidatedRestore {
     pub(super) catalogue: Catalogue,
     pub(super) selection: RestoreSelection,
     pub(super) modifiers: Option<ResourceModifiers>,
+    pub(super) init_hooks: Arc<InitHooks>,
+    pub(super) exec_hooks: Arc<ExecHooks>,
+}
+
+/// The restore's hook specs compiled (Velero refuses invalid ones in validation too).
+fn compile_hooks(restore: &Restore) -> Result<(InitHooks, ExecHooks), String> {
+    let name = restore.metadata.name.as_deref().unwrap_or_default();
+    let init = InitHooks::new(
+        restore.spec.init_hook_specs(),
+        restore.metadata.uid.as_deref().unwrap_or(name),
+    );
+    let exec = ExecHooks::new(restore.spec.exec_hook_specs());
+    init.and_then(|init| Ok((init, exec?)))
+        .map_err(|message| format!("spec.hooks: {message}"))
 }
 
 impl ValidatedRestore {
@@ -43,14 +60,16 @@ impl ValidatedRestore {
             .map_err(RestoreError::Discovery)?;
         let selection = RestoreSelection::new(&RestoreFilters::from(&restore.spec), &catalogue);
         let modifiers = resource_modifiers(client, &restore, budget).await;
-        let (selection, modifiers) = match (selection, modifiers) {
-            (Ok(selection), Ok(modifiers)) => (selection, modifiers),
-            (_, Err(e)) if !matches!(e, RestoreError::Validation { .. }) => return Err(e),
-            (selection, modifiers) => {
+        let hooks = compile_hooks(&restore);
+        let (selection, modifiers, (init_hooks, exec_hooks)) = match (selection, modifiers, hooks) {
+            (Ok(selection), Ok(modifiers), Ok(hooks)) => (selection, modifiers, hooks),
+            (_, Err(e), _) if !matches!(e, RestoreError::Validation { .. }) => return Err(e),
+            (selection, modifiers, hooks) => {
                 let mut messages = selection.err().unwrap_or_default();
                 if let Err(RestoreError::Validation { messages: more }) = modifiers {
                     messages.extend(more);
                 }
+                messages.extend(hooks.err());
                 return Err(RestoreError::Validation { messages });
             }
         };
@@ -60,6 +79,8 @@ impl ValidatedRestore {
             catalogue,
             selection,
             modifiers,
+            init_hooks: Arc::new(init_hooks),
+            exec_hooks: Arc::new(exec_hooks),
         })
     }
 

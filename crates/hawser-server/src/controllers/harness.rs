@@ -222,11 +222,19 @@ impl Harness {
     /// Waits until the `velero.io/v1` object `kind`/`name` has `status.phase` `phase`;
     /// returns it.
     pub(crate) async fn until_phase(&self, kind: &str, name: &str, phase: &str) -> Value {
-        self.until(&format!("{kind} {name} in phase {phase}"), |h| {
-            h.velero(kind, name)
-                .filter(|o| o.pointer("/status/phase").and_then(Value::as_str) == Some(phase))
-        })
-        .await
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let object = self.velero(kind, name);
+            let seen = object.as_ref().and_then(|o| o.pointer("/status/phase"));
+            if seen.and_then(Value::as_str) == Some(phase) {
+                return object.unwrap_or_default();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {kind} {name} in phase {phase}; it is {object:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 

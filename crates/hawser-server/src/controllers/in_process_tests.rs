@@ -104,6 +104,34 @@ async fn restore_brings_back_a_deleted_object() {
 }
 
 #[tokio::test]
+async fn a_restore_with_an_invalid_hook_spec_fails_validation_and_restores_nothing() {
+    let mut h = backed_up(&[]).await;
+    h.sim
+        .store()
+        .delete("v1", "ConfigMap", "shop", "cm-0")
+        .unwrap();
+    h.run(&["restore"]);
+    let selector =
+        json!({"matchExpressions": [{"key": "app", "operator": "Sideways", "values": ["x"]}]});
+    h.create(
+        "Restore",
+        "hooked",
+        json!({"backupName": "b1", "hooks": {"resources": [
+            {"name": "bad", "labelSelector": selector,
+             "postHooks": [{"exec": {"command": ["true"]}}]}
+        ]}}),
+    );
+    let restore = h.until_phase("Restore", "hooked", "FailedValidation").await;
+    let errors = restore["status"]["validationErrors"].to_string();
+    assert!(errors.contains("spec.hooks"), "{restore}");
+    assert!(h.get("v1", "ConfigMap", "shop", "cm-0").is_none());
+    assert!(
+        restore.pointer("/status/startTimestamp").is_none(),
+        "never claimed: {restore}"
+    );
+}
+
+#[tokio::test]
 async fn deletion_removes_the_backup_its_files_and_the_request() {
     let mut h = backed_up(&[]).await;
     h.run(&["backup-deletion"]);
