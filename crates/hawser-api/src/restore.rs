@@ -85,6 +85,11 @@ pub struct RestoreSpec {
     /// ConfigMap with patches applied to items before they are created (`kind: configmap`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_modifier: Option<TypedLocalObjectReference>,
+    /// ConfigMap of resource filter policies (Velero 1.18: `namespacedFilterPolicies`,
+    /// `clusterScopedFilterPolicy`). hawser does not apply them: a Restore that names one
+    /// fails validation, so that nothing they would leave out is restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_policy: Option<TypedLocalObjectReference>,
     /// Settings of the volume data downloader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uploader_config: Option<UploaderConfigForRestore>,

@@ -209,6 +209,10 @@ mod tests {
             Warned(r#"{"kind": "Secret", "name": "modifiers"}"#),
         ),
         ("uploaderConfig", Warned(r#"{"writeSparseFiles": true}"#)),
+        (
+            "resourcePolicy",
+            Acted("refused in validation: the filter policies are not applied"),
+        ),
     ];
 
     /// The `spec` properties of the CRD of `kind`.

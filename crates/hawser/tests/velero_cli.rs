@@ -819,6 +819,26 @@ async fn rich_specs_describe_as_velero_describes_them() {
     ] {
         assert!(restored.contains(line), "{line}\n{restored}");
     }
+    // A Restore naming resource policies (Velero 1.18): described as Velero describes it, and
+    // refused by hawser's server, which does not apply them.
+    store
+        .insert(json!({
+            "apiVersion": "velero.io/v1", "kind": "Restore",
+            "metadata": {"name": "filtered", "namespace": NS},
+            "spec": {"backupName": "rich",
+                     "resourcePolicy": {"kind": "configmap", "name": "filters"}}
+        }))
+        .unwrap();
+    let refused = wait_final(&cluster, &server, "Restore", "filtered").await;
+    assert_eq!(phase(&refused), "FailedValidation", "{refused}");
+    let filtered = velero
+        .same_text(&server, &["restore", "describe", "filtered"])
+        .await;
+    assert!(
+        filtered.contains("Resource policies:\n") && filtered.contains("filters"),
+        "{filtered}"
+    );
+    assert!(filtered.contains("spec.resourcePolicy"), "{filtered}");
 
     velero
         .ok(

@@ -29,6 +29,17 @@ pub struct ValidatedRestore {
     pub(super) exec_hooks: Arc<ExecHooks>,
 }
 
+/// Why a restore that names resource policies is refused: hawser does not apply them, and a
+/// restore without them would bring back what they leave out.
+fn refused_policy(restore: &Restore) -> Option<String> {
+    restore.spec.resource_policy.as_ref().map(|policy| {
+        format!(
+            "spec.resourcePolicy: hawser does not apply a restore's resource policies (the filter policies of {} {}); restoring without them would restore what they leave out, so nothing was restored: select with the restore's own filters instead",
+            policy.kind, policy.name
+        )
+    })
+}
+
 /// The restore's hook specs compiled (Velero refuses invalid ones in validation too).
 fn compile_hooks(restore: &Restore) -> Result<(InitHooks, ExecHooks), String> {
     let name = restore.metadata.name.as_deref().unwrap_or_default();
@@ -70,9 +81,15 @@ impl ValidatedRestore {
                     messages.extend(more);
                 }
                 messages.extend(hooks.err());
+                messages.extend(refused_policy(&restore));
                 return Err(RestoreError::Validation { messages });
             }
         };
+        if let Some(refused) = refused_policy(&restore) {
+            return Err(RestoreError::Validation {
+                messages: vec![refused],
+            });
+        }
         Ok(Self {
             restore,
             backup,

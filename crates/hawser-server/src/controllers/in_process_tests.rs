@@ -103,8 +103,10 @@ async fn restore_brings_back_a_deleted_object() {
     assert!(!text(&restore, "/status/startTimestamp").is_empty());
 }
 
+/// An invalid hook spec (Velero refuses it too) and resource policies hawser does not apply:
+/// each Restore fails validation before it is claimed, and nothing is restored.
 #[tokio::test]
-async fn a_restore_with_an_invalid_hook_spec_fails_validation_and_restores_nothing() {
+async fn restores_that_cannot_be_honoured_fail_validation_and_restore_nothing() {
     let mut h = backed_up(&[]).await;
     h.sim
         .store()
@@ -121,14 +123,24 @@ async fn a_restore_with_an_invalid_hook_spec_fails_validation_and_restores_nothi
              "postHooks": [{"exec": {"command": ["true"]}}]}
         ]}}),
     );
-    let restore = h.until_phase("Restore", "hooked", "FailedValidation").await;
-    let errors = restore["status"]["validationErrors"].to_string();
-    assert!(errors.contains("spec.hooks"), "{restore}");
-    assert!(h.get("v1", "ConfigMap", "shop", "cm-0").is_none());
-    assert!(
-        restore.pointer("/status/startTimestamp").is_none(),
-        "never claimed: {restore}"
+    h.create(
+        "Restore",
+        "filtered",
+        json!({"backupName": "b1", "resourcePolicy": {"kind": "configmap", "name": "filters"}}),
     );
+    for (name, field) in [
+        ("hooked", "spec.hooks"),
+        ("filtered", "spec.resourcePolicy"),
+    ] {
+        let restore = h.until_phase("Restore", name, "FailedValidation").await;
+        let errors = restore["status"]["validationErrors"].to_string();
+        assert!(errors.contains(field), "{restore}");
+        assert!(
+            restore.pointer("/status/startTimestamp").is_none(),
+            "never claimed: {restore}"
+        );
+    }
+    assert!(h.get("v1", "ConfigMap", "shop", "cm-0").is_none());
 }
 
 #[tokio::test]

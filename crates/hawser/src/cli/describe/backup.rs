@@ -5,6 +5,7 @@ use hawser_api::{
 };
 use hawser_core::archive::gzjson::{ResourceList, Results};
 use hawser_core::csi::{BackupOperation, OperationStatus, ResourceIdentifier};
+use k8s_openapi::api::core::v1::TypedLocalObjectReference;
 
 use super::volumes::VolumeInfo;
 use super::{Describer, Read, Unread, duration, list_or, put, time_or_na, tristate};
@@ -68,7 +69,7 @@ pub fn backup(backup: &Backup, extras: &BackupExtras, colour: bool) -> String {
             status.queue_position.unwrap_or(0)
         );
     }
-    resource_policy(&mut d, &backup.spec);
+    resource_policy(&mut d, backup.spec.resource_policy.as_ref());
     let global = backup
         .metadata
         .annotations
@@ -168,9 +169,9 @@ pub(super) fn failure_reason(d: &mut Describer, reason: Option<&str>) {
     }
 }
 
-/// `Resource policies:` when the spec names one.
-pub(super) fn resource_policy(d: &mut Describer, spec: &BackupSpec) {
-    if let Some(policy) = &spec.resource_policy {
+/// `Resource policies:` when a Backup's or a Restore's spec names one.
+pub(super) fn resource_policy(d: &mut Describer, policy: Option<&TypedLocalObjectReference>) {
+    if let Some(policy) = policy {
         d.blank();
         d.put("Resource policies:\n");
         put!(d, "\tType:\t{}\n", policy.kind);

@@ -207,6 +207,7 @@ pub fn restore(restore: &Restore, extras: &RestoreExtras, colour: bool) -> Strin
         put!(d, "\tType:\t{}\n", modifier.kind);
         put!(d, "\tName:\t{}\n", modifier.name);
     }
+    super::backup::resource_policy(&mut d, spec.resource_policy.as_ref());
     if let Some(uploader) = &spec.uploader_config {
         d.blank();
         d.put("Uploader config:\n");

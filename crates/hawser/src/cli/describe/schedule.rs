@@ -20,7 +20,7 @@ pub fn schedule(schedule: &Schedule, colour: bool) -> String {
         _ => super::safe(phase),
     };
     d.put_painted(&format!("Phase:\t{shown}\n"));
-    super::backup::resource_policy(&mut d, &spec.template);
+    super::backup::resource_policy(&mut d, spec.template.resource_policy.as_ref());
     super::backup::uploader_config(&mut d, &spec.template);
     d.validation_errors(status.validation_errors.as_deref());
 
