@@ -6,7 +6,9 @@
 //! 0. the fixed overhead: a backup of an empty namespace and its restore, timed apart;
 //! 1. backup of N ConfigMaps: wall time and peak memory of each server, as the sum of the PSS of
 //!    its process tree (Velero's plugins run as child processes; a shared page counts once);
-//! 2. restore of that backup into a mapped namespace: wall time, objects/s, peak PSS;
+//! 2. restore of that backup into a mapped namespace: wall time, objects/s, peak PSS; before
+//!    hawser's, the API server's own create floor for the same objects (`floor.rs`), with the
+//!    servers' client limits and with none, and hawser's restore as a ratio to the first;
 //! 3. in the first round, the #7207 outage scenario: writes of Backups and Restores refused by the API server (503 on
 //!    PATCH and PUT of `backups` and `restores`) from the moment the first of each is
 //!    `InProgress`, for longer than `--resource-timeout`, then recovery: how many Backups and
@@ -30,12 +32,15 @@ use kube_sim::{LatencyFault, StatusFault};
 use serde_json::{Value, json};
 
 mod cluster;
+mod floor;
 mod process;
 mod summary;
+mod truth;
 
 use cluster::{Cluster, install, resource, seed};
 use process::{Running, error_lines, log_tail};
 use summary::Summary;
+use truth::{true_phase, uploaded};
 
 #[derive(Parser, Debug)]
 #[command(about = "hawser against Velero's own server on a real API server")]
@@ -81,6 +86,9 @@ struct Args {
     /// The hawser binary (a release build).
     #[arg(long)]
     hawser: Option<PathBuf>,
+    /// hawser alone (with the create floors), no Velero contender.
+    #[arg(long)]
+    no_velero: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -124,6 +132,9 @@ struct Figures {
     backup_pss_kib: u64,
     restore_s: f64,
     restore_pss_kib: u64,
+    /// hawser's rounds: the API server's create floor with the servers' limits, and with none.
+    floor_limited_s: f64,
+    floor_unlimited_s: f64,
     non_final: usize,
     untruthful: usize,
     outage_details: Vec<String>,
@@ -132,7 +143,7 @@ struct Figures {
 const BUCKET: &str = "versus-velero";
 /// ConfigMaps in the namespace of the backups and restores caught by the outage.
 const SMALL: usize = 5;
-const FINAL: &[&str] = &["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
+pub(crate) const FINAL: &[&str] = &["Completed", "PartiallyFailed", "Failed", "FailedValidation"];
 /// The longest wait for a Backup or Restore to end.
 const LIMIT: Duration = Duration::from_secs(3600);
 
@@ -185,48 +196,6 @@ async fn timed(
     create(api, kind, name, spec).await?;
     let done = wait_phase(api, name, |p| FINAL.contains(&p), LIMIT).await?;
     Ok((done, started.elapsed().as_secs_f64()))
-}
-
-/// What the bucket holds for a backup: whether its archive is there, and its record's phase.
-async fn uploaded(
-    bucket: &object_store::aws::AmazonS3,
-    prefix: &str,
-    name: &str,
-) -> Result<(bool, Option<String>)> {
-    use object_store::ObjectStoreExt;
-    use object_store::path::Path as Key;
-    let base = format!("{prefix}/backups/{name}");
-    let archive = bucket
-        .head(&Key::from(format!("{base}/{name}.tar.gz")))
-        .await
-        .is_ok();
-    let phase = match bucket
-        .get(&Key::from(format!("{base}/velero-backup.json")))
-        .await
-    {
-        Ok(record) => {
-            let v: Value = serde_json::from_slice(&record.bytes().await?)?;
-            v["status"]["phase"].as_str().map(str::to_owned)
-        }
-        Err(object_store::Error::NotFound { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
-    Ok((archive, phase))
-}
-
-/// The phase a backup truly has, from what was uploaded: an archive and a record in a final
-/// phase mean that phase; an archive whose record was left in a working phase means the data is
-/// all there (`Completed`); no archive means it failed.
-fn true_phase(archive: bool, record: Option<&str>) -> &'static str {
-    match (archive, record) {
-        (true, Some(p)) => FINAL
-            .iter()
-            .copied()
-            .find(|f| *f == p)
-            .unwrap_or("Completed"),
-        (true, None) => "Completed",
-        (false, _) => "Failed",
-    }
 }
 
 /// One contender's round on a fresh API server, under `prefix` of the bucket; the outage
@@ -315,6 +284,11 @@ async fn run_one(
         );
     }
 
+    if contender.which == Which::Hawser {
+        // Before the restore: its objects then meet an API server holding the floors' too.
+        (figures.floor_limited_s, figures.floor_unlimited_s) =
+            floor::creates(&c, args.client_qps, args.client_burst, prefix).await?;
+    }
     let (done, secs) = timed(
         &restores,
         "Restore",
@@ -486,6 +460,9 @@ async fn main() -> Result<()> {
     }
     workers.sort_unstable();
     workers.dedup();
+    if args.no_velero {
+        workers.clear();
+    }
     contenders.extend(workers.iter().map(|&workers| Contender {
         which: Which::Velero,
         item_block_workers: workers,
@@ -554,6 +531,12 @@ async fn main() -> Result<()> {
             "{key}_empty_backup_s={:.2} {key}_empty_restore_s={:.2} {key}_backup_s={:.2} {key}_restore_s={:.2} {key}_backup_pss_mib={:.1} {key}_restore_pss_mib={:.1}",
             s.empty_backup_s, s.empty_restore_s, s.backup_s, s.restore_s, s.backup_mib, s.restore_mib
         ));
+        if let Some((limited, none)) = s.floors {
+            figures.push(format!(
+                "{key}_floor_limited_s={limited:.2} {key}_floor_unlimited_s={none:.2} {key}_restore_to_floor={:.2}",
+                s.restore_s / limited
+            ));
+        }
         if s.name != hawser.name {
             println!(
                 "ratios ({} / hawser, medians): backup time {:.2}, backup peak PSS {:.2}, restore time {:.2}, restore peak PSS {:.2}",

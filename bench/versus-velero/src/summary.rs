@@ -27,6 +27,8 @@ pub(crate) struct Summary {
     /// Peak PSS over the backup and over the restore, MiB.
     pub(crate) backup_mib: f64,
     pub(crate) restore_mib: f64,
+    /// The create floors (with the servers' limits, with none), medians; hawser's rounds only.
+    pub(crate) floors: Option<(f64, f64)>,
 }
 
 impl Summary {
@@ -50,6 +52,12 @@ impl Summary {
         let restore_mib = line("restore peak PSS", "MiB", &|f| {
             bench_common::mib(f.restore_pss_kib)
         });
+        let floors = rounds.iter().all(|f| f.floor_limited_s > 0.0).then(|| {
+            let limited = line("create floor, limits", "s", &|f| f.floor_limited_s);
+            let none = line("create floor, none", "s", &|f| f.floor_unlimited_s);
+            line("restore / floor", "x", &|f| f.restore_s / f.floor_limited_s);
+            (limited, none)
+        });
         Summary {
             name,
             empty_backup_s,
@@ -58,6 +66,7 @@ impl Summary {
             restore_s,
             backup_mib,
             restore_mib,
+            floors,
         }
     }
 }

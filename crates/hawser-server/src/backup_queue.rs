@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use hawser_api::phase::BackupPhase;
 use hawser_core::selection::{Glob, IncludesExcludes, MAX_PATTERNS_PER_LIST, has_wildcard};
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -147,10 +147,7 @@ impl BackupQueue {
             "metadata": {"resourceVersion": text(object, "/metadata/resourceVersion")},
             "status": {"phase": BackupPhase::Queued, "queuePosition": last + 1},
         });
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        match crate::objects::merge_patch_once(&api, name, &patch).await {
             Ok(_) => {
                 tracing::info!(backup = %name, position = last + 1, "backup queued");
             }
@@ -192,10 +189,7 @@ pub(crate) async fn renumber(ctx: &Context) {
             "metadata": {"resourceVersion": text(backup, "/metadata/resourceVersion")},
             "status": {"queuePosition": position},
         });
-        if let Err(e) = api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        if let Err(e) = crate::objects::merge_patch_once(&api, name, &patch).await {
             tracing::debug!(backup = %name, error = %e, "renumbering the queue skipped this backup");
         }
     }

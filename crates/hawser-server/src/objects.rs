@@ -134,6 +134,19 @@ pub(crate) async fn merge_patch(
     serde_json::to_value(object).map_err(kube::Error::SerdeError)
 }
 
+/// A JSON merge patch of `name`, tried once: for writes that the next pass makes again (a
+/// location's status, the backup queue's positions), so that an API that does not answer does
+/// not hold the pass. Include `metadata.resourceVersion` for a precondition.
+pub(crate) async fn merge_patch_once(
+    api: &Api<DynamicObject>,
+    name: &str,
+    patch: &Value,
+) -> Result<(), kube::Error> {
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(drop)
+}
+
 /// Creates `object` (which may use `generateName`).
 pub(crate) async fn create(
     ctx: &Context,

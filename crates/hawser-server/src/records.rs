@@ -199,9 +199,10 @@ async fn cluster_record(
 }
 
 /// Keeps the record `bytes` of the Restore `restore` (as JSON) in the cluster (see the module
-/// docs); an existing record of the same Restore is replaced.
+/// docs); an existing record of the same Restore is replaced. Retried as the server's object
+/// calls are ([`crate::objects::retried`]).
 pub(crate) async fn store_cluster_record(
-    client: &kube::Client,
+    ctx: &crate::context::Context,
     restore: &Value,
     bytes: Bytes,
 ) -> Result<(), String> {
@@ -228,12 +229,12 @@ pub(crate) async fn store_cluster_record(
         data: Some(BTreeMap::from([(cluster_record_key(name), json)])),
         ..ConfigMap::default()
     };
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let written = match api.create(&PostParams::default(), &config_map).await {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = PostParams::default();
+    let written = match crate::objects::retried(ctx, || api.create(&params, &config_map)).await {
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let record_name = cluster_record_name(uid);
-            api.replace(&record_name, &PostParams::default(), &config_map)
-                .await
+            crate::objects::retried(ctx, || api.replace(&record_name, &params, &config_map)).await
         }
         other => other,
     };

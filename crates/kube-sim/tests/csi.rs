@@ -277,8 +277,15 @@ async fn a_snapshot_fault_keeps_it_unready_or_reports_an_error() {
         s["status"]["boundVolumeSnapshotContentName"].is_string()
     })
     .await;
-    // Past the delay after which it would be ready, and a round after that.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A plain snapshot cut after it becomes ready: the delay after which the stuck one would
+    // have been ready has passed. Then one more round.
+    create(&claims(&client), claim("fine", json!({}), None)).await;
+    until(&claims(&client), "fine", "bound", |c| {
+        c["spec"]["volumeName"].is_string()
+    })
+    .await;
+    create(&snapshots(&client), snapshot_of("fine-snap", "fine")).await;
+    until(&snapshots(&client), "fine-snap", "ready", ready).await;
     cluster.csi.next_round().await;
     let stuck = serde_json::to_value(snapshots(&client).get("stuck-snap").await.unwrap()).unwrap();
     assert!(!ready(&stuck), "never ready: {stuck}");

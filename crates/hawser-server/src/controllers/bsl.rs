@@ -27,7 +27,7 @@ use futures::stream::FuturesUnordered;
 use hawser_api::{BackupStorageLocation, BackupStorageLocationPhase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
-use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
 use super::periodic::{self, Pass};
@@ -211,10 +211,7 @@ async fn record(
         "message": message,
         "lastValidationTime": Time(at),
     }});
-    match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
+    match crate::objects::merge_patch_once(api, &name, &patch).await {
         Ok(_) => {
             let available = phase == BackupStorageLocationPhase::Available;
             match (&message, available) {
@@ -238,10 +235,7 @@ async fn record(
 /// Turns `spec.default` off on `name`, a default location older than another.
 async fn unset_default(api: &Api<DynamicObject>, name: &str) {
     let patch = json!({"spec": {"default": false}});
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
+    match crate::objects::merge_patch_once(api, name, &patch).await {
         Ok(_) => tracing::info!(
             location = %name,
             "a more recently created location is the default; spec.default of this one is now false"

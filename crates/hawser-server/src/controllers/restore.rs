@@ -184,7 +184,7 @@ async fn commit(
         store_record(
             record,
             "the restore record",
-            |bytes| records::store_cluster_record(&ctx.client, &object, bytes),
+            |bytes| records::store_cluster_record(ctx, &object, bytes),
             || records::read_cluster_record(&ctx.client, &object),
         )
         .await
