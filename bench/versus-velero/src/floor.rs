@@ -19,7 +19,7 @@ use crate::cluster::Cluster;
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Seconds to create the `bench` namespace's ConfigMaps in a new namespace (named after `run`):
-/// with `qps`/`burst` (the servers' limits), and with no limit.
+/// with `qps`/`burst` (the servers' limits; a `qps` of 0 is none), and with no limit.
 pub(crate) async fn creates(c: &Cluster, qps: u32, burst: u32, run: &str) -> Result<(f64, f64)> {
     let source: Api<ConfigMap> = Api::namespaced(c.client.clone(), "bench");
     let objects: Vec<ConfigMap> = source
@@ -39,8 +39,13 @@ pub(crate) async fn creates(c: &Cluster, qps: u32, burst: u32, run: &str) -> Res
         .collect();
     let file = kube::config::Kubeconfig::read_from(c.kubeconfig())?;
     let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await?;
-    let limited =
-        throttled_client_without_retries(config.clone(), READ_TIMEOUT, f64::from(qps), burst)?;
+    // `--client-qps 0` is no limit, for the servers and here.
+    let limited = match qps {
+        0 => client_without_retries(config.clone(), READ_TIMEOUT)?,
+        qps => {
+            throttled_client_without_retries(config.clone(), READ_TIMEOUT, f64::from(qps), burst)?
+        }
+    };
     let unlimited = client_without_retries(config, READ_TIMEOUT)?;
     let concurrency = hawser_engine::restore::RestoreOptions::default().concurrency;
     let mut seconds = Vec::new();

@@ -32,6 +32,16 @@ async fn backed_up(more: &[&str]) -> Harness {
     h
 }
 
+/// [`backed_up`] with the restore controller on, then `cm-0` deleted.
+async fn backed_up_then_lost() -> Harness {
+    let h = backed_up(&["restore"]).await;
+    h.sim
+        .store()
+        .delete("v1", "ConfigMap", "shop", "cm-0")
+        .unwrap();
+    h
+}
+
 #[tokio::test]
 async fn backup_storage_location_is_validated_available() {
     let mut h = Harness::start(&[]).await;
@@ -84,12 +94,7 @@ async fn an_invalid_backup_fails_validation_with_its_messages() {
 
 #[tokio::test]
 async fn restore_brings_back_a_deleted_object() {
-    let mut h = backed_up(&[]).await;
-    h.sim
-        .store()
-        .delete("v1", "ConfigMap", "shop", "cm-0")
-        .unwrap();
-    h.run(&["restore"]);
+    let h = backed_up_then_lost().await;
     h.create("Restore", "r1", json!({"backupName": "b1"}));
     let restore = h.until_phase("Restore", "r1", "Completed").await;
     let cm = h
@@ -107,12 +112,7 @@ async fn restore_brings_back_a_deleted_object() {
 /// each Restore fails validation before it is claimed, and nothing is restored.
 #[tokio::test]
 async fn restores_that_cannot_be_honoured_fail_validation_and_restore_nothing() {
-    let mut h = backed_up(&[]).await;
-    h.sim
-        .store()
-        .delete("v1", "ConfigMap", "shop", "cm-0")
-        .unwrap();
-    h.run(&["restore"]);
+    let h = backed_up_then_lost().await;
     let selector =
         json!({"matchExpressions": [{"key": "app", "operator": "Sideways", "values": ["x"]}]});
     h.create(
