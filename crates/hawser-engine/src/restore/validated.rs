@@ -16,8 +16,8 @@ use super::RestoreError;
 use super::plugin_config::resource_modifiers;
 
 /// A Restore whose spec passed Velero's checks (filters, selectors, mappings, existing-resource
-/// policy, the resource-modifier ConfigMap, the hook specs) against the cluster's discovery, with the backup
-/// it restores and what the checks read. [`super::run`] takes one.
+/// policy, the resource-modifier ConfigMap, the hook specs) against the cluster's discovery,
+/// with the backup it restores and what the checks read. [`super::run`] takes one.
 #[derive(Debug)]
 pub struct ValidatedRestore {
     pub(super) restore: Restore,
@@ -72,24 +72,23 @@ impl ValidatedRestore {
         let selection = RestoreSelection::new(&RestoreFilters::from(&restore.spec), &catalogue);
         let modifiers = resource_modifiers(client, &restore, budget).await;
         let hooks = compile_hooks(&restore);
-        let (selection, modifiers, (init_hooks, exec_hooks)) = match (selection, modifiers, hooks) {
-            (Ok(selection), Ok(modifiers), Ok(hooks)) => (selection, modifiers, hooks),
-            (_, Err(e), _) if !matches!(e, RestoreError::Validation { .. }) => return Err(e),
-            (selection, modifiers, hooks) => {
-                let mut messages = selection.err().unwrap_or_default();
-                if let Err(RestoreError::Validation { messages: more }) = modifiers {
-                    messages.extend(more);
+        let refused = refused_policy(&restore);
+        let (selection, modifiers, (init_hooks, exec_hooks)) =
+            match (selection, modifiers, hooks, refused) {
+                (Ok(selection), Ok(modifiers), Ok(hooks), None) => (selection, modifiers, hooks),
+                (_, Err(e), _, _) if !matches!(e, RestoreError::Validation { .. }) => {
+                    return Err(e);
                 }
-                messages.extend(hooks.err());
-                messages.extend(refused_policy(&restore));
-                return Err(RestoreError::Validation { messages });
-            }
-        };
-        if let Some(refused) = refused_policy(&restore) {
-            return Err(RestoreError::Validation {
-                messages: vec![refused],
-            });
-        }
+                (selection, modifiers, hooks, refused) => {
+                    let mut messages = selection.err().unwrap_or_default();
+                    if let Err(RestoreError::Validation { messages: more }) = modifiers {
+                        messages.extend(more);
+                    }
+                    messages.extend(hooks.err());
+                    messages.extend(refused);
+                    return Err(RestoreError::Validation { messages });
+                }
+            };
         Ok(Self {
             restore,
             backup,

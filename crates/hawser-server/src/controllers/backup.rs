@@ -168,8 +168,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, offer: Offer) -> Handled {
             format!(
                 "server flag --global-backup-volume-policies-configmap: hawser does not merge global volume policies into backups, so those of ConfigMap {name} were not used (the backup's own resource policies were)"
             )
-        }))
-        ;
+        }));
     let result = backup::run(ctx.client.clone(), &location, &valid, options).await;
     reporter.abort();
 
