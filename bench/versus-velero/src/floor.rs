@@ -20,7 +20,12 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Seconds to create the `bench` namespace's ConfigMaps in a new namespace (named after `run`):
 /// with `qps`/`burst` (the servers' limits; a `qps` of 0 is none), and with no limit.
-pub(crate) async fn creates(c: &Cluster, qps: u32, burst: u32, run: &str) -> Result<(f64, f64)> {
+pub(crate) async fn creates(
+    c: &Cluster,
+    (qps, burst): (u32, u32),
+    expected: usize,
+    run: &str,
+) -> Result<(f64, f64)> {
     let source: Api<ConfigMap> = Api::namespaced(c.client.clone(), "bench");
     let objects: Vec<ConfigMap> = source
         .list(&ListParams::default().labels("app=bench"))
@@ -37,6 +42,11 @@ pub(crate) async fn creates(c: &Cluster, qps: u32, burst: u32, run: &str) -> Res
             ..ConfigMap::default()
         })
         .collect();
+    anyhow::ensure!(
+        objects.len() == expected,
+        "the floor read {} of the {expected} ConfigMaps of bench",
+        objects.len()
+    );
     let file = kube::config::Kubeconfig::read_from(c.kubeconfig())?;
     let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await?;
     // `--client-qps 0` is no limit, for the servers and here.

@@ -80,9 +80,10 @@ struct Args {
     /// S3 endpoint (moto), e.g. http://127.0.0.1:5000.
     #[arg(long, env = "HAWSER_TEST_S3_ENDPOINT")]
     s3: String,
-    /// Directory with `velero` and `velero-plugin-for-aws` (scripts/build-velero.sh prints it).
-    #[arg(long)]
-    velero_dir: PathBuf,
+    /// Directory with `velero` and `velero-plugin-for-aws` (scripts/build-velero.sh prints it);
+    /// not needed with `--no-velero`.
+    #[arg(long, required_unless_present = "no_velero")]
+    velero_dir: Option<PathBuf>,
     /// The hawser binary (a release build).
     #[arg(long)]
     hawser: Option<PathBuf>,
@@ -286,8 +287,13 @@ async fn run_one(
 
     if contender.which == Which::Hawser {
         // Before the restore: its objects then meet an API server holding the floors' too.
-        (figures.floor_limited_s, figures.floor_unlimited_s) =
-            floor::creates(&c, args.client_qps, args.client_burst, prefix).await?;
+        (figures.floor_limited_s, figures.floor_unlimited_s) = floor::creates(
+            &c,
+            (args.client_qps, args.client_burst),
+            args.objects,
+            prefix,
+        )
+        .await?;
     }
     let (done, secs) = timed(
         &restores,

@@ -59,13 +59,17 @@ impl Running {
                 cmd
             }
             Which::Velero => {
+                let velero_dir = args
+                    .velero_dir
+                    .as_deref()
+                    .context("--velero-dir names Velero's binaries")?;
                 let plugins = c.dir.path().join("plugins");
                 std::fs::create_dir_all(&plugins)?;
                 let plugin = plugins.join("velero-plugin-for-aws");
                 if !plugin.exists() {
-                    std::fs::copy(args.velero_dir.join("velero-plugin-for-aws"), &plugin)?;
+                    std::fs::copy(velero_dir.join("velero-plugin-for-aws"), &plugin)?;
                 }
-                let mut cmd = tokio::process::Command::new(args.velero_dir.join("velero"));
+                let mut cmd = tokio::process::Command::new(velero_dir.join("velero"));
                 cmd.arg("server").arg("--plugin-dir").arg(&plugins);
                 common.extend([
                     "--profiler-address".into(),

@@ -1,6 +1,7 @@
 //! The other velero.io objects the server acts on (Schedules, DeleteBackupRequests, and Backups
 //! and Restores outside their status engine), read untyped and written with their API calls
-//! retried.
+//! retried; `merge_patch_once` and `list_once` are the single attempts of writes and reads the
+//! next pass makes again.
 //!
 //! These writes are not the final phase of a Backup or Restore, so they do not need the status
 //! engine's re-driver: a write that does not land by `--resource-timeout` is left to the next
@@ -135,7 +136,7 @@ pub(crate) async fn merge_patch(
 }
 
 /// A JSON merge patch of `name`, tried once: for writes that the next pass makes again (a
-/// location's status, the backup queue's positions), so that an API that does not answer does
+/// location's status and its `spec.default` fix, the backup queue's positions), so that an API that does not answer does
 /// not hold the pass. Include `metadata.resourceVersion` for a precondition.
 pub(crate) async fn merge_patch_once(
     api: &Api<DynamicObject>,

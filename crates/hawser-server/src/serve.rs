@@ -212,7 +212,6 @@ pub async fn serve(
     }
 }
 
-/// What outlives a term of leadership.
 /// The status engine's configuration: the server's settings for the objects of `namespace`.
 pub(crate) fn status_config(settings: &Settings, namespace: &str, clock: &Clock) -> StatusConfig {
     StatusConfig {
@@ -226,6 +225,7 @@ pub(crate) fn status_config(settings: &Settings, namespace: &str, clock: &Clock)
     }
 }
 
+/// What outlives a term of leadership.
 struct Server {
     client: kube::Client,
     namespace: String,

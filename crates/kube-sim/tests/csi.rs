@@ -277,8 +277,8 @@ async fn a_snapshot_fault_keeps_it_unready_or_reports_an_error() {
         s["status"]["boundVolumeSnapshotContentName"].is_string()
     })
     .await;
-    // A plain snapshot cut after it becomes ready: the delay after which the stuck one would
-    // have been ready has passed. Then one more round.
+    // A plain snapshot cut after the stuck one was bound: once it is ready, the delay after
+    // which the stuck one would have been ready has passed. Then one more round.
     create(&claims(&client), claim("fine", json!({}), None)).await;
     until(&claims(&client), "fine", "bound", |c| {
         c["spec"]["volumeName"].is_string()

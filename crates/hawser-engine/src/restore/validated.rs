@@ -54,11 +54,12 @@ fn compile_hooks(restore: &Restore) -> Result<(InitHooks, ExecHooks), String> {
 
 impl ValidatedRestore {
     /// Discovers the cluster's served types once and checks `restore`'s spec against them;
-    /// reads its resource-modifier ConfigMap within `budget`.
+    /// reads its resource-modifier ConfigMap within `budget`; compiles its hook specs.
     ///
     /// # Errors
-    /// [`RestoreError::Validation`] with every message for `validationErrors` (the spec's and
-    /// the ConfigMap's together); [`RestoreError::Discovery`] or [`RestoreError::ConfigMap`]
+    /// [`RestoreError::Validation`] with every message for `validationErrors` (the spec's, the
+    /// ConfigMap's, the hook specs' and a refused `resourcePolicy`, together);
+    /// [`RestoreError::Discovery`] or [`RestoreError::ConfigMap`]
     /// when the cluster did not answer, which says nothing of the spec.
     pub async fn check(
         client: &Client,

@@ -1,6 +1,8 @@
 //! The in-process tests' server: an in-process kube-sim with Velero's CRDs, a [`Context`] built
-//! as a term of leadership builds it (from the server's own flags), and the controllers a test
-//! names started from the table, each alone. Real time: the API is a loopback socket.
+//! from the server's own flags and settings as a term of leadership builds it (but with a
+//! client without `--client-qps` throttling and a 5 s read timeout, and `filesystem` download
+//! URLs that point nowhere), and the controllers a test names started from the table, each
+//! alone. Real time: the API is a loopback socket.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 

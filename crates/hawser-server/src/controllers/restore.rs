@@ -6,8 +6,9 @@
 //!    resolves to its newest `Completed` backup made in this cluster, not synced from a bucket
 //!    nor dated in the future); the Backup exists and is `Completed` or
 //!    `PartiallyFailed`; its storage location exists and is `Available`; the spec's filters,
-//!    selectors, mappings and existing-resource policy (Velero's checks, against discovery).
-//!    An API that cannot answer leaves the Restore waiting: the queue takes it up again.
+//!    selectors, mappings and existing-resource policy (Velero's checks, against discovery),
+//!    its hook specs, and no `resourcePolicy` (hawser does not apply a restore's filter
+//!    policies). An API that cannot answer leaves the Restore waiting: the queue takes it up again.
 //! 2. **Claim** (→ `InProgress` with `startTimestamp` and the owner annotation).
 //! 3. **Run** the restore engine, with `status.progress` at a bounded rate; the engine uploads
 //!    the results, the restored-resource list and the log.
