@@ -1,34 +1,61 @@
-//! Content-defined chunking: a file is cut where a rolling hash of its last 64 bytes has its
-//! top 21 bits zero, at least 2 MiB and at most 8 MiB from the previous cut (about 4 MiB on
-//! average, like kopia's default `DYNAMIC-4M-BUZHASH`). An insertion early in a file moves
-//! only the cuts near it, so the rest of the file's contents keep their IDs and are not
-//! uploaded again. The hash is a gear hash (each byte shifts the hash left and adds a random
-//! constant for its value; a byte falls out after 64 shifts), not kopia's buzhash: kopia reads
-//! contents cut anywhere, and only deduplication between a kopia snapshot and a hawser one of
-//! the same large file is lost.
+//! Content-defined chunking as kopia's default splitter `DYNAMIC-4M-BUZHASH` cuts: a file is
+//! cut after the first byte, at least 2 MiB and at most 8 MiB from the previous cut, where a
+//! buzhash of the last 64 bytes has its low 22 bits zero (8 MiB when none has). Cutting where
+//! kopia cuts gives a file the contents, and so the object ID, kopia gives it: a file that
+//! kopia (Velero) stored is not stored again by hawser, and the other way round. An insertion
+//! early in a file moves only the cuts near it, so the rest of the file's contents keep their
+//! IDs and are not uploaded again.
+//!
+//! The buzhash (a cyclic polynomial) of a window is the XOR of a table value per byte, each
+//! rotated left by the byte's distance from the window's end; with a 64-byte window and 32-bit
+//! values a byte's rotation is back to zero when it leaves, so it leaves by one XOR. The table
+//! is the one kopia's rolling-hash library uses: the first 256 distinct values of Go's
+//! `math/rand` seeded with 1, each the low 32 bits of `Int63()`.
 
 /// No cut before this many bytes.
 const MIN: usize = 2 << 20;
 /// A cut at this many bytes at the latest.
 const MAX: usize = 8 << 20;
-/// A cut where these top bits of the hash are zero (2^21 bytes past `MIN` on average).
-const MASK: u64 = !(u64::MAX >> 21);
+/// A cut where these low bits of the hash are zero (kopia's average size less one).
+const MASK: u32 = (4 << 20) - 1;
+/// The bytes the hash covers.
+const WINDOW: usize = 64;
 
-/// 256 constants from splitmix64 (fixed: the same file always cuts the same way).
-const GEAR: [u64; 256] = {
-    let mut table = [0u64; 256];
-    let mut state: u64 = 0x6b6f_7069_615f_6364;
-    let mut i = 0;
-    while i < 256 {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        table[i] = z ^ (z >> 31);
-        i += 1;
-    }
-    table
-};
+#[rustfmt::skip]
+const TABLE: [u32; 256] = [
+    0x07fcfd52, 0x5f3f164f, 0x6695721d, 0x7b4d7c03, 0x49c6e2d1, 0x0d1d68d8, 0x7916001e, 0x22c4d294,
+    0x392907a0, 0x189deb99, 0xf3875d04, 0x95e94627, 0xba517936, 0x83c471d4, 0x7cb3ad0b, 0xa42655d9,
+    0x7c4e0b68, 0xd4491d1b, 0x25632186, 0xa9d78d73, 0x169c1121, 0xbb158644, 0xb68e6a3f, 0x759805f5,
+    0x2cdf5b8a, 0x57d29245, 0xc5d6d268, 0x6b83d0e2, 0x7674cb74, 0xb068d9db, 0xbb9457d8, 0xa15d523b,
+    0x794209ff, 0x9da1d7eb, 0x5a25e0cb, 0xf840ec4b, 0x36d4ff9b, 0xf4a5ee3b, 0x5ad145f4, 0xf6740304,
+    0x3f71f8cb, 0x91018d7c, 0xfccae224, 0xb186b51f, 0x7d9e8fbc, 0x93f93f33, 0xf63a5b6f, 0x19476c36,
+    0xbc897d06, 0x169873f5, 0x724c7af1, 0x581eeb39, 0x2257bb7d, 0x6f269a28, 0xbe8e9981, 0x7039374b,
+    0x25416fed, 0xded7e411, 0x6678e7aa, 0x244fcd36, 0x56aa6b86, 0xde4561ad, 0x3e99b0a8, 0xbed80a3a,
+    0xe58348b0, 0xaf63e58d, 0x406aec9d, 0xc233f007, 0xa5ead0bd, 0x050143a6, 0x738b6829, 0x3699caf3,
+    0x967cd710, 0x06f665a6, 0x25fd3d7f, 0x0fd6e479, 0x26fbf29b, 0x16de4c35, 0x2bf3394b, 0x4af864ba,
+    0x1cb9e6c6, 0x41439089, 0x69a39144, 0xc34f182d, 0x421657ff, 0xf9fc6568, 0x8b02c917, 0x6c9c64b7,
+    0x83d17909, 0xea3d4ca5, 0xaf635d47, 0x7fc78769, 0xbe14186f, 0x3539b1ea, 0xe9174548, 0xc051e18a,
+    0x07b73658, 0x29ec300c, 0xa250bf34, 0xa7ed5d97, 0xfe3dea79, 0xb8b352f7, 0xc9b344e9, 0x8e5f0475,
+    0x1941e52a, 0x2694763d, 0x6b40eabc, 0x8485d68b, 0x336eacca, 0x4399a363, 0x67149b9c, 0xae10a901,
+    0x5a5ffefb, 0x563b26de, 0x6f00f02b, 0x9f06397d, 0x545836c4, 0x31d6416b, 0x12f4128d, 0x752f33ff,
+    0x4a305605, 0x0c8dc214, 0x72521a90, 0x8eb3e4a1, 0x83efc6c6, 0x090ec04f, 0xc1540864, 0xec2c8aaa,
+    0x70ab53ba, 0x38d3b494, 0x878d4063, 0xa317ae3f, 0x3cb62f07, 0xf360412c, 0x4ffbf3a9, 0x22d554b4,
+    0x3f190476, 0x0796a710, 0xf5c353cf, 0x04f59bb7, 0x2d230176, 0xe2d6a9ce, 0x3f1d7427, 0xafd915bb,
+    0xb01aa47d, 0xcde2c269, 0x7417bf38, 0x1e094f9a, 0x55ece0ea, 0xcb94539b, 0x13d346b5, 0x54e0c0c1,
+    0x6db30e37, 0xdc02b390, 0xa6e222f5, 0xe2f8c1fe, 0x2e166bdf, 0x67588a74, 0x21898f34, 0x4c330f1d,
+    0x19af53ba, 0x70658b94, 0x133c9673, 0x4efeeadd, 0x0f212551, 0x070f0914, 0x6f241c57, 0xf13e41b7,
+    0x3be70cb0, 0xf4b6f47f, 0x20f31127, 0x6551cb89, 0x289cbd2c, 0x8946f23d, 0x40a79c3b, 0x03c6d982,
+    0x0365790c, 0x0cf52517, 0x0bb131e8, 0x3da5475c, 0x139efcca, 0xbcd44eb4, 0xa54af747, 0xb73c32ed,
+    0x9f6c47ac, 0xe8ba8f22, 0x54043a66, 0x3b0a7f20, 0xb4926431, 0xe17c02d5, 0x8f0d2558, 0x014fbff2,
+    0x7f803594, 0x79b76fbe, 0x33fe2656, 0x792c8ee8, 0x6b41292d, 0xfdff9c32, 0x82093298, 0x59483870,
+    0xb2d5a113, 0x2dd96e5a, 0x5b8e56a9, 0xebd9dda9, 0x04f9ce92, 0xcb440950, 0xa67e52b1, 0x49f6d261,
+    0x92417fc3, 0x1c3b6bd9, 0xb027b7e0, 0x1f765a41, 0x44c9ab40, 0x45d99121, 0xfd7a84af, 0x99b75788,
+    0xe3abff4a, 0xa88aa67f, 0x736e41cc, 0x9cbcbe5e, 0x7b3ccebc, 0xe1b7fa93, 0x315ae6af, 0x9cced2e2,
+    0x19ea0f2f, 0xa9770722, 0x84a6bfdc, 0x88f03f07, 0xa44a03a4, 0x27a6b885, 0xb580c8ba, 0x018153da,
+    0xb648e604, 0x51180278, 0x893a310f, 0x728f5f4c, 0x37f5198b, 0x3cc0ea9b, 0xe39d02db, 0x13883142,
+    0xca599392, 0xc12d154e, 0xc176163d, 0x5c92e2b8, 0xf9f95ede, 0xb802bdfc, 0x8a928585, 0xdca6e10b,
+    0x887953e8, 0x48b9e962, 0xe533e9a3, 0x5e0ce6e5, 0x1dba77ae, 0xc8214b8a, 0x53b428d7, 0x4cf20a65,
+];
 
 /// Cuts a stream into chunks; holds at most [`MAX`] bytes. Each byte is hashed once: the scan
 /// goes on where the previous [`Chunker::push`] stopped.
@@ -37,7 +64,7 @@ pub(crate) struct Chunker {
     buffer: Vec<u8>,
     /// The next byte of `buffer` to hash.
     scanned: usize,
-    hash: u64,
+    hash: u32,
 }
 
 impl Chunker {
@@ -47,11 +74,18 @@ impl Chunker {
             return None;
         }
         // The hash depends on the last 64 bytes only: start 64 bytes before the first candidate.
-        self.scanned = self.scanned.max(MIN - 64);
+        self.scanned = self.scanned.max(MIN - WINDOW);
         let end = self.buffer.len().min(MAX);
         while self.scanned < end {
-            let byte = self.buffer[self.scanned];
-            self.hash = (self.hash << 1).wrapping_add(GEAR[usize::from(byte)]);
+            let at = self.scanned;
+            let entering = TABLE[usize::from(self.buffer[at])];
+            // Until the window is full nothing leaves it.
+            let leaving = if at < MIN {
+                0
+            } else {
+                TABLE[usize::from(self.buffer[at - WINDOW])]
+            };
+            self.hash = self.hash.rotate_left(1) ^ leaving ^ entering;
             self.scanned += 1;
             if self.scanned >= MIN && self.hash & MASK == 0 {
                 return Some(self.scanned);
@@ -94,32 +128,44 @@ mod tests {
             .collect()
     }
 
-    fn chunks(data: &[u8]) -> Vec<Vec<u8>> {
+    fn chunks(data: &[u8], piece: usize) -> Vec<Vec<u8>> {
         let mut chunker = Chunker::default();
         let mut out = Vec::new();
-        for piece in data.chunks(1 << 20) {
+        for piece in data.chunks(piece) {
             out.extend(chunker.push(piece, false));
         }
         out.extend(chunker.push(&[], true));
         out
     }
 
+    fn lengths(chunks: &[Vec<u8>]) -> Vec<usize> {
+        chunks.iter().map(Vec::len).collect()
+    }
+
+    /// The cuts kopia's own `DYNAMIC-4M-BUZHASH` splitter (Velero v1.18.3's kopia) makes in the
+    /// same streams, fed in either piece size.
     #[test]
-    fn chunks_are_between_the_bounds_and_add_up_to_the_stream() {
+    fn cuts_where_kopia_cuts() {
         let data = noise(40 << 20, 3);
-        let out = chunks(&data);
-        assert!(out.len() >= 4, "{} chunks", out.len());
+        let kopia = [
+            6_811_916, 5_391_959, 6_755_237, 8_224_243, 3_857_683, 7_687_058, 3_214_944,
+        ];
+        for piece in [1 << 20, 65_536] {
+            let out = chunks(&data, piece);
+            assert_eq!(lengths(&out), kopia, "pieces of {piece}");
+            assert_eq!(out.concat(), data);
+        }
+        // The hash of 64 equal bytes is zero (each rotation comes twice): zeros cut at the minimum.
+        assert_eq!(lengths(&chunks(&vec![0u8; 20 << 20], 1 << 20)), [MIN; 10]);
+    }
+
+    #[test]
+    fn chunks_are_between_the_bounds() {
+        let out = chunks(&noise(60 << 20, 7), 1 << 20);
+        assert!(out.len() >= 6, "{} chunks", out.len());
         for chunk in &out[..out.len() - 1] {
             assert!((MIN..=MAX).contains(&chunk.len()), "{}", chunk.len());
         }
-        assert_eq!(out.concat(), data);
-        // Zeros never match the cut condition: cut at the maximum.
-        assert!(
-            chunks(&vec![0u8; 20 << 20])
-                .iter()
-                .take(2)
-                .all(|c| c.len() == MAX)
-        );
     }
 
     #[test]
@@ -128,7 +174,7 @@ mod tests {
         let mut edited = data[..1000].to_vec();
         edited.extend(b"inserted");
         edited.extend(&data[1000..]);
-        let (a, b) = (chunks(&data), chunks(&edited));
+        let (a, b) = (chunks(&data, 1 << 20), chunks(&edited, 1 << 20));
         let shared = a.iter().filter(|c| b.contains(c)).count();
         assert!(shared + 1 >= a.len(), "{shared} of {} chunks kept", a.len());
     }

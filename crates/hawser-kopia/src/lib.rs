@@ -40,7 +40,7 @@ pub use maintenance::{GcReport, MaintenanceReport, Safety};
 pub use object::{Chunk, ObjectId};
 pub use repo::{FORMAT_BLOB, Repository, RepositoryConfig};
 pub use restore::{RestoreOptions, RestoreStats};
-pub use snapshot::{DirEntry, Snapshot};
+pub use snapshot::{DirEntry, Snapshot, Stats};
 pub use writer::SourceInfo;
 
 /// Velero's repository password when its Secret `velero-repo-credentials` (key

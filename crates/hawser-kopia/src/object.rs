@@ -6,7 +6,7 @@
 //! (index v1 only), `D` is an old marker without meaning. A file's data becomes a flat list of
 //! [`Chunk`]s, which the restore fetches several at a time.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::KopiaError;
 use crate::content::{ContentId, decompress};
@@ -79,20 +79,27 @@ pub struct Chunk {
     pub compressed: bool,
 }
 
-#[derive(Deserialize)]
-struct IndirectList {
-    stream: String,
-    entries: Vec<IndirectEntry>,
+/// An indirect list; written with kopia's field order and omissions, so that the list of the
+/// same parts is the same content (and the object the same ID) as kopia's.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct IndirectList {
+    pub(crate) stream: String,
+    pub(crate) entries: Vec<IndirectEntry>,
 }
 
-#[derive(Deserialize)]
-struct IndirectEntry {
-    #[serde(rename = "s", default)]
-    start: u64,
-    #[serde(rename = "l", default)]
-    length: u64,
+#[derive(Serialize, Deserialize)]
+pub(crate) struct IndirectEntry {
+    #[serde(rename = "s", default, skip_serializing_if = "is_zero")]
+    pub(crate) start: u64,
+    #[serde(rename = "l", default, skip_serializing_if = "is_zero")]
+    pub(crate) length: u64,
     #[serde(rename = "o")]
-    object: String,
+    pub(crate) object: String,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Repository {

@@ -120,6 +120,20 @@ pub struct Snapshot {
     pub tags: BTreeMap<String, String>,
     /// The root directory (or file).
     pub root: DirEntry,
+    /// What the writer counted.
+    pub stats: Stats,
+}
+
+/// A snapshot's counts, as its writer recorded them (kopia's `stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Stats {
+    /// Files in the snapshot.
+    pub file_count: u64,
+    /// Files taken from a parent snapshot without being read.
+    pub cached_files: u64,
+    /// Files read.
+    pub non_cached_files: u64,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +144,8 @@ struct SnapshotData {
     #[serde(default)]
     end_time: Option<Timestamp>,
     root_entry: DirEntry,
+    #[serde(default)]
+    stats: Stats,
 }
 
 impl Repository {
@@ -207,6 +223,7 @@ impl Repository {
                 end_time: data.end_time,
                 tags: labels,
                 root: data.root_entry,
+                stats: data.stats,
             });
         }
         snapshots.sort_by(|a, b| (a.start_time, &a.id).cmp(&(b.start_time, &b.id)));

@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::KopiaError;
 use crate::chunker::Chunker;
 use crate::content::ContentId;
-use crate::object::ObjectId;
+use crate::object::{IndirectEntry, IndirectList, ObjectId};
 use crate::snapshot::DirEntry;
 use crate::writer::Writer;
 
@@ -149,23 +149,19 @@ impl Writer<'_> {
         if let [(_, _, id)] = parts {
             return Ok(id.to_string());
         }
-        let entries: Vec<serde_json::Value> = parts
-            .iter()
-            .map(|(start, length, id)| {
-                let mut e = serde_json::Map::new();
-                if *start != 0 {
-                    e.insert("s".to_owned(), (*start).into());
-                }
-                e.insert("l".to_owned(), (*length).into());
-                e.insert("o".to_owned(), id.to_string().into());
-                serde_json::Value::Object(e)
-            })
-            .collect();
-        let mut list = serde_json::to_vec(&serde_json::json!({
-            "stream": "kopia:indirect",
-            "entries": entries,
-        }))
-        .map_err(|e| KopiaError::malformed("an indirect list", e))?;
+        let list = IndirectList {
+            stream: "kopia:indirect".to_owned(),
+            entries: parts
+                .iter()
+                .map(|(start, length, id)| IndirectEntry {
+                    start: *start,
+                    length: *length,
+                    object: id.to_string(),
+                })
+                .collect(),
+        };
+        let mut list =
+            serde_json::to_vec(&list).map_err(|e| KopiaError::malformed("an indirect list", e))?;
         list.push(b'\n');
         let id = self.content(Some(list_prefix), &list).await?;
         Ok(format!("I{id}"))

@@ -29,7 +29,7 @@ use crate::content::ContentId;
 use crate::index::{Entry, build};
 use crate::repo::Repository;
 use crate::session::Lease;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, Stats};
 
 /// Where a snapshot comes from, as kopia labels it (Velero: host and user `default`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -411,6 +411,11 @@ impl Repository {
             end_time: Some(end),
             tags: tags.clone(),
             root,
+            stats: Stats {
+                file_count: tally.files,
+                cached_files: tally.cached,
+                non_cached_files: tally.files - tally.cached,
+            },
         })
     }
 

@@ -156,8 +156,8 @@ async fn what_velero_backs_up_restores_here_and_back() {
     );
 
     // Each takes the other's snapshot as its parent: the one here keeps the object of Velero's
-    // for the unchanged large file (not read again), and Velero's next backup keeps the object
-    // written here for the new one (cut here, differently from Velero's chunking).
+    // for the unchanged large file (not read again), and Velero's next backup reads no file and
+    // keeps the object written here for the new one.
     let next = velero.backup(source.path());
     let repo = open(&server, &bucket, VELERO_DEFAULT_PASSWORD)
         .await
@@ -188,6 +188,15 @@ async fn what_velero_backs_up_restores_here_and_back() {
     let ours_new = object(&ours.id, "16385").await;
     assert!(ours_new.starts_with('I'), "{ours_new}");
     assert_eq!(object(&next, "16385").await, ours_new);
+    let next = repo
+        .snapshots()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.id == next)
+        .unwrap();
+    assert_eq!(next.stats.non_cached_files, 0, "{:?}", next.stats);
+    assert!(next.stats.cached_files >= 4, "{:?}", next.stats);
 }
 
 #[tokio::test]

@@ -277,8 +277,8 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
     }
 
     // Each takes the other's snapshot as its parent: the one here keeps kopia's object of the
-    // unchanged large file (not read again) and counts it cached; kopia's next keeps the object
-    // written here of the new one (cut here, differently from kopia's chunking).
+    // unchanged large file (not read again) and counts it cached; kopia's next reads no file
+    // and keeps the object written here of the new one.
     let big = kopia_object(&kopia, &path, &ours.id, "data/big.bin");
     assert_eq!(big, kopia_object(&kopia, &path, &by_kopia, "data/big.bin"));
     let ours_listed = listed
@@ -294,6 +294,15 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
     let new = kopia_object(&kopia, &path, &ours.id, "data/new.bin");
     assert!(new.starts_with('I'), "{new}");
     assert_eq!(kopia_object(&kopia, &path, &next, "data/new.bin"), new);
+    let listed: serde_json::Value =
+        serde_json::from_str(&kopia.run(&["snapshot", "list", "--json", &path])).unwrap();
+    let next_listed = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == next.as_str())
+        .unwrap();
+    assert_eq!(next_listed["stats"]["nonCachedFiles"], 0, "{next_listed}");
 
     // A second snapshot here of the unchanged tree uploads no file data.
     let location = Location::new(&server.spec(&bucket)).unwrap();
@@ -348,6 +357,28 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         .await
         .unwrap();
     assert_eq!(describe(target.path()), describe(source.path()));
+
+    // Files are cut where kopia cuts them: the same tree written here from another path (with
+    // no parent there) gives the large and the sparse file the objects kopia's first snapshot
+    // gave them.
+    let mut repo = repo;
+    let copy = tempfile::tempdir().unwrap();
+    tree(copy.path());
+    let copy_path = copy.path().display().to_string();
+    let copied = repo
+        .write_snapshot(copy.path(), &common::source(&copy_path), &BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(copied.stats.cached_files, 0, "{:?}", copied.stats);
+    for file in ["data/big.bin", "data/sparse.img"] {
+        let object = kopia_object(&kopia, &copy_path, &copied.id, file);
+        assert!(object.starts_with('I'), "{file}: {object}");
+        assert_eq!(
+            object,
+            kopia_object(&kopia, &path, &by_kopia, file),
+            "{file}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
