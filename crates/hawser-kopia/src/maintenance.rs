@@ -15,14 +15,24 @@
 //!    (`xw<seconds>`): a content marked in an earlier run and still unused in this one (the
 //!    two cycles kopia asks for, so that a backup that found a content before it was marked
 //!    and names it afterwards is seen by the next run and the content brought back).
-//! 4. Packs and session markers no index entry names (deleted ones still count) are deleted
+//! 4. Short packs are rewritten, as kopia's full maintenance does: where a kind of pack (`p`
+//!    file data, `q` the rest) has two or more packs whose index entries (deleted ones too)
+//!    add up to less than 60 % of the repository's maximum pack size, every content of those
+//!    packs older than [`Safety::rewrite_min_age`] is read, checked (a damaged one stops the
+//!    run, never copied) and copied into new packs under newer entries, deleted ones as
+//!    deleted. A pack that held only used contents among deleted ones (the space of a deleted
+//!    snapshot's contents shared a pack with kept ones) ends this way once its deleted entries
+//!    are dropped, and with it the space.
+//! 5. Packs and session markers no index entry names (deleted ones still count) are deleted
 //!    when older than [`Safety::blob_min_age`] and not of a session active within
-//!    [`Safety::session_expiry`]. A pack some of whose contents are still used stays whole:
-//!    kopia's rewriting of partly used packs is not built.
-//! 5. The uncompacted index blobs of compacted epochs are deleted once the compaction is older
+//!    [`Safety::session_expiry`]; the packs step 4 emptied stay until a later run when
+//!    [`Safety::rewrite_delete_delay`] is not zero, so that a reader that loaded the index
+//!    before the rewrite still finds them.
+//! 6. The uncompacted index blobs of compacted epochs are deleted once the compaction is older
 //!    than the repository's `CleanupSafetyMargin` (no margin under [`Safety::NONE`]).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -35,9 +45,14 @@ use crate::index::Entry;
 use crate::object::ObjectId;
 use crate::repo::Repository;
 use crate::session::{Lease, session_of, sessions};
+use crate::writer::Writer;
 
 /// Blobs deleted at once.
 const DELETES: usize = 16;
+
+/// A pack whose entries add up to less than this share of the maximum pack size is short
+/// (kopia's threshold).
+const SHORT_PACK_PERCENT: u64 = 60;
 
 /// How long maintenance leaves new things alone (kopia's `SafetyParameters`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +66,11 @@ pub struct Safety {
     pub blob_min_age: Duration,
     /// A session whose marker is younger than this keeps its packs.
     pub session_expiry: Duration,
+    /// A content younger than this is not rewritten out of a short pack.
+    pub rewrite_min_age: Duration,
+    /// When not zero, the packs a rewrite empties are deleted by a later run, not by the one
+    /// that emptied them (kopia's delay between a rewrite and deleting what it orphaned).
+    pub rewrite_delete_delay: Duration,
 }
 
 impl Safety {
@@ -60,6 +80,8 @@ impl Safety {
         drop_after: Duration::from_secs(5 * 3600),
         blob_min_age: Duration::from_secs(24 * 3600),
         session_expiry: Duration::from_secs(96 * 3600),
+        rewrite_min_age: Duration::from_secs(2 * 3600),
+        rewrite_delete_delay: Duration::from_secs(3600),
     };
     /// No margins (`--safety=none`): only when nothing else writes into the repository.
     pub const NONE: Self = Self {
@@ -67,6 +89,8 @@ impl Safety {
         drop_after: Duration::ZERO,
         blob_min_age: Duration::ZERO,
         session_expiry: Duration::ZERO,
+        rewrite_min_age: Duration::ZERO,
+        rewrite_delete_delay: Duration::ZERO,
     };
 }
 
@@ -85,6 +109,10 @@ pub struct GcReport {
     pub too_recent: usize,
     /// The deletion watermark written, when one was.
     pub watermark: Option<Timestamp>,
+    /// Contents copied out of short packs.
+    pub rewritten: usize,
+    /// Short packs left because they hold contents too new to rewrite.
+    pub short_packs_kept: usize,
     /// Blobs deleted.
     pub blobs_deleted: usize,
     /// Their bytes.
@@ -127,6 +155,11 @@ impl std::fmt::Display for MaintenanceReport {
         }
         writeln!(
             f,
+            "Contents rewritten out of short packs: {}; short packs left for contents too new: {}.",
+            gc.rewritten, gc.short_packs_kept
+        )?;
+        writeln!(
+            f,
             "Blobs deleted: {} ({} bytes); unreferenced but kept (too new or of an active session): {}; superseded index blobs deleted: {}.",
             gc.blobs_deleted, gc.bytes_deleted, gc.blobs_kept, self.superseded_deleted
         )
@@ -149,7 +182,7 @@ impl Repository {
         full: bool,
         safety: &Safety,
     ) -> Result<MaintenanceReport, KopiaError> {
-        let lease = Lease::acquire(self).await?;
+        let mut lease = Lease::acquire(self).await?;
         let result = async {
             let quick = self.quick_under().await?;
             let mut report = MaintenanceReport {
@@ -157,7 +190,7 @@ impl Repository {
                 ..MaintenanceReport::default()
             };
             if full {
-                report.gc = Some(self.collect_under(&lease, safety).await?);
+                report.gc = Some(self.collect_under(&mut lease, safety).await?);
                 let margin =
                     cleanup_margin(&self.config().epoch_parameters, *safety == Safety::NONE);
                 report.superseded_deleted = self.delete_superseded(margin).await?;
@@ -171,7 +204,7 @@ impl Repository {
 
     async fn collect_under(
         &mut self,
-        lease: &Lease,
+        lease: &mut Lease,
         safety: &Safety,
     ) -> Result<GcReport, KopiaError> {
         let start = Timestamp::now();
@@ -238,10 +271,80 @@ impl Repository {
             report.watermark = Some(drop_before);
         }
 
-        self.delete_unreferenced(lease, safety, start, &mut report)
+        let emptied = self
+            .rewrite_short_packs(lease, safety, start, &mut report)
+            .await?;
+        let keep = if safety.rewrite_delete_delay.is_zero() {
+            HashSet::new()
+        } else {
+            emptied
+        };
+        self.delete_unreferenced(lease, safety, start, &keep, &mut report)
             .await?;
         tracing::info!(?report, "kopia repository garbage collected");
         Ok(report)
+    }
+
+    /// Step 4 of the module docs; returns the packs it emptied.
+    async fn rewrite_short_packs(
+        &mut self,
+        lease: &mut Lease,
+        safety: &Safety,
+        start: Timestamp,
+        report: &mut GcReport,
+    ) -> Result<HashSet<Arc<str>>, KopiaError> {
+        let threshold = self.config().max_pack_size * SHORT_PACK_PERCENT / 100;
+        let mut packs: BTreeMap<&str, (u64, Vec<&Entry>)> = BTreeMap::new();
+        for entry in self.index.values() {
+            let pack = packs.entry(&entry.pack).or_default();
+            pack.0 += u64::from(entry.packed_length);
+            pack.1.push(entry);
+        }
+        let mut short: BTreeMap<char, Vec<&Vec<&Entry>>> = BTreeMap::new();
+        for (id, (total, entries)) in &packs {
+            if *total < threshold
+                && let Some(kind) = id.chars().next()
+            {
+                short.entry(kind).or_default().push(entries);
+            }
+        }
+        let mut copy: Vec<Entry> = Vec::new();
+        // One short pack of a kind is left: rewriting it would give one short pack again.
+        for entries in short.into_values().filter(|p| p.len() > 1).flatten() {
+            let old_enough = |e: &&Entry| {
+                age(start, Timestamp::from_second(e.timestamp).unwrap_or(start))
+                    >= safety.rewrite_min_age
+            };
+            if entries.iter().all(old_enough) {
+                copy.extend(entries.iter().map(|e| (*e).clone()));
+            } else {
+                // Kept whole: a pack is emptied only when all of it is copied.
+                report.short_packs_kept += 1;
+            }
+        }
+        if copy.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let mut writer = Writer::new(self, lease);
+        for entry in &copy {
+            let copied = async {
+                let sealed = self.read_sealed(entry).await?;
+                // Checked before it is copied: damage is named, not spread.
+                self.cipher
+                    .decrypt(entry.id.iv(), &sealed, &format!("content {}", entry.id))?;
+                writer.rewrite(entry, &sealed).await
+            }
+            .await;
+            if let Err(e) = copied {
+                return Err(writer.abandon(e).await);
+            }
+        }
+        let stored = writer.commit().await?;
+        report.rewritten = stored.len();
+        for entry in stored {
+            self.index.insert(entry.id.clone(), entry);
+        }
+        Ok(copy.into_iter().map(|e| e.pack).collect())
     }
 
     /// Step 5 of the module docs.
@@ -250,6 +353,7 @@ impl Repository {
         lease: &Lease,
         safety: &Safety,
         start: Timestamp,
+        keep: &HashSet<Arc<str>>,
         report: &mut GcReport,
     ) -> Result<(), KopiaError> {
         let listing = self.blobs.list_meta().await?;
@@ -271,7 +375,10 @@ impl Repository {
                         .and_then(|s| s.info.as_ref())
                         .is_some_and(|i| age(cutoff, i.checkpoint_time) < safety.session_expiry)
             });
-            if blob.modified > cutoff || age(cutoff, blob.modified) < safety.blob_min_age || active
+            if blob.modified > cutoff
+                || age(cutoff, blob.modified) < safety.blob_min_age
+                || active
+                || keep.contains(blob.id.as_str())
             {
                 report.blobs_kept += 1;
                 continue;

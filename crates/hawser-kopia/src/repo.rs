@@ -215,26 +215,7 @@ impl Repository {
             .index
             .get(id)
             .ok_or_else(|| KopiaError::MissingContent(id.to_string()))?;
-        let sealed = self
-            .blobs
-            .get_range(
-                &entry.pack,
-                u64::from(entry.offset),
-                u64::from(entry.packed_length),
-            )
-            .await?;
-        // A store may answer a range past the end with what there is.
-        if sealed.len() != entry.packed_length as usize {
-            return Err(KopiaError::malformed(
-                format!("pack {}", entry.pack),
-                format!(
-                    "{} bytes at offset {} where the index has content {id} of {}",
-                    sealed.len(),
-                    entry.offset,
-                    entry.packed_length
-                ),
-            ));
-        }
+        let sealed = self.read_sealed(entry).await?;
         let what = format!("content {id}");
         let plain = self.cipher.decrypt(id.iv(), &sealed, &what)?;
         let plain = if entry.compression == 0 {
@@ -263,6 +244,36 @@ impl Repository {
             ));
         }
         Ok(plain)
+    }
+
+    /// The stored (encrypted) bytes of content `entry`, not yet checked.
+    ///
+    /// # Errors
+    /// [`KopiaError::Storage`]; [`KopiaError::Malformed`] for a pack shorter than the index
+    /// says.
+    pub(crate) async fn read_sealed(&self, entry: &Entry) -> Result<bytes::Bytes, KopiaError> {
+        let sealed = self
+            .blobs
+            .get_range(
+                &entry.pack,
+                u64::from(entry.offset),
+                u64::from(entry.packed_length),
+            )
+            .await?;
+        // A store may answer a range past the end with what there is.
+        if sealed.len() != entry.packed_length as usize {
+            return Err(KopiaError::malformed(
+                format!("pack {}", entry.pack),
+                format!(
+                    "{} bytes at offset {} where the index has content {} of {}",
+                    sealed.len(),
+                    entry.offset,
+                    entry.id,
+                    entry.packed_length
+                ),
+            ));
+        }
+        Ok(sealed)
     }
 }
 

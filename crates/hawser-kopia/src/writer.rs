@@ -57,11 +57,12 @@ struct Pack {
     entries: Vec<Entry>,
 }
 
-/// One snapshot being written.
+/// One write: a snapshot, a snapshot's deletion or maintenance's rewrite of contents.
 pub(crate) struct Writer<'r> {
     pub(crate) repo: &'r Repository,
-    /// The session this write holds the repository under ([`crate::session`]).
-    lease: Lease,
+    /// The session this write holds the repository under ([`crate::session`]); the caller
+    /// took it and lets it go.
+    lease: &'r mut Lease,
     data: Option<Pack>,
     metadata: Option<Pack>,
     /// Contents of this snapshot not yet named by a stored index blob.
@@ -99,6 +100,14 @@ fn uvarint(out: &mut Vec<u8>, mut n: u64) {
         n >>= 7;
     }
     out.push(u8::try_from(n).unwrap_or(0));
+}
+
+/// A length in an index entry.
+fn length(n: usize) -> Result<u32, KopiaError> {
+    u32::try_from(n).map_err(|_| KopiaError::Unsupported {
+        what: "content size",
+        value: n.to_string(),
+    })
 }
 
 /// A new pack of session `session`: `p` for file data, `q` for the rest.
@@ -147,25 +156,11 @@ impl Writer<'_> {
             None => (std::borrow::Cow::Borrowed(plain), 0),
         };
         let sealed = self.repo.cipher.encrypt(id.iv(), &payload)?;
-        let metadata = prefix.is_some();
-        let session = &self.lease.info.id;
-        let slot = if metadata {
-            &mut self.metadata
-        } else {
-            &mut self.data
-        };
-        let pack = slot.get_or_insert_with(|| new_pack(if metadata { 'q' } else { 'p' }, session));
-        let length = |n: usize| {
-            u32::try_from(n).map_err(|_| KopiaError::Unsupported {
-                what: "content size",
-                value: n.to_string(),
-            })
-        };
         let entry = Entry {
             id: id.clone(),
-            pack: pack.id.clone(),
-            offset: length(pack.data.len())?,
-            packed_length: length(sealed.len())?,
+            pack: Arc::from(""),
+            offset: 0,
+            packed_length: 0,
             original_length: length(plain.len())?,
             timestamp: self.now.as_second(),
             deleted: false,
@@ -173,10 +168,40 @@ impl Writer<'_> {
             format_version: self.repo.config().version,
             key_id: 0,
         };
-        pack.data.extend(sealed);
+        self.place(entry, &sealed).await?;
+        Ok(id)
+    }
+
+    /// Copies content `entry`, whose stored bytes are `sealed`, into the pack being filled
+    /// (maintenance's rewrite of a short pack's contents, as kopia's): the new entry is newer
+    /// than the one it replaces, and as deleted.
+    pub(crate) async fn rewrite(&mut self, entry: &Entry, sealed: &[u8]) -> Result<(), KopiaError> {
+        self.lease.keep(self.repo).await?;
+        let copy = Entry {
+            timestamp: self.now.as_second().max(entry.timestamp + 1),
+            ..entry.clone()
+        };
+        self.place(copy, sealed).await
+    }
+
+    /// Appends `sealed` to the pack being filled for `entry`'s kind (file data or the rest),
+    /// recording where; a pack now full is sent.
+    async fn place(&mut self, mut entry: Entry, sealed: &[u8]) -> Result<(), KopiaError> {
+        let metadata = entry.id.prefix().is_some();
+        let session = &self.lease.info.id;
+        let slot = if metadata {
+            &mut self.metadata
+        } else {
+            &mut self.data
+        };
+        let pack = slot.get_or_insert_with(|| new_pack(if metadata { 'q' } else { 'p' }, session));
+        entry.pack = pack.id.clone();
+        entry.offset = length(pack.data.len())?;
+        entry.packed_length = length(sealed.len())?;
+        pack.data.extend_from_slice(sealed);
         pack.entries.push(entry.clone());
         let full = pack.data.len() >= MAX_PACK;
-        self.pending.insert(id.clone(), entry);
+        self.pending.insert(entry.id.clone(), entry);
         if full {
             let pack = if metadata {
                 self.metadata.take()
@@ -185,7 +210,7 @@ impl Writer<'_> {
             };
             self.send(pack).await?;
         }
-        Ok(id)
+        Ok(())
     }
 
     /// Finishes and stores a pack: padding, its encrypted index, the postamble.
@@ -238,26 +263,24 @@ impl Writer<'_> {
 }
 
 impl<'r> Writer<'r> {
-    /// Starts a write: the repository is taken ([`Lease::acquire`]).
-    async fn start(repo: &'r Repository) -> Result<Self, KopiaError> {
-        let lease = Lease::acquire(repo).await?;
-        Ok(Self {
+    /// Starts a write under `lease`.
+    pub(crate) fn new(repo: &'r Repository, lease: &'r mut Lease) -> Self {
+        Self {
             repo,
-            now: lease.info.start_time,
+            now: Timestamp::now(),
             lease,
             data: None,
             metadata: None,
             pending: HashMap::new(),
             stored: Vec::new(),
             uploads: Uploads::default(),
-        })
+        }
     }
 
     /// Ends a write that failed with `error`: the contents of the packs stored whole are
     /// indexed (as kopia's checkpoints do), the manifest excepted, so the next write finds them
-    /// and does not upload them again (and maintenance collects them if none does); then the
-    /// repository is let go.
-    async fn abandon(mut self, error: KopiaError) -> KopiaError {
+    /// and does not upload them again (and maintenance collects them if none does).
+    pub(crate) async fn abandon(mut self, error: KopiaError) -> KopiaError {
         while !self.uploads.0.is_empty() {
             // A pack whose upload failed too is simply not indexed.
             let _ = self.settle().await;
@@ -272,7 +295,6 @@ impl<'r> Writer<'r> {
         {
             tracing::warn!(error = %e, "the packs of a failed write stay unindexed");
         }
-        self.lease.release(self.repo).await;
         error
     }
 
@@ -291,7 +313,7 @@ impl<'r> Writer<'r> {
 
     /// Stores the packs being filled, then the index blob naming every content written: the
     /// write is there from then on. Returns the new entries.
-    async fn commit(mut self) -> Result<Vec<Entry>, KopiaError> {
+    pub(crate) async fn commit(mut self) -> Result<Vec<Entry>, KopiaError> {
         let (data, metadata) = (self.data.take(), self.metadata.take());
         let stored = async {
             self.send(data).await?;
@@ -307,7 +329,6 @@ impl<'r> Writer<'r> {
         if let Err(e) = stored {
             return Err(self.abandon(e).await);
         }
-        self.lease.release(self.repo).await;
         Ok(self.stored)
     }
 }
@@ -338,6 +359,19 @@ impl Repository {
                 value: (*reserved).to_owned(),
             });
         }
+        let mut lease = Lease::acquire(self).await?;
+        let written = self.write_under(&mut lease, dir, source, tags).await;
+        lease.release(self).await;
+        written
+    }
+
+    async fn write_under(
+        &mut self,
+        lease: &mut Lease,
+        dir: &Path,
+        source: &SourceInfo,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Snapshot, KopiaError> {
         // The source's latest snapshot: its unchanged files are not read again.
         let parent = match self.snapshots().await {
             Ok(all) => all
@@ -353,7 +387,7 @@ impl Repository {
                 None
             }
         };
-        let mut writer = Writer::start(self).await?;
+        let mut writer = Writer::new(self, lease);
         let start = writer.now;
         let root_name = dir
             .file_name()
@@ -431,7 +465,8 @@ impl Repository {
             .into_iter()
             .find(|s| s.id == id)
             .ok_or_else(|| KopiaError::MissingSnapshot(id.to_owned()))?;
-        let mut writer = Writer::start(self).await?;
+        let mut lease = Lease::acquire(self).await?;
+        let mut writer = Writer::new(self, &mut lease);
         let labels = serde_json::json!({
             "type": "snapshot",
             "hostname": snapshot.host,
@@ -441,11 +476,12 @@ impl Repository {
         let manifest = serde_json::json!([{
             "id": id, "labels": labels, "modified": writer.now, "deleted": true,
         }]);
-        if let Err(e) = writer.manifest(manifest).await {
-            return Err(writer.abandon(e).await);
-        }
-        let stored = writer.commit().await?;
-        for entry in stored {
+        let stored = match writer.manifest(manifest).await {
+            Ok(()) => writer.commit().await,
+            Err(e) => Err(writer.abandon(e).await),
+        };
+        lease.release(self).await;
+        for entry in stored? {
             self.index.insert(entry.id.clone(), entry);
         }
         Ok(())

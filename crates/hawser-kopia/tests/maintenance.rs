@@ -244,6 +244,82 @@ async fn full_maintenance_frees_deleted_snapshots_and_keeps_the_rest_whole() {
     );
 }
 
+/// The bytes of the blobs whose names start with `prefix`.
+fn pack_bytes(dir: &Path, prefix: &str) -> u64 {
+    ids(dir, prefix)
+        .iter()
+        .map(|id| std::fs::metadata(dir.join(id)).unwrap().len())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_packs_are_rewritten_so_a_deleted_snapshot_s_share_of_a_pack_is_freed() {
+    let root = tempfile::tempdir().unwrap();
+    let (blobs, dir) = create(root.path(), PASSWORD).await;
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::write(tree.path().join("keep"), noise(1 << 20, 11)).unwrap();
+    std::fs::write(tree.path().join("drop"), noise(4 << 20, 12)).unwrap();
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    let first = repo
+        .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
+        .await
+        .unwrap();
+    // The next snapshot keeps `keep` (in the first snapshot's pack) and adds a small file.
+    std::fs::remove_file(tree.path().join("drop")).unwrap();
+    std::fs::write(tree.path().join("new"), noise(512 << 10, 13)).unwrap();
+    let second = repo
+        .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
+        .await
+        .unwrap();
+    repo.delete_snapshot(&first.id).await.unwrap();
+    let shared = ids(&dir, "p");
+    assert_eq!(shared.len(), 2, "one data pack per snapshot");
+
+    // kopia's margins: the contents are too new to rewrite.
+    let gc = repo
+        .maintain(true, &Safety::FULL)
+        .await
+        .unwrap()
+        .gc
+        .unwrap();
+    assert_eq!(gc.rewritten, 0, "{gc:?}");
+    assert!(gc.short_packs_kept >= 2, "{gc:?}");
+    assert_eq!(ids(&dir, "p"), shared);
+
+    // Without margins, but with a delay before what a rewrite empties is deleted: `drop` is
+    // dropped, `keep` and `new` are copied into one new pack, and the old packs stay for now.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let delayed = Safety {
+        rewrite_delete_delay: Duration::from_secs(3600),
+        ..Safety::NONE
+    };
+    let gc = repo.maintain(true, &delayed).await.unwrap().gc.unwrap();
+    assert!(gc.watermark.is_some(), "{gc:?}");
+    assert!(gc.rewritten >= 2, "{gc:?}");
+    let now = ids(&dir, "p");
+    assert_eq!(now.len(), 3, "{now:?}");
+    assert!(shared.iter().all(|p| now.contains(p)), "{now:?}");
+    restores_as(&repo, &second, &describe(tree.path())).await;
+
+    // The next run deletes them: the 4 MiB that only the deleted snapshot used is freed.
+    let gc = collect_now(&mut repo).await;
+    assert_eq!(
+        gc.rewritten, 0,
+        "one short pack of a kind is left alone: {gc:?}"
+    );
+    let now = ids(&dir, "p");
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert!(!shared.contains(&now[0]));
+    assert!(pack_bytes(&dir, "p") < (1 << 20) + (768 << 10), "{now:?}");
+    let repo = Repository::open(blobs, PASSWORD).await.unwrap();
+    restores_as(&repo, &second, &describe(tree.path())).await;
+    let checked = repo
+        .verify(&second, RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(checked.files, 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn epochs_advance_are_compacted_and_their_blobs_cleaned_up() {
     let root = tempfile::tempdir().unwrap();
