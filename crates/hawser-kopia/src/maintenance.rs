@@ -17,22 +17,22 @@
 //!    and names it afterwards is seen by the next run and the content brought back).
 //! 4. Short packs are rewritten, as kopia's full maintenance does: where a kind of pack (`p`
 //!    file data, `q` the rest) has two or more packs whose index entries (deleted ones too)
-//!    add up to less than 60 % of the repository's maximum pack size, every content of those
-//!    packs older than [`Safety::rewrite_min_age`] is read, checked (a damaged one stops the
-//!    run, never copied) and copied into new packs under newer entries, deleted ones as
-//!    deleted. A pack that held only used contents among deleted ones (the space of a deleted
+//!    add up to less than 60 % of the repository's maximum pack size and whose contents are
+//!    all older than [`Safety::rewrite_min_age`], every content of those packs is read,
+//!    checked (a damaged one stops the run, never copied) and copied into new packs under
+//!    newer entries, deleted ones as deleted (kopia leaves a too-new content where it is and
+//!    copies the rest; here such a pack stays whole). A pack that held only used contents among deleted ones (the space of a deleted
 //!    snapshot's contents shared a pack with kept ones) ends this way once its deleted entries
 //!    are dropped, and with it the space.
 //! 5. Packs and session markers no index entry names (deleted ones still count) are deleted
 //!    when older than [`Safety::blob_min_age`] and not of a session active within
-//!    [`Safety::session_expiry`]; the packs step 4 emptied stay until a later run when
-//!    [`Safety::rewrite_delete_delay`] is not zero, so that a reader that loaded the index
-//!    before the rewrite still finds them.
+//!    [`Safety::session_expiry`], nor while a content it holds (its own index says which)
+//!    moved to another pack less than [`Safety::rewrite_delete_delay`] ago, so that a reader
+//!    that loaded the index before a rewrite still finds it.
 //! 6. The uncompacted index blobs of compacted epochs are deleted once the compaction is older
 //!    than the repository's `CleanupSafetyMargin` (no margin under [`Safety::NONE`]).
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -68,8 +68,8 @@ pub struct Safety {
     pub session_expiry: Duration,
     /// A content younger than this is not rewritten out of a short pack.
     pub rewrite_min_age: Duration,
-    /// When not zero, the packs a rewrite empties are deleted by a later run, not by the one
-    /// that emptied them (kopia's delay between a rewrite and deleting what it orphaned).
+    /// A pack a content moved out of (by a rewrite) less than this long ago is not deleted
+    /// (kopia's delay between a rewrite and deleting what it orphaned).
     pub rewrite_delete_delay: Duration,
 }
 
@@ -166,8 +166,14 @@ impl std::fmt::Display for MaintenanceReport {
     }
 }
 
+/// How long before `now` `then` was; nothing for a time after `now` (a clock ahead).
 fn age(now: Timestamp, then: Timestamp) -> Duration {
-    now.duration_since(then).unsigned_abs()
+    Duration::try_from(now.duration_since(then)).unwrap_or(Duration::ZERO)
+}
+
+/// How long before `now` an index entry was written.
+fn entry_age(now: Timestamp, entry: &Entry) -> Duration {
+    age(now, Timestamp::from_second(entry.timestamp).unwrap_or(now))
 }
 
 impl Repository {
@@ -184,6 +190,10 @@ impl Repository {
     ) -> Result<MaintenanceReport, KopiaError> {
         let mut lease = Lease::acquire(self).await?;
         let result = async {
+            // What was written since the repository was opened (here or by another writer,
+            // a failed write's packs among it) is in the index before anything is judged
+            // unused.
+            self.load_index().await?;
             let quick = self.quick_under().await?;
             let mut report = MaintenanceReport {
                 quick,
@@ -229,12 +239,7 @@ impl Repository {
             if used != entry.deleted {
                 continue;
             }
-            if !used
-                && age(
-                    start,
-                    Timestamp::from_second(entry.timestamp).unwrap_or(start),
-                ) < safety.content_min_age
-            {
+            if !used && entry_age(start, entry) < safety.content_min_age {
                 report.too_recent += 1;
                 continue;
             }
@@ -271,29 +276,23 @@ impl Repository {
             report.watermark = Some(drop_before);
         }
 
-        let emptied = self
-            .rewrite_short_packs(lease, safety, start, &mut report)
+        self.rewrite_short_packs(lease, safety, start, &mut report)
             .await?;
-        let keep = if safety.rewrite_delete_delay.is_zero() {
-            HashSet::new()
-        } else {
-            emptied
-        };
-        self.delete_unreferenced(lease, safety, start, &keep, &mut report)
+        self.delete_unreferenced(lease, safety, start, &mut report)
             .await?;
         tracing::info!(?report, "kopia repository garbage collected");
         Ok(report)
     }
 
-    /// Step 4 of the module docs; returns the packs it emptied.
+    /// Step 4 of the module docs.
     async fn rewrite_short_packs(
         &mut self,
         lease: &mut Lease,
         safety: &Safety,
         start: Timestamp,
         report: &mut GcReport,
-    ) -> Result<HashSet<Arc<str>>, KopiaError> {
-        let threshold = self.config().max_pack_size * SHORT_PACK_PERCENT / 100;
+    ) -> Result<(), KopiaError> {
+        let threshold = self.config().pack_size() * SHORT_PACK_PERCENT / 100;
         let mut packs: BTreeMap<&str, (u64, Vec<&Entry>)> = BTreeMap::new();
         for entry in self.index.values() {
             let pack = packs.entry(&entry.pack).or_default();
@@ -309,21 +308,21 @@ impl Repository {
             }
         }
         let mut copy: Vec<Entry> = Vec::new();
-        // One short pack of a kind is left: rewriting it would give one short pack again.
-        for entries in short.into_values().filter(|p| p.len() > 1).flatten() {
-            let old_enough = |e: &&Entry| {
-                age(start, Timestamp::from_second(e.timestamp).unwrap_or(start))
-                    >= safety.rewrite_min_age
-            };
-            if entries.iter().all(old_enough) {
-                copy.extend(entries.iter().map(|e| (*e).clone()));
-            } else {
-                // Kept whole: a pack is emptied only when all of it is copied.
-                report.short_packs_kept += 1;
+        for packs in short.into_values() {
+            // A pack is rewritten whole or not at all: one with a content too new stays.
+            let (old, new): (Vec<_>, Vec<_>) = packs.into_iter().partition(|entries| {
+                entries
+                    .iter()
+                    .all(|e| entry_age(start, e) >= safety.rewrite_min_age)
+            });
+            report.short_packs_kept += new.len();
+            // One short pack of a kind is left: rewriting it would give one short pack again.
+            if old.len() > 1 {
+                copy.extend(old.into_iter().flatten().map(|e| (*e).clone()));
             }
         }
         if copy.is_empty() {
-            return Ok(HashSet::new());
+            return Ok(());
         }
         let mut writer = Writer::new(self, lease);
         for entry in &copy {
@@ -344,7 +343,31 @@ impl Repository {
         for entry in stored {
             self.index.insert(entry.id.clone(), entry);
         }
-        Ok(copy.into_iter().map(|e| e.pack).collect())
+        Ok(())
+    }
+
+    /// Whether a content of unreferenced pack `id` has moved to another pack within
+    /// [`Safety::rewrite_delete_delay`] (its winning entry is that new): a reader that loaded
+    /// the index before the move still reads it there. A pack whose own index cannot be read
+    /// counts as moved lately: kept, and said so.
+    async fn rewritten_lately(
+        &self,
+        id: &str,
+        size: u64,
+        start: Timestamp,
+        safety: &Safety,
+    ) -> bool {
+        match self.pack_contents(id, size).await {
+            Ok(contents) => contents.iter().any(|c| {
+                self.index
+                    .get(c)
+                    .is_some_and(|e| entry_age(start, e) < safety.rewrite_delete_delay)
+            }),
+            Err(error) => {
+                tracing::warn!(pack = id, %error, "an unreferenced pack whose index cannot be read is kept");
+                true
+            }
+        }
     }
 
     /// Step 5 of the module docs.
@@ -353,7 +376,6 @@ impl Repository {
         lease: &Lease,
         safety: &Safety,
         start: Timestamp,
-        keep: &HashSet<Arc<str>>,
         report: &mut GcReport,
     ) -> Result<(), KopiaError> {
         let listing = self.blobs.list_meta().await?;
@@ -375,15 +397,23 @@ impl Repository {
                         .and_then(|s| s.info.as_ref())
                         .is_some_and(|i| age(cutoff, i.checkpoint_time) < safety.session_expiry)
             });
-            if blob.modified > cutoff
-                || age(cutoff, blob.modified) < safety.blob_min_age
-                || active
-                || keep.contains(blob.id.as_str())
+            if blob.modified > cutoff || age(cutoff, blob.modified) < safety.blob_min_age || active
             {
                 report.blobs_kept += 1;
                 continue;
             }
             doomed.push((blob.id.clone(), blob.size));
+        }
+        if !safety.rewrite_delete_delay.is_zero() {
+            let mut left = Vec::with_capacity(doomed.len());
+            for (id, size) in doomed {
+                if id.starts_with('s') || !self.rewritten_lately(&id, size, start, safety).await {
+                    left.push((id, size));
+                } else {
+                    report.blobs_kept += 1;
+                }
+            }
+            doomed = left;
         }
         let mut deletes = futures::stream::iter(doomed)
             .map(|(id, size)| async move { self.blobs.delete(&id).await.map(|()| size) })

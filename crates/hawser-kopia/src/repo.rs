@@ -70,6 +70,14 @@ pub struct RepositoryConfig {
     pub(crate) epoch_parameters: EpochParameters,
 }
 
+impl RepositoryConfig {
+    /// The size at which a pack being written is sent: the repository's maximum pack size,
+    /// within 1 to 64 MiB (a config from the bucket does not decide how much is held).
+    pub(crate) fn pack_size(&self) -> u64 {
+        self.max_pack_size.clamp(1 << 20, 64 << 20)
+    }
+}
+
 /// The epoch manager's parameters (kopia's `epoch.Parameters`; durations in nanoseconds),
 /// kopia's defaults where a field is absent.
 #[derive(Deserialize, Debug, Clone)]
@@ -246,6 +254,53 @@ impl Repository {
         Ok(plain)
     }
 
+    /// The contents pack `id` (of `size` bytes) holds, from the pack's own index: the
+    /// postamble at its end (version 1, the index's IV, offset and length, a CRC) finds the
+    /// encrypted index, which is read like an index blob.
+    ///
+    /// # Errors
+    /// [`KopiaError::Storage`], [`KopiaError::Authentication`]; [`KopiaError::Malformed`] for
+    /// a pack whose postamble or index does not parse.
+    pub(crate) async fn pack_contents(
+        &self,
+        id: &str,
+        size: u64,
+    ) -> Result<Vec<ContentId>, KopiaError> {
+        let what = || format!("pack {id}");
+        let bad = |why: &str| KopiaError::malformed(what(), why.to_owned());
+        let tail_len = size.min(256);
+        let tail = self.blobs.get_range(id, size - tail_len, tail_len).await?;
+        let (&length, rest) = tail.split_last().ok_or_else(|| bad("empty"))?;
+        let postamble = rest
+            .len()
+            .checked_sub(usize::from(length))
+            .and_then(|at| rest.get(at..))
+            .ok_or_else(|| bad("postamble longer than the pack"))?;
+        let (body, crc) = postamble
+            .split_last_chunk::<4>()
+            .ok_or_else(|| bad("postamble too short"))?;
+        if crc32fast::hash(body).to_be_bytes() != *crc {
+            return Err(bad("postamble checksum"));
+        }
+        let field = |at: &mut &[u8]| take_uvarint(at).ok_or_else(|| bad("postamble field"));
+        let mut fields = body;
+        if field(&mut fields)? != 1 {
+            return Err(bad("postamble version"));
+        }
+        let iv_len = usize::try_from(field(&mut fields)?).map_err(|_| bad("IV length"))?;
+        let (iv, mut fields) = fields.split_at_checked(iv_len).ok_or_else(|| bad("IV"))?;
+        let (offset, len) = (field(&mut fields)?, field(&mut fields)?);
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(bad("index past the end"));
+        }
+        let sealed = self.blobs.get_range(id, offset, len).await?;
+        let local = self
+            .cipher
+            .decrypt(iv, &sealed, &format!("the index of pack {id}"))?;
+        let entries = parse(&local, &what())?;
+        Ok(entries.into_iter().map(|e| e.id).collect())
+    }
+
     /// The stored (encrypted) bytes of content `entry`, not yet checked.
     ///
     /// # Errors
@@ -366,4 +421,17 @@ fn open_config(raw: &[u8], password: &str) -> Result<RepositoryConfig, KopiaErro
         return refuse("index version", config.index_version.to_string());
     }
     Ok(config)
+}
+
+/// Go's unsigned varint at the start of `data`, which moves past it.
+fn take_uvarint(data: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for (i, byte) in data.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            *data = &data[i + 1..];
+            return Some(value);
+        }
+    }
+    None
 }

@@ -45,8 +45,6 @@ pub struct SourceInfo {
 /// The labels kopia gives a snapshot manifest itself; tags may not use them.
 const RESERVED_LABELS: &[&str] = &["type", "hostname", "username", "path"];
 
-/// Packs are sent once they reach this size (kopia's default `maxPackSize`, 20 MiB).
-const MAX_PACK: usize = 20 << 20;
 /// kopia's zstd-fastest compressor ID.
 const ZSTD_FASTEST: u32 = 0x1101;
 
@@ -200,7 +198,7 @@ impl Writer<'_> {
         entry.packed_length = length(sealed.len())?;
         pack.data.extend_from_slice(sealed);
         pack.entries.push(entry.clone());
-        let full = pack.data.len() >= MAX_PACK;
+        let full = pack.data.len() as u64 >= self.repo.config().pack_size();
         self.pending.insert(entry.id.clone(), entry);
         if full {
             let pack = if metadata {

@@ -286,8 +286,9 @@ async fn short_packs_are_rewritten_so_a_deleted_snapshot_s_share_of_a_pack_is_fr
     assert!(gc.short_packs_kept >= 2, "{gc:?}");
     assert_eq!(ids(&dir, "p"), shared);
 
-    // Without margins, but with a delay before what a rewrite empties is deleted: `drop` is
-    // dropped, `keep` and `new` are copied into one new pack, and the old packs stay for now.
+    // Without margins, but with an hour between a rewrite and deleting what it emptied:
+    // `drop` is dropped, `keep` and `new` are copied into one new pack, and the old packs
+    // stay (their contents' entries elsewhere are younger than the hour).
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let delayed = Safety {
         rewrite_delete_delay: Duration::from_secs(3600),
@@ -301,8 +302,23 @@ async fn short_packs_are_rewritten_so_a_deleted_snapshot_s_share_of_a_pack_is_fr
     assert!(shared.iter().all(|p| now.contains(p)), "{now:?}");
     restores_as(&repo, &second, &describe(tree.path())).await;
 
-    // The next run deletes them: the 4 MiB that only the deleted snapshot used is freed.
-    let gc = collect_now(&mut repo).await;
+    // A run within the delay keeps them too: their contents moved less than an hour ago.
+    let gc = repo.maintain(true, &delayed).await.unwrap().gc.unwrap();
+    assert_eq!(
+        gc.rewritten, 0,
+        "one short pack of a kind is left alone: {gc:?}"
+    );
+    assert_eq!(ids(&dir, "p"), now);
+
+    // Once their contents moved longer ago than the delay (read from each old pack's own
+    // index), they go: the 4 MiB that only the deleted snapshot used is freed.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let short_delay = Safety {
+        rewrite_delete_delay: Duration::from_secs(1),
+        ..Safety::NONE
+    };
+    let gc = repo.maintain(true, &short_delay).await.unwrap().gc.unwrap();
+    assert!(gc.blobs_deleted >= 2, "{gc:?}");
     assert_eq!(
         gc.rewritten, 0,
         "one short pack of a kind is left alone: {gc:?}"
