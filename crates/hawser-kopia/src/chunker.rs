@@ -1,10 +1,17 @@
-//! Content-defined chunking as kopia's default splitter `DYNAMIC-4M-BUZHASH` cuts: a file is
-//! cut after the first byte, at least 2 MiB and at most 8 MiB from the previous cut, where a
-//! buzhash of the last 64 bytes has its low 22 bits zero (8 MiB when none has). Cutting where
-//! kopia cuts gives a file the contents, and so the object ID, kopia gives it: a file that
-//! kopia (Velero) stored is not stored again by hawser, and the other way round. An insertion
-//! early in a file moves only the cuts near it, so the rest of the file's contents keep their
-//! IDs and are not uploaded again.
+//! Cutting files into contents as kopia's splitters do (a repository names its own; Velero's
+//! are kopia's default, `DYNAMIC-4M-BUZHASH`). Cutting where kopia cuts gives a file the
+//! contents, and so the object ID, kopia gives it: a file that kopia (Velero) stored is not
+//! stored again by hawser, and the other way round.
+//!
+//! - `DYNAMIC-<size>-BUZHASH` (and the legacy `DYNAMIC`, 4 MiB): content-defined. A file is cut
+//!   after the first byte at least half the size and at most twice it from the previous cut
+//!   where a buzhash of the last 64 bytes has its low bits zero (the size less one as a mask),
+//!   at twice the size when none has. An insertion early in a file moves only the cuts near it,
+//!   so the rest of the file's contents keep their IDs and are not uploaded again.
+//! - `FIXED-<size>` (and the legacy `FIXED`, 4 MiB): a cut every size bytes.
+//! - kopia's `DYNAMIC-<size>-RABINKARP` and names unknown here are cut as `DYNAMIC-4M-BUZHASH`,
+//!   said so in the log: kopia reads contents cut anywhere, so only deduplication against
+//!   kopia's own copies of the same large files is lost.
 //!
 //! The buzhash (a cyclic polynomial) of a window is the XOR of a table value per byte, each
 //! rotated left by the byte's distance from the window's end; with a 64-byte window and 32-bit
@@ -12,12 +19,6 @@
 //! is the one kopia's rolling-hash library uses: the first 256 distinct values of Go's
 //! `math/rand` seeded with 1, each the low 32 bits of `Int63()`.
 
-/// No cut before this many bytes.
-const MIN: usize = 2 << 20;
-/// A cut at this many bytes at the latest.
-const MAX: usize = 8 << 20;
-/// A cut where these low bits of the hash are zero (kopia's average size less one).
-const MASK: u32 = (4 << 20) - 1;
 /// The bytes the hash covers.
 const WINDOW: usize = 64;
 
@@ -57,10 +58,55 @@ const TABLE: [u32; 256] = [
     0x887953e8, 0x48b9e962, 0xe533e9a3, 0x5e0ce6e5, 0x1dba77ae, 0xc8214b8a, 0x53b428d7, 0x4cf20a65,
 ];
 
-/// Cuts a stream into chunks; holds at most [`MAX`] bytes. Each byte is hashed once: the scan
-/// goes on where the previous [`Chunker::push`] stopped.
-#[derive(Default)]
+/// How files are cut: one of kopia's splitters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Splitter {
+    /// Content-defined, `average` bytes apart on average.
+    Buzhash { average: usize },
+    /// Every `size` bytes.
+    Fixed { size: usize },
+}
+
+impl Splitter {
+    /// kopia's default, Velero's.
+    pub(crate) const DEFAULT: Self = Self::Buzhash { average: 4 << 20 };
+
+    /// The splitter a repository's config names, `None` for one not built here.
+    pub(crate) fn named(name: &str) -> Option<Self> {
+        let size = |text: &str| match text {
+            "128K" => Some(128 << 10),
+            "256K" => Some(256 << 10),
+            "512K" => Some(512 << 10),
+            "1M" => Some(1 << 20),
+            "2M" => Some(2 << 20),
+            "4M" => Some(4 << 20),
+            "8M" => Some(8 << 20),
+            _ => None,
+        };
+        match name {
+            "DYNAMIC" => Some(Self::DEFAULT),
+            "FIXED" => Some(Self::Fixed { size: 4 << 20 }),
+            _ => {
+                if let Some(rest) = name.strip_prefix("FIXED-") {
+                    size(rest).map(|size| Self::Fixed { size })
+                } else {
+                    let rest = name.strip_prefix("DYNAMIC-")?.strip_suffix("-BUZHASH")?;
+                    size(rest).map(|average| Self::Buzhash { average })
+                }
+            }
+        }
+    }
+}
+
+/// Cuts a stream into chunks; holds at most one chunk's worth of bytes. Each byte is hashed
+/// once: the scan goes on where the previous [`Chunker::push`] stopped.
 pub(crate) struct Chunker {
+    /// No cut before this many bytes (a fixed splitter's size).
+    min: usize,
+    /// A cut at this many bytes at the latest.
+    max: usize,
+    /// A cut where these bits of the hash are zero; none for a fixed splitter.
+    mask: Option<u32>,
     buffer: Vec<u8>,
     /// The next byte of `buffer` to hash.
     scanned: usize,
@@ -68,30 +114,52 @@ pub(crate) struct Chunker {
 }
 
 impl Chunker {
+    pub(crate) fn new(splitter: Splitter) -> Self {
+        let (min, max, mask) = match splitter {
+            Splitter::Buzhash { average } => (
+                average / 2,
+                average * 2,
+                Some(u32::try_from(average - 1).unwrap_or(u32::MAX)),
+            ),
+            Splitter::Fixed { size } => (size, size, None),
+        };
+        Self {
+            min,
+            max,
+            mask,
+            buffer: Vec::new(),
+            scanned: 0,
+            hash: 0,
+        }
+    }
+
     /// Where the next cut of the buffer is, once it is known.
     fn cut(&mut self) -> Option<usize> {
-        if self.buffer.len() <= MIN {
+        let Some(mask) = self.mask else {
+            return (self.buffer.len() >= self.max).then_some(self.max);
+        };
+        if self.buffer.len() <= self.min {
             return None;
         }
         // The hash depends on the last 64 bytes only: start 64 bytes before the first candidate.
-        self.scanned = self.scanned.max(MIN - WINDOW);
-        let end = self.buffer.len().min(MAX);
+        self.scanned = self.scanned.max(self.min - WINDOW);
+        let end = self.buffer.len().min(self.max);
         while self.scanned < end {
             let at = self.scanned;
             let entering = TABLE[usize::from(self.buffer[at])];
             // Until the window is full nothing leaves it.
-            let leaving = if at < MIN {
+            let leaving = if at < self.min {
                 0
             } else {
                 TABLE[usize::from(self.buffer[at - WINDOW])]
             };
             self.hash = self.hash.rotate_left(1) ^ leaving ^ entering;
             self.scanned += 1;
-            if self.scanned >= MIN && self.hash & MASK == 0 {
+            if self.scanned >= self.min && self.hash & mask == 0 {
                 return Some(self.scanned);
             }
         }
-        (end == MAX).then_some(MAX)
+        (end == self.max).then_some(self.max)
     }
 
     /// Takes `data`; returns the chunks now complete (all that is left at the `end`).
@@ -128,8 +196,15 @@ mod tests {
             .collect()
     }
 
+    const MIN: usize = 2 << 20;
+    const MAX: usize = 8 << 20;
+
     fn chunks(data: &[u8], piece: usize) -> Vec<Vec<u8>> {
-        let mut chunker = Chunker::default();
+        chunks_with(Splitter::DEFAULT, data, piece)
+    }
+
+    fn chunks_with(splitter: Splitter, data: &[u8], piece: usize) -> Vec<Vec<u8>> {
+        let mut chunker = Chunker::new(splitter);
         let mut out = Vec::new();
         for piece in data.chunks(piece) {
             out.extend(chunker.push(piece, false));
@@ -143,20 +218,55 @@ mod tests {
     }
 
     /// The cuts kopia's own `DYNAMIC-4M-BUZHASH` splitter (Velero v1.18.3's kopia) makes in the
-    /// same streams, fed in either piece size.
+    /// same streams, fed in pieces of any size.
     #[test]
     fn cuts_where_kopia_cuts() {
         let data = noise(40 << 20, 3);
         let kopia = [
             6_811_916, 5_391_959, 6_755_237, 8_224_243, 3_857_683, 7_687_058, 3_214_944,
         ];
-        for piece in [1 << 20, 65_536] {
+        for piece in [1 << 20, 65_536, 4097] {
             let out = chunks(&data, piece);
             assert_eq!(lengths(&out), kopia, "pieces of {piece}");
             assert_eq!(out.concat(), data);
         }
         // The hash of 64 equal bytes is zero (each rotation comes twice): zeros cut at the minimum.
         assert_eq!(lengths(&chunks(&vec![0u8; 20 << 20], 1 << 20)), [MIN; 10]);
+        // Exactly the minimum, a byte at a time: one chunk.
+        assert_eq!(lengths(&chunks(&vec![0u8; MIN], 1)), [MIN]);
+    }
+
+    /// Other splitters a repository may name, against kopia's own cuts of the same streams.
+    #[test]
+    fn other_splitters_cut_where_kopia_s_do() {
+        let data = noise(3 << 20, 5);
+        let cases: [(&str, &[u8], &[usize]); 4] = [
+            (
+                "DYNAMIC-1M-BUZHASH",
+                &data,
+                &[814_847, 1_024_984, 1_015_780, 290_117],
+            ),
+            (
+                "DYNAMIC-128K-BUZHASH",
+                &data[..1 << 20],
+                &[
+                    95_132, 184_173, 123_572, 115_257, 91_213, 159_111, 81_890, 119_750, 78_478,
+                ],
+            ),
+            ("FIXED-1M", &data, &[1 << 20; 3]),
+            ("FIXED", &noise(9 << 20, 5), &[4 << 20, 4 << 20, 1 << 20]),
+        ];
+        for (name, data, kopia) in cases {
+            let splitter = Splitter::named(name).unwrap();
+            assert_eq!(lengths(&chunks_with(splitter, data, 4097)), kopia, "{name}");
+        }
+        assert_eq!(Splitter::named("DYNAMIC"), Some(Splitter::DEFAULT));
+        assert_eq!(
+            Splitter::named("DYNAMIC-4M-BUZHASH"),
+            Some(Splitter::DEFAULT)
+        );
+        assert_eq!(Splitter::named("DYNAMIC-4M-RABINKARP"), None);
+        assert_eq!(Splitter::named("DYNAMIC-3M-BUZHASH"), None);
     }
 
     #[test]

@@ -192,7 +192,8 @@ impl ContentHash {
             value: name.to_owned(),
         };
         match name {
-            "BLAKE2B-256-128" => Ok(Self::Blake2b(secret.to_vec())),
+            // BLAKE2b takes a key of at most 64 bytes.
+            "BLAKE2B-256-128" if secret.len() <= 64 => Ok(Self::Blake2b(secret.to_vec())),
             "BLAKE3-256-128" => Ok(Self::Blake3(secret.try_into().map_err(|_| unsupported())?)),
             _ => Err(unsupported()),
         }
@@ -203,13 +204,11 @@ impl ContentHash {
         let mut out = [0u8; 16];
         match self {
             Self::Blake2b(key) => {
-                use blake2::digest::{FixedOutput as _, KeyInit as _, Update as _};
-                if let Ok(mut mac) =
-                    blake2::Blake2bMac::<blake2::digest::consts::U32>::new_from_slice(key)
-                {
-                    mac.update(data);
-                    out.copy_from_slice(&mac.finalize_fixed()[..16]);
-                }
+                let hash = blake2b_simd::Params::new()
+                    .hash_length(32)
+                    .key(key)
+                    .hash(data);
+                out.copy_from_slice(&hash.as_bytes()[..16]);
             }
             Self::Blake3(key) => {
                 out.copy_from_slice(&blake3::keyed_hash(key, data).as_bytes()[..16])

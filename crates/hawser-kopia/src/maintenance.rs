@@ -223,6 +223,8 @@ impl Repository {
         report.snapshots = snapshots.len();
         let (mut in_use, mut walked) = (HashSet::new(), HashSet::new());
         for snapshot in &snapshots {
+            // A long walk keeps the repository (its marker refreshed as a writer's is).
+            lease.keep(self).await?;
             let root = &snapshot.root;
             self.contents_of(&root.obj, root.kind == "d", &mut in_use, &mut walked)
                 .await?;
@@ -373,7 +375,7 @@ impl Repository {
     /// Step 5 of the module docs.
     async fn delete_unreferenced(
         &self,
-        lease: &Lease,
+        lease: &mut Lease,
         safety: &Safety,
         start: Timestamp,
         report: &mut GcReport,
@@ -407,6 +409,7 @@ impl Repository {
         if !safety.rewrite_delete_delay.is_zero() {
             let mut left = Vec::with_capacity(doomed.len());
             for (id, size) in doomed {
+                lease.keep(self).await?;
                 if id.starts_with('s') || !self.rewritten_lately(&id, size, start, safety).await {
                     left.push((id, size));
                 } else {
@@ -415,6 +418,7 @@ impl Repository {
             }
             doomed = left;
         }
+        lease.keep(self).await?;
         let mut deletes = futures::stream::iter(doomed)
             .map(|(id, size)| async move { self.blobs.delete(&id).await.map(|()| size) })
             .buffer_unordered(DELETES);

@@ -97,9 +97,9 @@ pub(crate) struct IndirectEntry {
     pub(crate) object: String,
 }
 
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
-fn is_zero(n: &u64) -> bool {
-    *n == 0
+/// Whether `n` is zero (serde's `skip_serializing_if` passes a reference).
+pub(crate) fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 impl Repository {

@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::KopiaError;
 use crate::chunker::Chunker;
 use crate::content::ContentId;
-use crate::object::{IndirectEntry, IndirectList, ObjectId};
+use crate::object::{IndirectEntry, IndirectList, ObjectId, is_zero};
 use crate::snapshot::DirEntry;
 use crate::writer::Writer;
 
@@ -89,12 +89,6 @@ pub(crate) struct EntryOut {
     summ: Option<Summary>,
 }
 
-// serde's `skip_serializing_if` takes a reference.
-#[allow(clippy::trivially_copy_pass_by_ref)]
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
 /// Go's file mode text of Unix permission bits (setuid, setgid and sticky are Go's bits).
 fn go_mode(unix: u32) -> String {
     let mut mode = unix & 0o777;
@@ -115,7 +109,7 @@ impl Writer<'_> {
     /// Stores a file's data; returns its object ID and size.
     pub(crate) async fn file(&mut self, path: &Path) -> Result<(String, u64), KopiaError> {
         let mut file = std::fs::File::open(path).map_err(KopiaError::reading(path))?;
-        let mut chunker = Chunker::default();
+        let mut chunker = Chunker::new(self.splitter);
         let mut parts: Vec<(u64, u64, ContentId)> = Vec::new();
         let mut offset = 0u64;
         let mut buffer = vec![0u8; 1 << 20];

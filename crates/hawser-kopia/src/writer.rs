@@ -15,7 +15,7 @@
 //! upload their contents again (and maintenance collects them if no snapshot comes to use
 //! them); a pack cut mid-upload is named by no index.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +25,7 @@ use jiff::Timestamp;
 use tokio::task::JoinHandle;
 
 use crate::KopiaError;
+use crate::chunker::Splitter;
 use crate::content::ContentId;
 use crate::index::{Entry, build};
 use crate::repo::Repository;
@@ -64,12 +65,14 @@ pub(crate) struct Writer<'r> {
     data: Option<Pack>,
     metadata: Option<Pack>,
     /// Contents of this snapshot not yet named by a stored index blob.
-    pending: HashMap<ContentId, Entry>,
+    pending: HashSet<ContentId>,
     /// Every entry of the packs stored so far.
     stored: Vec<Entry>,
     /// Packs being stored while the next ones are filled.
     uploads: Uploads,
     now: Timestamp,
+    /// How files are cut: the repository's splitter.
+    pub(crate) splitter: Splitter,
 }
 
 /// Packs stored at once while the writer goes on filling the next one.
@@ -134,7 +137,7 @@ impl Writer<'_> {
         key.extend_from_slice(&hash);
         let id = ContentId(key.into_boxed_slice());
         let known = self.repo.index.get(&id).is_some_and(|e| !e.deleted);
-        if known || self.pending.contains_key(&id) {
+        if known || self.pending.contains(&id) {
             return Ok(id);
         }
         self.lease.keep(self.repo).await?;
@@ -197,9 +200,9 @@ impl Writer<'_> {
         entry.offset = length(pack.data.len())?;
         entry.packed_length = length(sealed.len())?;
         pack.data.extend_from_slice(sealed);
-        pack.entries.push(entry.clone());
+        self.pending.insert(entry.id.clone());
+        pack.entries.push(entry);
         let full = pack.data.len() as u64 >= self.repo.config().pack_size();
-        self.pending.insert(entry.id.clone(), entry);
         if full {
             let pack = if metadata {
                 self.metadata.take()
@@ -263,13 +266,26 @@ impl Writer<'_> {
 impl<'r> Writer<'r> {
     /// Starts a write under `lease`.
     pub(crate) fn new(repo: &'r Repository, lease: &'r mut Lease) -> Self {
+        let name = &repo.config().splitter;
+        let splitter = if name.is_empty() {
+            Splitter::DEFAULT
+        } else {
+            Splitter::named(name).unwrap_or_else(|| {
+                tracing::warn!(
+                    splitter = %name,
+                    "this splitter is not built here: files are cut as DYNAMIC-4M-BUZHASH (readable by kopia; only deduplication with kopia's copies of the same large files is lost)"
+                );
+                Splitter::DEFAULT
+            })
+        };
         Self {
+            splitter,
             repo,
             now: Timestamp::now(),
             lease,
             data: None,
             metadata: None,
-            pending: HashMap::new(),
+            pending: HashSet::new(),
             stored: Vec::new(),
             uploads: Uploads::default(),
         }
@@ -404,6 +420,11 @@ impl Repository {
         let mut manifest_id = [0u8; 16];
         rand::fill(&mut manifest_id);
         let manifest_id = hex::encode(manifest_id);
+        let stats = Stats {
+            file_count: tally.files,
+            cached_files: tally.cached,
+            non_cached_files: tally.files - tally.cached,
+        };
         let mut data = serde_json::json!({
             "id": "",
             "source": {"host": source.host, "userName": source.user, "path": source.path},
@@ -411,8 +432,9 @@ impl Repository {
             "startTime": start,
             "endTime": end,
             "stats": {
-                "totalSize": tally.size, "excludedTotalSize": 0, "fileCount": tally.files,
-                "cachedFiles": tally.cached, "nonCachedFiles": tally.files - tally.cached, "dirCount": tally.dirs,
+                "totalSize": tally.size, "excludedTotalSize": 0, "fileCount": stats.file_count,
+                "cachedFiles": stats.cached_files, "nonCachedFiles": stats.non_cached_files,
+                "dirCount": tally.dirs,
                 "excludedFileCount": 0, "excludedDirCount": 0, "ignoredErrorCount": 0,
                 "errorCount": 0
             },
@@ -443,11 +465,7 @@ impl Repository {
             end_time: Some(end),
             tags: tags.clone(),
             root,
-            stats: Stats {
-                file_count: tally.files,
-                cached_files: tally.cached,
-                non_cached_files: tally.files - tally.cached,
-            },
+            stats,
         })
     }
 

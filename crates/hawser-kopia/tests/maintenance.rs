@@ -336,6 +336,84 @@ async fn short_packs_are_rewritten_so_a_deleted_snapshot_s_share_of_a_pack_is_fr
     assert_eq!(checked.files, 2);
 }
 
+/// Two snapshots of `tree`, each with a 1 MiB file of its own in a short data pack.
+async fn two_short_data_packs(repo: &mut Repository, tree: &Path, dir: &Path) -> Vec<String> {
+    std::fs::write(tree.join("a"), noise(1 << 20, 21)).unwrap();
+    repo.write_snapshot(tree, &source("/vol"), &BTreeMap::new())
+        .await
+        .unwrap();
+    std::fs::write(tree.join("b"), noise(1 << 20, 22)).unwrap();
+    repo.write_snapshot(tree, &source("/vol"), &BTreeMap::new())
+        .await
+        .unwrap();
+    let packs = ids(dir, "p");
+    assert_eq!(packs.len(), 2, "{packs:?}");
+    packs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_content_stops_the_rewrite_and_nothing_is_deleted() {
+    let root = tempfile::tempdir().unwrap();
+    let (blobs, dir) = create(root.path(), PASSWORD).await;
+    let tree = tempfile::tempdir().unwrap();
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    let packs = two_short_data_packs(&mut repo, tree.path(), &dir).await;
+    // A byte of the first content of one pack (past its 32-byte preamble) flipped.
+    let damaged = dir.join(&packs[0]);
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&damaged, &bytes).unwrap();
+    let before = ids(&dir, "");
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let err = repo.maintain(true, &Safety::NONE).await.unwrap_err();
+    assert!(matches!(err, KopiaError::Authentication { .. }), "{err}");
+    // Nothing was deleted, and the repository was let go.
+    let after = ids(&dir, "");
+    let kept = |b: &&String| !b.starts_with('s');
+    assert!(
+        before.iter().filter(kept).all(|b| after.contains(b)),
+        "{after:?}"
+    );
+    assert!(ids(&dir, "s").is_empty(), "{after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_content_rewritten_stays_deleted() {
+    let root = tempfile::tempdir().unwrap();
+    let (blobs, dir) = create(root.path(), PASSWORD).await;
+    let tree = tempfile::tempdir().unwrap();
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
+    two_short_data_packs(&mut repo, tree.path(), &dir).await;
+    // Both snapshots deleted: both files' contents are unused.
+    for snapshot in repo.snapshots().await.unwrap() {
+        repo.delete_snapshot(&snapshot.id).await.unwrap();
+    }
+
+    // Marked deleted but not dropped (a drop margin), then copied out of the two short packs:
+    // the copies are deleted too.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let margin = Safety {
+        drop_after: Duration::from_secs(3600),
+        ..Safety::NONE
+    };
+    let gc = repo.maintain(true, &margin).await.unwrap().gc.unwrap();
+    assert!(gc.marked >= 2 && gc.watermark.is_none(), "{gc:?}");
+    assert!(gc.rewritten >= 2, "{gc:?}");
+    let packs = ids(&dir, "p");
+    assert_eq!(packs.len(), 1, "the two packs copied into one: {packs:?}");
+
+    // Read back from the bucket: a snapshot holding the same two files stores them again,
+    // which it would not do were their contents live.
+    let mut repo = Repository::open(blobs, PASSWORD).await.unwrap();
+    let again = repo
+        .write_snapshot(tree.path(), &source("/again"), &BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(ids(&dir, "p").len(), 2);
+    restores_as(&repo, &again, &describe(tree.path())).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn epochs_advance_are_compacted_and_their_blobs_cleaned_up() {
     let root = tempfile::tempdir().unwrap();
