@@ -21,7 +21,7 @@ use crate::chunker::Chunker;
 use crate::content::ContentId;
 use crate::object::{IndirectEntry, IndirectList, ObjectId, is_zero};
 use crate::snapshot::DirEntry;
-use crate::writer::Writer;
+use crate::writer::{HashedAside, Writer};
 
 /// What a snapshot counted, for its manifest.
 #[derive(Default, Clone, Copy)]
@@ -113,17 +113,30 @@ impl Writer<'_> {
         let mut parts: Vec<(u64, u64, ContentId)> = Vec::new();
         let mut offset = 0u64;
         let mut buffer = vec![0u8; 1 << 20];
+        // The previous piece (its start and length), hashed aside while this one is cut.
+        let mut aside: Option<(u64, u64, HashedAside)> = None;
         loop {
             let n = file.read(&mut buffer).map_err(KopiaError::reading(path))?;
-            let chunks = chunker.push(&buffer[..n], n == 0);
-            for chunk in chunks {
-                let id = self.content(None, &chunk).await?;
-                parts.push((offset, chunk.len() as u64, id));
-                offset += chunk.len() as u64;
+            let mut chunks = chunker.push(&buffer[..n], n == 0).into_iter().peekable();
+            while let Some(chunk) = chunks.next() {
+                let length = chunk.len() as u64;
+                if n == 0 && aside.is_none() && chunks.peek().is_none() {
+                    // A file of one piece: no handoff to another thread.
+                    let id = self.content(None, &chunk).await?;
+                    parts.push((offset, length, id));
+                } else if let Some((start, previous, hashing)) =
+                    aside.replace((offset, length, self.hash_aside(chunk)))
+                {
+                    parts.push((start, previous, self.store_hashed(hashing).await?));
+                }
+                offset += length;
             }
             if n == 0 {
                 break;
             }
+        }
+        if let Some((start, length, hashing)) = aside {
+            parts.push((start, length, self.store_hashed(hashing).await?));
         }
         if parts.is_empty() {
             let id = self.content(None, &[]).await?;

@@ -1,9 +1,10 @@
 //! Writing a snapshot of a directory tree into a repository, in kopia's format so that kopia
 //! (and Velero) read it, and take it as the parent of their next snapshot of the same source.
 //!
-//! Files are cut into contents by content-defined chunking ([`crate::chunker`]); a content
-//! already in the repository (same keyed hash) is not written again, so a second snapshot
-//! uploads only what changed. File data goes uncompressed into `p` packs (Velero's policy);
+//! Files are cut into contents as the repository's splitter cuts them ([`crate::chunker`]);
+//! a file's piece is hashed on a blocking thread while the next one is read and cut (a file
+//! of one piece is not handed over). A content already in the repository (same keyed hash)
+//! is not written again, so a second snapshot uploads only what changed. File data goes uncompressed into `p` packs (Velero's policy);
 //! directory listings (`k`), indirect lists (`x`) and the manifest (`m`) go zstd-fastest into
 //! `q` packs. A pack is the 32-byte preamble, its encrypted contents, padding to 4 KiB, its own
 //! encrypted index and the postamble that finds it; a full pack is stored in the background
@@ -27,6 +28,7 @@ use tokio::task::JoinHandle;
 use crate::KopiaError;
 use crate::chunker::Splitter;
 use crate::content::ContentId;
+use crate::crypto::ContentHash;
 use crate::index::{Entry, build};
 use crate::repo::Repository;
 use crate::session::Lease;
@@ -103,6 +105,18 @@ fn uvarint(out: &mut Vec<u8>, mut n: u64) {
     out.push(u8::try_from(n).unwrap_or(0));
 }
 
+/// A file's piece being hashed away from the writer's task: its ID, and the piece.
+pub(crate) type HashedAside = JoinHandle<(ContentId, Vec<u8>)>;
+
+/// The ID of content `plain` stored with `prefix`: the prefix byte (none for file data), then
+/// the repository's keyed hash.
+fn content_id(hasher: &ContentHash, prefix: Option<char>, plain: &[u8]) -> ContentId {
+    let mut key = Vec::with_capacity(17);
+    key.push(prefix.map_or(0, |p| u8::try_from(p).unwrap_or(0)));
+    key.extend_from_slice(&hasher.hash(plain));
+    ContentId(key.into_boxed_slice())
+}
+
 /// A length in an index entry.
 fn length(n: usize) -> Result<u32, KopiaError> {
     u32::try_from(n).map_err(|_| KopiaError::Unsupported {
@@ -112,14 +126,17 @@ fn length(n: usize) -> Result<u32, KopiaError> {
 }
 
 /// A new pack of session `session`: `p` for file data, `q` for the rest.
-fn new_pack(prefix: char, session: &str) -> Pack {
+/// Its room is reserved up front (twice the pack size: the last content may cross it), so
+/// that filling it never moves what it holds; pages are only used as it fills.
+fn new_pack(prefix: char, session: &str, size: u64) -> Pack {
     let mut random = [0u8; 16];
     rand::fill(&mut random);
-    let mut preamble = vec![0u8; 32];
-    rand::fill(&mut preamble[..]);
+    let mut data = Vec::with_capacity(usize::try_from(size * 2).unwrap_or(usize::MAX));
+    data.resize(32, 0);
+    rand::fill(&mut data[..]);
     Pack {
         id: Arc::from(format!("{prefix}{}-{session}", hex::encode(random))),
-        data: preamble,
+        data,
         entries: Vec::new(),
     }
 }
@@ -131,11 +148,35 @@ impl Writer<'_> {
         prefix: Option<char>,
         plain: &[u8],
     ) -> Result<ContentId, KopiaError> {
-        let hash = self.repo.hasher.hash(plain);
-        let mut key = Vec::with_capacity(17);
-        key.push(prefix.map_or(0, |p| u8::try_from(p).unwrap_or(0)));
-        key.extend_from_slice(&hash);
-        let id = ContentId(key.into_boxed_slice());
+        let id = content_id(&self.repo.hasher, prefix, plain);
+        self.store(id, prefix, plain).await
+    }
+
+    /// Hashes file data `plain` on a blocking thread, so that the file's next piece is read
+    /// and cut meanwhile; [`Self::store_hashed`] stores it.
+    pub(crate) fn hash_aside(&self, plain: Vec<u8>) -> HashedAside {
+        let hasher = self.repo.hasher.clone();
+        tokio::task::spawn_blocking(move || (content_id(&hasher, None, &plain), plain))
+    }
+
+    /// Stores file data hashed by [`Self::hash_aside`]; returns its ID.
+    pub(crate) async fn store_hashed(
+        &mut self,
+        aside: HashedAside,
+    ) -> Result<ContentId, KopiaError> {
+        let (id, plain) = aside
+            .await
+            .map_err(|e| KopiaError::malformed("hashing a file's piece", e))?;
+        self.store(id, None, &plain).await
+    }
+
+    /// Stores `plain` as content `id` (with `prefix`) unless the repository has it.
+    async fn store(
+        &mut self,
+        id: ContentId,
+        prefix: Option<char>,
+        plain: &[u8],
+    ) -> Result<ContentId, KopiaError> {
         let known = self.repo.index.get(&id).is_some_and(|e| !e.deleted);
         if known || self.pending.contains(&id) {
             return Ok(id);
@@ -195,7 +236,9 @@ impl Writer<'_> {
         } else {
             &mut self.data
         };
-        let pack = slot.get_or_insert_with(|| new_pack(if metadata { 'q' } else { 'p' }, session));
+        let size = self.repo.config().pack_size();
+        let pack =
+            slot.get_or_insert_with(|| new_pack(if metadata { 'q' } else { 'p' }, session, size));
         entry.pack = pack.id.clone();
         entry.offset = length(pack.data.len())?;
         entry.packed_length = length(sealed.len())?;
