@@ -1,7 +1,7 @@
 //! Cutting files into contents as kopia's splitters do (a repository names its own; Velero's
 //! are kopia's default, `DYNAMIC-4M-BUZHASH`). Cutting where kopia cuts gives a file the
-//! contents, and so the object ID, kopia gives it: a file that kopia (Velero) stored is not
-//! stored again by hawser, and the other way round.
+//! contents kopia gives it (and, but for the longest files, the object ID): a file that kopia
+//! (Velero) stored is not stored again by hawser, and the other way round.
 //!
 //! - `DYNAMIC-<size>-BUZHASH` (and the legacy `DYNAMIC`, 4 MiB): content-defined. A file is cut
 //!   after the first byte at least half the size and at most twice it from the previous cut
@@ -70,6 +70,14 @@ pub(crate) enum Splitter {
 impl Splitter {
     /// kopia's default, Velero's.
     pub(crate) const DEFAULT: Self = Self::Buzhash { average: 4 << 20 };
+
+    /// The largest piece it cuts.
+    pub(crate) fn largest(self) -> usize {
+        match self {
+            Self::Buzhash { average } => average * 2,
+            Self::Fixed { size } => size,
+        }
+    }
 
     /// The splitter a repository's config names, `None` for one not built here.
     pub(crate) fn named(name: &str) -> Option<Self> {

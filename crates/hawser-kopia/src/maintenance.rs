@@ -21,9 +21,9 @@
 //!    all older than [`Safety::rewrite_min_age`], every content of those packs is read,
 //!    checked (a damaged one stops the run, never copied) and copied into new packs under
 //!    newer entries, deleted ones as deleted (kopia leaves a too-new content where it is and
-//!    copies the rest; here such a pack stays whole). A pack that held only used contents among deleted ones (the space of a deleted
-//!    snapshot's contents shared a pack with kept ones) ends this way once its deleted entries
-//!    are dropped, and with it the space.
+//!    copies the rest; here such a pack stays whole). A pack that a kept snapshot shares with
+//!    a deleted one gives the deleted one's space back this way: once the deleted entries are
+//!    dropped the pack is short, and its used contents move.
 //! 5. Packs and session markers no index entry names (deleted ones still count) are deleted
 //!    when older than [`Safety::blob_min_age`] and not of a session active within
 //!    [`Safety::session_expiry`], nor while a content it holds (its own index says which)
@@ -223,10 +223,8 @@ impl Repository {
         report.snapshots = snapshots.len();
         let (mut in_use, mut walked) = (HashSet::new(), HashSet::new());
         for snapshot in &snapshots {
-            // A long walk keeps the repository (its marker refreshed as a writer's is).
-            lease.keep(self).await?;
             let root = &snapshot.root;
-            self.contents_of(&root.obj, root.kind == "d", &mut in_use, &mut walked)
+            self.contents_of(lease, &root.obj, root.kind == "d", &mut in_use, &mut walked)
                 .await?;
         }
         report.in_use = in_use.len();
@@ -423,6 +421,7 @@ impl Repository {
             .map(|(id, size)| async move { self.blobs.delete(&id).await.map(|()| size) })
             .buffer_unordered(DELETES);
         while let Some(size) = deletes.try_next().await? {
+            lease.keep(self).await?;
             report.blobs_deleted += 1;
             report.bytes_deleted += size;
         }
@@ -433,6 +432,7 @@ impl Repository {
     /// it, its entries; a file's or link's contents and indirect lists.
     async fn contents_of(
         &self,
+        lease: &mut Lease,
         obj: &str,
         is_dir: bool,
         used: &mut HashSet<ContentId>,
@@ -440,6 +440,8 @@ impl Repository {
     ) -> Result<(), KopiaError> {
         let mut pending = vec![(obj.to_owned(), is_dir)];
         while let Some((obj, is_dir)) = pending.pop() {
+            // A long walk keeps the repository (its marker refreshed as a writer's is).
+            lease.keep(self).await?;
             // The same object is the same listing or file below it: walked once.
             if !walked.insert(obj.clone()) {
                 continue;

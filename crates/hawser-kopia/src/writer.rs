@@ -125,13 +125,13 @@ fn length(n: usize) -> Result<u32, KopiaError> {
     })
 }
 
-/// A new pack of session `session`: `p` for file data, `q` for the rest.
-/// Its room is reserved up front (twice the pack size: the last content may cross it), so
-/// that filling it never moves what it holds; pages are only used as it fills.
-fn new_pack(prefix: char, session: &str, size: u64) -> Pack {
+/// A new pack of session `session`: `p` for file data, `q` for the rest, with room for
+/// `reserve` bytes (file data's packs reserve what they can hold, so that filling one never
+/// moves what it holds; pages are only used as it fills).
+fn new_pack(prefix: char, session: &str, reserve: usize) -> Pack {
     let mut random = [0u8; 16];
     rand::fill(&mut random);
-    let mut data = Vec::with_capacity(usize::try_from(size * 2).unwrap_or(usize::MAX));
+    let mut data = Vec::with_capacity(reserve.max(32));
     data.resize(32, 0);
     rand::fill(&mut data[..]);
     Pack {
@@ -164,9 +164,11 @@ impl Writer<'_> {
         &mut self,
         aside: HashedAside,
     ) -> Result<ContentId, KopiaError> {
-        let (id, plain) = aside
-            .await
-            .map_err(|e| KopiaError::malformed("hashing a file's piece", e))?;
+        let (id, plain) = match aside.await {
+            Ok(hashed) => hashed,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => return Err(KopiaError::malformed("hashing a file's piece", e)),
+        };
         self.store(id, None, &plain).await
     }
 
@@ -177,11 +179,12 @@ impl Writer<'_> {
         prefix: Option<char>,
         plain: &[u8],
     ) -> Result<ContentId, KopiaError> {
+        // Kept fresh while only known contents are found too (a time check until it is due).
+        self.lease.keep(self.repo).await?;
         let known = self.repo.index.get(&id).is_some_and(|e| !e.deleted);
         if known || self.pending.contains(&id) {
             return Ok(id);
         }
-        self.lease.keep(self.repo).await?;
         // File data is stored as it is (no copy); metadata compressed when that is smaller.
         let (payload, compression) = match prefix {
             Some(_) => {
@@ -236,9 +239,18 @@ impl Writer<'_> {
         } else {
             &mut self.data
         };
-        let size = self.repo.config().pack_size();
-        let pack =
-            slot.get_or_insert_with(|| new_pack(if metadata { 'q' } else { 'p' }, session, size));
+        // Full at the pack size, it holds at most that and the last piece beyond it: twice
+        // the size (measured: a room just that large, freed, was not given back to the
+        // system as promptly, and the peak grew by a fifth).
+        let reserve = if metadata {
+            0
+        } else {
+            usize::try_from(self.repo.config().pack_size() * 2)
+                .unwrap_or(0)
+                .max(self.splitter.largest() * 2)
+        };
+        let pack = slot
+            .get_or_insert_with(|| new_pack(if metadata { 'q' } else { 'p' }, session, reserve));
         entry.pack = pack.id.clone();
         entry.offset = length(pack.data.len())?;
         entry.packed_length = length(sealed.len())?;
