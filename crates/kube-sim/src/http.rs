@@ -157,6 +157,13 @@ pub fn negotiate(accept: Option<&str>, discovery: bool) -> Result<Output, ApiErr
 
 /// Binds with SO_REUSEADDR so a refused port can be re-bound at once.
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    reserve(addr)?.listen(1024)
+}
+
+/// A socket bound to `addr` that does not listen: connections to the port are refused, and
+/// neither another listener nor an outgoing connection can take the port meanwhile (other
+/// servers on the machine pick free ports while an outage lasts).
+fn reserve(addr: SocketAddr) -> std::io::Result<TcpSocket> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -164,7 +171,7 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
-    socket.listen(1024)
+    Ok(socket)
 }
 
 /// Closes the connection a request arrived on without answering it (the client sees the
@@ -214,8 +221,16 @@ where
     });
 }
 
-/// The API accept loop: closes the listening socket and drops every connection while refusing,
-/// then re-binds the same address.
+/// The port of the API accept loop: listening, or kept bound without listening while refusing.
+enum Port {
+    Listening(TcpListener),
+    Reserved(TcpSocket),
+    /// Reserving failed (logged); serving again binds afresh.
+    Released,
+}
+
+/// The API accept loop: stops listening and drops every connection while refusing, keeping
+/// the address bound, then listens on it again.
 pub async fn api_loop<S, F>(
     first: TcpListener,
     addr: SocketAddr,
@@ -229,25 +244,43 @@ pub async fn api_loop<S, F>(
     let mut state = faults.listener_state();
     // Connections watch this; bumping it drops them all.
     let (kill_tx, _) = watch::channel(0u64);
-    let mut listener = Some(first);
+    let mut port = Port::Listening(first);
     loop {
         if *shutdown.borrow() {
             kill_tx.send_modify(|n| *n += 1);
             return;
         }
         let (st, _) = *state.borrow_and_update();
-        match (st, listener.is_some()) {
-            (ListenerState::Refusing, true) => {
-                listener = None;
+        match (st, port) {
+            (ListenerState::Refusing, Port::Listening(l)) => {
+                drop(l);
+                port = match reserve(addr) {
+                    Ok(socket) => Port::Reserved(socket),
+                    Err(e) => {
+                        tracing::warn!(error = %e, %addr, "keeping the refused API port bound failed");
+                        Port::Released
+                    }
+                };
                 kill_tx.send_modify(|n| *n += 1);
                 continue;
             }
-            (ListenerState::Serving, false) => match bind(addr) {
+            (ListenerState::Serving, Port::Reserved(socket)) => {
+                port = match socket.listen(1024) {
+                    Ok(l) => Port::Listening(l),
+                    Err(e) => {
+                        tracing::warn!(error = %e, %addr, "listening on the API port again failed; binding afresh");
+                        Port::Released
+                    }
+                };
+                continue;
+            }
+            (ListenerState::Serving, Port::Released) => match bind(addr) {
                 Ok(l) => {
-                    listener = Some(l);
+                    port = Port::Listening(l);
                     continue;
                 }
                 Err(e) => {
+                    port = Port::Released;
                     tracing::warn!(error = %e, %addr, "re-binding the API listener failed; retrying");
                     tokio::select! {
                         _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
@@ -256,10 +289,10 @@ pub async fn api_loop<S, F>(
                     continue;
                 }
             },
-            _ => {}
+            (_, p) => port = p,
         }
-        match &listener {
-            Some(l) => {
+        match &port {
+            Port::Listening(l) => {
                 tokio::select! {
                     acc = l.accept() => match acc {
                         Ok((stream, _)) => spawn_conn(stream, kill_tx.subscribe(), service.clone()),
@@ -269,7 +302,7 @@ pub async fn api_loop<S, F>(
                     _ = shutdown.changed() => {}
                 }
             }
-            None => {
+            Port::Reserved(_) | Port::Released => {
                 tokio::select! {
                     _ = state.changed() => {}
                     _ = shutdown.changed() => {}

@@ -63,6 +63,45 @@ async fn refuse_gives_connection_refused_then_recovers_on_the_same_port() {
     assert_eq!(c.get(&format!("{CMS}/a")).await.status, StatusCode::OK);
 }
 
+/// While refused, the port stays the sim's: another server on the machine picking a free port
+/// cannot get it and answer in the sim's place.
+#[tokio::test]
+async fn a_refused_port_stays_bound() {
+    let (sim, _) = start().await;
+    let addr = sim.api_addr();
+    sim.faults().refuse(None);
+    // The first attempt may still reach the closing listener (reset); one that the sim's
+    // socket refuses shows the refusal in place.
+    let mut refused = None;
+    for _ in 0..100 {
+        match tokio::net::TcpStream::connect(addr).await {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                refused = Some(e);
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    assert!(refused.is_some(), "{addr} refuses connections");
+    // No connection was served, so nothing lingers on the port but the sim's own socket.
+    let other = tokio::net::TcpSocket::new_v4().unwrap();
+    let taken = other
+        .bind(addr)
+        .expect_err("the refused port is still held");
+    assert_eq!(taken.kind(), std::io::ErrorKind::AddrInUse);
+    drop(other);
+    sim.faults().clear();
+    let mut back = false;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(back, "listening again on {addr}");
+}
+
 #[tokio::test]
 async fn timed_refusal_via_admin_api_ends_by_itself() {
     let (sim, c) = start().await;
