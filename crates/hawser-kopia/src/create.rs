@@ -33,32 +33,71 @@ pub fn random_password() -> String {
     STANDARD.encode(random32())
 }
 
+/// The choices of a new repository; the default is kopia's and Velero's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRepository {
+    /// The content hash, one of [`crate::HASHES`] (`BLAKE3-256-128` hashes faster than the
+    /// default; kopia and Velero read both).
+    pub hash: String,
+    /// How files, listings and lists are cut (kopia's `--object-splitter`): `DYNAMIC-<size>-BUZHASH`
+    /// or `FIXED-<size>`, sizes 128K to 8M.
+    pub splitter: String,
+}
+
+impl Default for NewRepository {
+    fn default() -> Self {
+        Self {
+            hash: crate::crypto::HASHES[0].to_owned(),
+            splitter: "DYNAMIC-4M-BUZHASH".to_owned(),
+        }
+    }
+}
+
+impl NewRepository {
+    /// Whether this hash and splitter can be written here.
+    ///
+    /// # Errors
+    /// [`KopiaError::Unsupported`] naming the `content hash` or the `splitter`.
+    pub fn check(&self) -> Result<(), KopiaError> {
+        if !crate::crypto::HASHES.contains(&self.hash.as_str()) {
+            return Err(KopiaError::Unsupported {
+                what: "content hash",
+                value: self.hash.clone(),
+            });
+        }
+        if crate::chunker::Splitter::named(&self.splitter).is_none() {
+            return Err(KopiaError::Unsupported {
+                what: "splitter",
+                value: self.splitter.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Repository {
-    /// Creates a repository in `blobs`, protected by `password`, and opens it.
+    /// Creates a repository in `blobs`, protected by `password`, with kopia's and Velero's
+    /// defaults, and opens it.
     ///
     /// # Errors
     /// [`KopiaError::AlreadyExists`] when `kopia.repository` is there already (nothing is
     /// written); [`KopiaError::Storage`].
     pub async fn create(blobs: Blobs, password: &str) -> Result<Self, KopiaError> {
-        Self::create_with_hash(blobs, password, crate::crypto::HASHES[0]).await
+        Self::create_with(blobs, password, &NewRepository::default()).await
     }
 
-    /// [`Repository::create`] with content hash `hash` (one of [`crate::HASHES`]:
-    /// `BLAKE3-256-128` hashes faster than the default; kopia and Velero read both).
+    /// [`Repository::create`] with the hash and splitter of `new`.
     ///
     /// # Errors
-    /// Those of [`Repository::create`]; [`KopiaError::Unsupported`] for another hash.
-    pub async fn create_with_hash(
+    /// Those of [`Repository::create`]; [`KopiaError::Unsupported`] for another hash or
+    /// splitter (nothing is written).
+    pub async fn create_with(
         blobs: Blobs,
         password: &str,
-        hash: &str,
+        new: &NewRepository,
     ) -> Result<Self, KopiaError> {
-        if !crate::crypto::HASHES.contains(&hash) {
-            return Err(KopiaError::Unsupported {
-                what: "content hash",
-                value: hash.to_owned(),
-            });
-        }
+        new.check()?;
+        let NewRepository { hash, splitter } = new;
         if blobs.exists(FORMAT_BLOB).await? {
             return Err(KopiaError::AlreadyExists);
         }
@@ -82,7 +121,7 @@ impl Repository {
                 "DeleteParallelism": 4
             },
             "enablePasswordChange": true,
-            "splitter": "DYNAMIC-4M-BUZHASH"
+            "splitter": splitter
         }});
         let plain = serde_json::to_vec(&config)
             .map_err(|e| KopiaError::malformed("the repository config", e))?;

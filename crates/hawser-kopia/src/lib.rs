@@ -33,7 +33,7 @@ mod writer;
 pub use blobs::{BlobMeta, Blobs};
 pub use compaction::QuickReport;
 pub use content::ContentId;
-pub use create::{VELERO_MARKER_BLOB, random_password};
+pub use create::{NewRepository, VELERO_MARKER_BLOB, random_password};
 pub use crypto::HASHES;
 pub use error::KopiaError;
 pub use maintenance::{GcReport, MaintenanceReport, Safety};

@@ -77,8 +77,9 @@ pub(crate) struct EntryOut {
     #[serde(rename = "type")]
     kind: &'static str,
     mode: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    size: Option<u64>,
+    /// Left out when zero (directories, empty files), as kopia's `omitempty`.
+    #[serde(skip_serializing_if = "is_zero")]
+    size: u64,
     mtime: Timestamp,
     #[serde(skip_serializing_if = "is_zero")]
     uid: u32,
@@ -142,16 +143,18 @@ impl Writer<'_> {
             let id = self.content(None, &[]).await?;
             return Ok((id.to_string(), 0));
         }
-        Ok((self.object(&parts, 'x').await?, offset))
+        Ok((self.object(None, &parts).await?, offset))
     }
 
-    /// The object ID of the contents `parts` (start, length, ID) in order: the content itself
-    /// when there is one, else an indirect list of them stored with `list_prefix` (`x` for
-    /// files; a directory's is `k`, as kopia writes them).
+    /// The object ID of the contents `parts` (start, length, ID) in order, stored with
+    /// `prefix`: the content itself when there is one, else `I` and the object of their
+    /// indirect list, written as kopia writes it: cut by the splitter like any object, with
+    /// the data's prefix, or `x` for file data's lists. A list of a few pieces is one content
+    /// (`Ix…`, `Ik…`); a longer one is cut, and its pieces listed in turn (`IIx…`).
     async fn object(
         &mut self,
+        prefix: Option<char>,
         parts: &[(u64, u64, ContentId)],
-        list_prefix: char,
     ) -> Result<String, KopiaError> {
         if let [(_, _, id)] = parts {
             return Ok(id.to_string());
@@ -167,11 +170,12 @@ impl Writer<'_> {
                 })
                 .collect(),
         };
-        let mut list =
+        let mut bytes =
             serde_json::to_vec(&list).map_err(|e| KopiaError::malformed("an indirect list", e))?;
-        list.push(b'\n');
-        let id = self.content(Some(list_prefix), &list).await?;
-        Ok(format!("I{id}"))
+        bytes.push(b'\n');
+        let mut out = ObjectOut::new(self, Some(prefix.unwrap_or('x')));
+        out.push(self, &bytes).await?;
+        Ok(format!("I{}", Box::pin(out.finish(self)).await?))
     }
 
     /// The parent snapshot's entries of directory object `obj`, by name; none when it cannot
@@ -224,12 +228,13 @@ impl Writer<'_> {
         }
         // Directories first, then by name, as kopia lists them.
         children.sort();
+        // As kopia's summary: the latest time of the entries and of what the subdirectories
+        // hold, the directory's own only when it is empty.
         let mut tally = Tally {
             dirs: 1,
-            max_time: Some(mtime_of(&meta)),
             ..Tally::default()
         };
-        let mut listing = Listing::default();
+        let mut listing = Listing::new(self);
         for (_, child_name, child_path) in children {
             let child_meta =
                 std::fs::symlink_metadata(&child_path).map_err(KopiaError::reading(&child_path))?;
@@ -242,6 +247,7 @@ impl Writer<'_> {
                     .map(|p| p.obj.clone());
                 let (entry, sub) = Box::pin(self.dir(&child_path, child_name, parent)).await?;
                 tally.add(&sub);
+                tally.max_time = tally.max_time.max(Some(mtime));
                 entry
             } else if kind.is_symlink() || kind.is_file() {
                 let (obj, size, kind_name) = if kind.is_symlink() {
@@ -268,7 +274,7 @@ impl Writer<'_> {
                     name: child_name,
                     kind: kind_name,
                     mode: go_mode(child_meta.mode()),
-                    size: Some(size),
+                    size,
                     mtime,
                     uid: child_meta.uid(),
                     gid: child_meta.gid(),
@@ -281,12 +287,15 @@ impl Writer<'_> {
             };
             listing.push(self, &entry).await?;
         }
+        if tally.max_time.is_none() {
+            tally.max_time = Some(mtime_of(&meta));
+        }
         let obj = listing.finish(self, Summary::from(tally)).await?;
         let entry = EntryOut {
             name,
             kind: "d",
             mode: go_mode(meta.mode()),
-            size: None,
+            size: 0,
             mtime: mtime_of(&meta),
             uid: meta.uid(),
             gid: meta.gid(),
@@ -297,48 +306,83 @@ impl Writer<'_> {
     }
 }
 
-/// Bytes of a directory listing per content: a larger listing is cut into several, named by
-/// an indirect list, so no directory is too large and none is held whole in memory.
-const LISTING_PART: usize = 1 << 20;
-
-/// A directory listing (`kopia:directory` JSON), stored as it is written.
-struct Listing {
-    buffer: Vec<u8>,
+/// An object written as kopia's object writer writes one: its bytes cut by the repository's
+/// splitter, each piece a content with `prefix`, several pieces named by an indirect list.
+struct ObjectOut {
+    prefix: Option<char>,
+    chunker: Chunker,
     parts: Vec<(u64, u64, ContentId)>,
     stored: u64,
-    empty: bool,
 }
 
-impl Default for Listing {
-    fn default() -> Self {
+impl ObjectOut {
+    fn new(writer: &Writer<'_>, prefix: Option<char>) -> Self {
         Self {
-            buffer: br#"{"stream":"kopia:directory","entries":["#.to_vec(),
+            prefix,
+            chunker: Chunker::new(writer.splitter),
             parts: Vec::new(),
             stored: 0,
-            empty: true,
         }
     }
-}
 
-impl Listing {
-    async fn push(&mut self, writer: &mut Writer<'_>, entry: &EntryOut) -> Result<(), KopiaError> {
-        if !std::mem::take(&mut self.empty) {
-            self.buffer.push(b',');
-        }
-        serde_json::to_writer(&mut self.buffer, entry)
-            .map_err(|e| KopiaError::malformed(format!("the entry {}", entry.name), e))?;
-        if self.buffer.len() >= LISTING_PART {
-            self.store(writer).await?;
+    async fn push(&mut self, writer: &mut Writer<'_>, bytes: &[u8]) -> Result<(), KopiaError> {
+        for piece in self.chunker.push(bytes, false) {
+            self.store(writer, &piece).await?;
         }
         Ok(())
     }
 
-    async fn store(&mut self, writer: &mut Writer<'_>) -> Result<(), KopiaError> {
-        let id = writer.content(Some('k'), &self.buffer).await?;
-        let length = self.buffer.len() as u64;
+    async fn store(&mut self, writer: &mut Writer<'_>, piece: &[u8]) -> Result<(), KopiaError> {
+        let id = writer.content(self.prefix, piece).await?;
+        let length = piece.len() as u64;
         self.parts.push((self.stored, length, id));
         self.stored += length;
-        self.buffer.clear();
+        Ok(())
+    }
+
+    /// Stores what is left (an empty object is one empty content, as kopia's); returns the
+    /// object ID.
+    async fn finish(mut self, writer: &mut Writer<'_>) -> Result<String, KopiaError> {
+        for piece in self.chunker.push(&[], true) {
+            self.store(writer, &piece).await?;
+        }
+        if self.parts.is_empty() {
+            self.store(writer, &[]).await?;
+        }
+        writer.object(self.prefix, &self.parts).await
+    }
+}
+
+/// Bytes of listing text gathered before they go to the splitter.
+const LISTING_BATCH: usize = 64 << 10;
+
+/// A directory listing (`kopia:directory` JSON, as Go's encoder writes it), stored as it is
+/// written: no directory is too large, and none is held whole in memory.
+struct Listing {
+    buffer: Vec<u8>,
+    out: ObjectOut,
+    empty: bool,
+}
+
+impl Listing {
+    fn new(writer: &Writer<'_>) -> Self {
+        Self {
+            buffer: br#"{"stream":"kopia:directory","entries":["#.to_vec(),
+            out: ObjectOut::new(writer, Some('k')),
+            empty: true,
+        }
+    }
+
+    async fn push(&mut self, writer: &mut Writer<'_>, entry: &EntryOut) -> Result<(), KopiaError> {
+        if !std::mem::take(&mut self.empty) {
+            self.buffer.push(b',');
+        }
+        go_json(&mut self.buffer, entry)
+            .map_err(|e| KopiaError::malformed(format!("the entry {}", entry.name), e))?;
+        if self.buffer.len() >= LISTING_BATCH {
+            self.out.push(writer, &self.buffer).await?;
+            self.buffer.clear();
+        }
         Ok(())
     }
 
@@ -349,10 +393,39 @@ impl Listing {
         summary: Summary,
     ) -> Result<String, KopiaError> {
         self.buffer.extend_from_slice(br#"],"summary":"#);
-        serde_json::to_writer(&mut self.buffer, &summary)
+        go_json(&mut self.buffer, &summary)
             .map_err(|e| KopiaError::malformed("a directory summary", e))?;
-        self.buffer.push(b'}');
-        self.store(writer).await?;
-        writer.object(&self.parts, 'k').await
+        self.buffer.extend_from_slice(b"}\n");
+        self.out.push(writer, &self.buffer).await?;
+        self.out.finish(writer).await
+    }
+}
+
+/// Appends `value` as Go's `encoding/json` writes it (as kopia's listings are written): `<`,
+/// `>`, `&`, U+2028 and U+2029 in strings escaped as `\u003c`, `\u003e`, `\u0026`, `\u2028`,
+/// `\u2029`, so that a listing here is the same content as kopia's.
+fn go_json<T: Serialize>(out: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        out,
+        GoFormatter,
+    ))
+}
+
+struct GoFormatter;
+
+impl serde_json::ser::Formatter for GoFormatter {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut rest = fragment;
+        while let Some(at) = rest.find(['<', '>', '&', '\u{2028}', '\u{2029}']) {
+            writer.write_all(&rest.as_bytes()[..at])?;
+            let c = rest[at..].chars().next().unwrap_or_default();
+            write!(writer, "\\u{:04x}", u32::from(c))?;
+            rest = &rest[at + c.len_utf8()..];
+        }
+        writer.write_all(rest.as_bytes())
     }
 }

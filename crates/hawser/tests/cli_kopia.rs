@@ -159,6 +159,20 @@ fn the_well_known_default_password_is_warned_about() {
         &["create", "--hash", "MD5"],
     );
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    // A splitter kopia has but this does not write is refused before anything is written.
+    let empty = tempfile::tempdir().unwrap();
+    let bad = hawser(
+        empty.path(),
+        Some("p"),
+        &["create", "--object-splitter", "DYNAMIC-4M-RABINKARP"],
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    assert!(
+        text(&bad.stderr).contains("--object-splitter"),
+        "{}",
+        text(&bad.stderr)
+    );
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
     assert!(
         text(&out.stderr).contains("Velero's well-known default"),
         "{}",

@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use hawser_kopia::{Blobs, Repository, Safety, Snapshot, SourceInfo};
+use hawser_kopia::{Blobs, NewRepository, Repository, Safety, Snapshot, SourceInfo};
 use hawser_store::faults::StoreFaults;
 use hawser_store::{Location, LocationSpec};
 
@@ -76,11 +76,23 @@ pub fn without_link_times(view: BTreeMap<String, String>) -> BTreeMap<String, St
 /// A repository in `root`'s bucket `bucket`, and where its blobs are as files; its uploads
 /// fail as `faults` say.
 pub async fn create_with(root: &Path, password: &str, faults: &StoreFaults) -> (Blobs, PathBuf) {
+    create_as(root, password, faults, &NewRepository::default()).await
+}
+
+/// [`create_with`] with the hash and splitter of `new`.
+pub async fn create_as(
+    root: &Path,
+    password: &str,
+    faults: &StoreFaults,
+    new: &NewRepository,
+) -> (Blobs, PathBuf) {
     let spec =
         LocationSpec::new("filesystem", "bucket").with_config("root", root.display().to_string());
     let location = Location::new(&spec).unwrap().with_faults(faults);
     let blobs = Blobs::new(location, "kopia/ns");
-    Repository::create(blobs.clone(), password).await.unwrap();
+    Repository::create_with(blobs.clone(), password, new)
+        .await
+        .unwrap();
     (blobs, root.join("bucket/kopia/ns"))
 }
 

@@ -19,7 +19,10 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 
 use common::{describe, noise};
-use hawser_kopia::{Blobs, KopiaError, Repository, RestoreOptions, VELERO_DEFAULT_PASSWORD};
+use hawser_kopia::{
+    Blobs, FORMAT_BLOB, KopiaError, NewRepository, Repository, RestoreOptions,
+    VELERO_DEFAULT_PASSWORD,
+};
 use hawser_store::Location;
 use store_common::StorageServer;
 use support::{Kopia, open};
@@ -42,6 +45,7 @@ fn tree(root: &Path) {
     sparse.extend(noise(64 << 10, 11));
     write("data/sparse.img", &sparse, 0o644);
     write("bin/tool", b"#!/bin/sh\necho tool\n", 0o4755);
+    write("bin/a&b <c>", b"", 0o644);
     write(
         "deep/er/still/ünïcode name.txt",
         "ça va\n".as_bytes(),
@@ -267,8 +271,9 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         link_times_in_micros(describe(&target)),
         link_times_in_micros(describe(source.path()))
     );
-    // The same bytes have the same content ID as kopia's (same keyed hash).
-    for unchanged in ["a.txt", "empty", "bin/tool"] {
+    // The same bytes have the same content ID as kopia's (same keyed hash); an unchanged
+    // directory's listing is the same content as kopia's, a name with `&` and `<` included.
+    for unchanged in ["a.txt", "empty", "bin/tool", "bin", "deep"] {
         assert_eq!(
             kopia_object(&kopia, &path, &ours.id, unchanged),
             kopia_object(&kopia, &path, &by_kopia, unchanged),
@@ -287,8 +292,9 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         .iter()
         .find(|s| s["id"] == ours.id.as_str())
         .unwrap();
-    // Every file but the new one: a.txt, empty, big.bin, sparse.img, tool, the deep one.
-    assert_eq!(ours_listed["stats"]["cachedFiles"], 6, "{ours_listed}");
+    // Every file but the new one: a.txt, empty, big.bin, sparse.img, tool, `a&b <c>`, the
+    // deep one.
+    assert_eq!(ours_listed["stats"]["cachedFiles"], 7, "{ours_listed}");
     assert_eq!(ours_listed["stats"]["nonCachedFiles"], 1, "{ours_listed}");
     let next = kopia.snapshot(source.path());
     let new = kopia_object(&kopia, &path, &ours.id, "data/new.bin");
@@ -325,7 +331,7 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         .unwrap();
     assert_eq!(describe(target.path()), describe(source.path()));
 
-    // A directory too large for one listing content is read by kopia too.
+    // A directory of many entries is read by kopia too.
     let big = tempfile::tempdir().unwrap();
     crate::common::many_files(big.path(), 6000);
     let elsewhere = hawser_kopia::SourceInfo {
@@ -336,7 +342,7 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         .write_snapshot(big.path(), &elsewhere, &BTreeMap::new())
         .await
         .unwrap();
-    assert!(many.root.obj.starts_with("Ik"), "{}", many.root.obj);
+    assert!(many.root.obj.starts_with('k'), "{}", many.root.obj);
     kopia.run(&["snapshot", "verify", "--verify-files-percent=100", &many.id]);
     let restored = tempfile::tempdir().unwrap();
     let target = restored.path().join("many");
@@ -379,6 +385,56 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
             "{file}"
         );
     }
+}
+
+/// With a small splitter kopia cuts directory listings and writes lists of lists: the same
+/// directory written here (as another source, so nothing is taken from kopia's snapshot) is
+/// the same object, listings, lists and all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_and_long_lists_are_cut_as_kopia_cuts_them() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-split");
+    server.create_bucket(&bucket);
+    let kopia = Kopia::new();
+    kopia.create_split(&server, &bucket, "shop", "FIXED-128K");
+    let source = tempfile::tempdir().unwrap();
+    // A listing of about 300 KiB: three contents.
+    std::fs::create_dir(source.path().join("many")).unwrap();
+    common::many_files(&source.path().join("many"), 1500);
+    // 2,560 pieces of 128 KiB (one content, the file is a hole): their list, about 150 KiB,
+    // is cut in two, and those two are listed in turn.
+    let zeros = std::fs::File::create(source.path().join("zeros.img")).unwrap();
+    zeros.set_len(320 << 20).unwrap();
+    std::fs::write(source.path().join("a.txt"), b"hello\n").unwrap();
+    let by_kopia = kopia.snapshot(source.path());
+    let path = source.path().display().to_string();
+    assert!(kopia_object(&kopia, &path, &by_kopia, "many").starts_with("Ik"));
+    assert!(kopia_object(&kopia, &path, &by_kopia, "zeros.img").starts_with("IIx"));
+
+    let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let ours = repo
+        .write_snapshot(
+            source.path(),
+            &common::source("/elsewhere"),
+            &BTreeMap::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ours.stats.cached_files, 0, "{:?}", ours.stats);
+    let listed: serde_json::Value =
+        serde_json::from_str(&kopia.run(&["snapshot", "list", "--json", &path])).unwrap();
+    assert_eq!(
+        ours.root.obj,
+        listed[0]["rootEntry"]["obj"].as_str().unwrap(),
+        "{listed}"
+    );
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(&ours, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(describe(target.path()), describe(source.path()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -478,7 +534,11 @@ async fn a_blake3_repository_created_here_hashes_as_kopia_does() {
     server.create_bucket(&bucket);
     let location = Location::new(&server.spec(&bucket)).unwrap();
     let blobs = Blobs::new(location, "kopia/app");
-    let mut repo = Repository::create_with_hash(blobs, VELERO_DEFAULT_PASSWORD, "BLAKE3-256-128")
+    let blake3 = NewRepository {
+        hash: "BLAKE3-256-128".to_owned(),
+        ..NewRepository::default()
+    };
+    let mut repo = Repository::create_with(blobs, VELERO_DEFAULT_PASSWORD, &blake3)
         .await
         .unwrap();
     assert_eq!(repo.config().hash, "BLAKE3-256-128");
@@ -510,15 +570,22 @@ async fn a_blake3_repository_created_here_hashes_as_kopia_does() {
             "{file}"
         );
     }
-    assert!(
-        Repository::create_with_hash(
-            Blobs::new(Location::new(&server.spec(&bucket)).unwrap(), "kopia/other"),
-            "p",
-            "SHA1"
-        )
-        .await
-        .is_err()
-    );
+    let other = || Blobs::new(Location::new(&server.spec(&bucket)).unwrap(), "kopia/other");
+    for (hash, splitter) in [
+        ("SHA1", "FIXED-4M"),
+        ("BLAKE3-256-128", "DYNAMIC-4M-RABINKARP"),
+    ] {
+        let new = NewRepository {
+            hash: hash.to_owned(),
+            splitter: splitter.to_owned(),
+        };
+        let err = Repository::create_with(other(), "p", &new).await.err();
+        assert!(
+            matches!(err, Some(KopiaError::Unsupported { .. })),
+            "{err:?}"
+        );
+    }
+    assert!(!other().exists(FORMAT_BLOB).await.unwrap());
 }
 
 #[tokio::test]

@@ -49,25 +49,45 @@ impl Kopia {
 
     /// Creates the repository of namespace `ns` in `bucket`, as Velero lays it out.
     pub fn create(&self, server: &StorageServer, bucket: &str, ns: &str) {
-        self.repository("create", server, bucket, ns);
+        self.repository("create", server, bucket, ns, &[]);
+    }
+
+    /// [`Kopia::create`] with the splitter `splitter` instead of the default.
+    pub fn create_split(&self, server: &StorageServer, bucket: &str, ns: &str, splitter: &str) {
+        self.repository(
+            "create",
+            server,
+            bucket,
+            ns,
+            &["--object-splitter", splitter],
+        );
     }
 
     /// Connects to the repository of namespace `ns` in `bucket`, as Velero does.
     pub fn connect(&self, server: &StorageServer, bucket: &str, ns: &str) {
-        self.repository("connect", server, bucket, ns);
+        self.repository("connect", server, bucket, ns, &[]);
     }
 
     /// `kopia repository VERB s3` on Velero's prefix of namespace `ns`, as user and host
-    /// `default`.
-    pub fn repository(&self, verb: &str, server: &StorageServer, bucket: &str, ns: &str) {
+    /// `default`, with `extra` arguments.
+    fn repository(
+        &self,
+        verb: &str,
+        server: &StorageServer,
+        bucket: &str,
+        ns: &str,
+        extra: &[&str],
+    ) {
         let prefix = format!("kopia/{ns}/");
         #[rustfmt::skip]
-        self.run(&[
+        let mut args = vec![
             "repository", verb, "s3", "--bucket", bucket, "--prefix", &prefix,
             "--endpoint", server.host(), "--disable-tls",
             "--access-key", "testing", "--secret-access-key", "testing", "--region", "us-east-1",
             "--override-hostname", "default", "--override-username", "default",
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args);
     }
 
     /// Snapshots `dir`; returns the snapshot's ID.

@@ -58,6 +58,10 @@ pub enum KopiaCommand {
         /// The content hash: BLAKE2B-256-128 (kopia's and Velero's default) or BLAKE3-256-128.
         #[arg(long, default_value = "BLAKE2B-256-128")]
         hash: String,
+        /// How data is cut into contents, as kopia's flag: DYNAMIC-<size>-BUZHASH or
+        /// FIXED-<size>, size 128K, 256K, 512K, 1M, 2M, 4M or 8M.
+        #[arg(long, default_value = "DYNAMIC-4M-BUZHASH")]
+        object_splitter: String,
     },
     /// List its snapshots.
     Snapshots,
@@ -125,6 +129,29 @@ fn repository_error(what: impl Into<String>) -> impl FnOnce(KopiaError) -> CliEr
 /// Runs a `kopia` subcommand.
 pub async fn run(global: &GlobalArgs, args: KopiaArgs) -> Result<ExitStatus, CliError> {
     let dir = format!("kopia/{}", args.volume_namespace);
+    // A choice that cannot be written is refused before anything is touched.
+    let new = match &args.command {
+        KopiaCommand::Create {
+            hash,
+            object_splitter,
+        } => {
+            let new = hawser_kopia::NewRepository {
+                hash: hash.clone(),
+                splitter: object_splitter.clone(),
+            };
+            new.check().map_err(|e| {
+                let flag = match &e {
+                    KopiaError::Unsupported { what, .. } if *what == "splitter" => {
+                        "--object-splitter"
+                    }
+                    _ => "--hash",
+                };
+                CliError::usage(flag, e.to_string())
+            })?;
+            Some(new)
+        }
+        _ => None,
+    };
     let (location, password) = match (&args.storage_location, &args.directory) {
         (Some(name), _) => {
             let client = global.client().await?;
@@ -193,14 +220,9 @@ pub async fn run(global: &GlobalArgs, args: KopiaArgs) -> Result<ExitStatus, Cli
             .map_err(repository_error(format!("open the repository {dir}")))
     };
     match args.command {
-        KopiaCommand::Create { hash } => {
-            if !hawser_kopia::HASHES.contains(&hash.as_str()) {
-                return Err(CliError::usage(
-                    "--hash",
-                    format!("{hash} is not one of {}", hawser_kopia::HASHES.join(", ")),
-                ));
-            }
-            Repository::create_with_hash(blobs.clone(), &password, &hash)
+        KopiaCommand::Create { .. } => {
+            let new = new.unwrap_or_default();
+            Repository::create_with(blobs.clone(), &password, &new)
                 .await
                 .map_err(repository_error(format!("create the repository {dir}")))?;
             println!("Repository {dir} created.");
