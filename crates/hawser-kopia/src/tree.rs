@@ -429,3 +429,16 @@ impl serde_json::ser::Formatter for GoFormatter {
         writer.write_all(rest.as_bytes())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_are_escaped_as_go_escapes_them() {
+        let mut out = Vec::new();
+        super::go_json(&mut out, &"a&b <c>\u{2028}\u{2029}é\n\"").unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            r#""a\u0026b \u003cc\u003e\u2028\u2029é\n\"""#
+        );
+    }
+}
