@@ -220,18 +220,23 @@ impl Lease {
         Ok(())
     }
 
-    /// Rewrites the marker when [`REFRESH`] has passed, then drops the older ones.
+    /// Rewrites the marker when [`REFRESH`] has passed, then drops the older ones; one that
+    /// cannot be deleted now is kept, for [`Lease::release`] to delete.
     ///
     /// # Errors
-    /// [`KopiaError::Storage`].
+    /// [`KopiaError::Storage`] when the new marker cannot be stored (the older ones stay).
     pub async fn keep(&mut self, repo: &Repository) -> Result<(), KopiaError> {
         if self.refreshed.elapsed() < REFRESH {
             return Ok(());
         }
-        let old = std::mem::take(&mut self.markers);
+        let older = self.markers.len();
         self.mark(repo).await?;
+        let old: Vec<String> = self.markers.drain(..older).collect();
         for blob in old {
-            repo.blobs.delete(&blob).await?;
+            if let Err(e) = repo.blobs.delete(&blob).await {
+                tracing::warn!(blob, error = %e, "an older session marker is deleted at the end instead");
+                self.markers.push(blob);
+            }
         }
         Ok(())
     }
