@@ -100,8 +100,14 @@ async fn files_changing_while_read_are_stored_as_read() {
         let (stop, growing, shrinking) = (stop.clone(), growing.clone(), shrinking.clone());
         std::thread::spawn(move || {
             use std::io::Write as _;
-            let mut log = std::fs::OpenOptions::new().append(true).open(&growing).unwrap();
-            let cut = std::fs::OpenOptions::new().write(true).open(&shrinking).unwrap();
+            let mut log = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&growing)
+                .unwrap();
+            let cut = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&shrinking)
+                .unwrap();
             let mut length = start as u64;
             let mut round = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -138,7 +144,11 @@ async fn files_changing_while_read_are_stored_as_read() {
             other => panic!("unexpected entry {other}"),
         };
         assert!(stored.len() <= whole.len(), "{}", entry.name);
-        assert!(stored == whole[..stored.len()], "{}: not a prefix", entry.name);
+        assert!(
+            stored == whole[..stored.len()],
+            "{}: not a prefix",
+            entry.name
+        );
     }
     assert_eq!(snapshot.stats.file_count, 2);
 }

@@ -10,6 +10,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod maintenance;
+mod objects;
+mod older;
 #[path = "../../../hawser-store/tests/common/mod.rs"]
 mod store_common;
 mod support;
@@ -385,56 +387,6 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
             "{file}"
         );
     }
-}
-
-/// With a small splitter kopia cuts directory listings and writes lists of lists: the same
-/// directory written here (as another source, so nothing is taken from kopia's snapshot) is
-/// the same object, listings, lists and all.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn listings_and_long_lists_are_cut_as_kopia_cuts_them() {
-    let server = StorageServer::start();
-    let bucket = server.bucket("kopia-split");
-    server.create_bucket(&bucket);
-    let kopia = Kopia::new();
-    kopia.create_split(&server, &bucket, "shop", "FIXED-128K");
-    let source = tempfile::tempdir().unwrap();
-    // A listing of about 300 KiB: three contents.
-    std::fs::create_dir(source.path().join("many")).unwrap();
-    common::many_files(&source.path().join("many"), 1500);
-    // 2,560 pieces of 128 KiB (one content, the file is a hole): their list, about 150 KiB,
-    // is cut in two, and those two are listed in turn.
-    let zeros = std::fs::File::create(source.path().join("zeros.img")).unwrap();
-    zeros.set_len(320 << 20).unwrap();
-    std::fs::write(source.path().join("a.txt"), b"hello\n").unwrap();
-    let by_kopia = kopia.snapshot(source.path());
-    let path = source.path().display().to_string();
-    assert!(kopia_object(&kopia, &path, &by_kopia, "many").starts_with("Ik"));
-    assert!(kopia_object(&kopia, &path, &by_kopia, "zeros.img").starts_with("IIx"));
-
-    let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
-        .await
-        .unwrap();
-    let ours = repo
-        .write_snapshot(
-            source.path(),
-            &common::source("/elsewhere"),
-            &BTreeMap::new(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(ours.stats.cached_files, 0, "{:?}", ours.stats);
-    let listed: serde_json::Value =
-        serde_json::from_str(&kopia.run(&["snapshot", "list", "--json", &path])).unwrap();
-    assert_eq!(
-        ours.root.obj,
-        listed[0]["rootEntry"]["obj"].as_str().unwrap(),
-        "{listed}"
-    );
-    let target = tempfile::tempdir().unwrap();
-    repo.restore(&ours, target.path(), RestoreOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(describe(target.path()), describe(source.path()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,20 +14,27 @@ fn kopia_binary() -> PathBuf {
         .expect("KOPIA is not set: run KOPIA=$(scripts/build-kopia.sh) scripts/test")
 }
 
-/// kopia's CLI with a configuration of its own in `home`.
+/// kopia's CLI (`binary`) with a configuration of its own in `home`.
 pub struct Kopia {
+    binary: PathBuf,
     home: tempfile::TempDir,
 }
 
 impl Kopia {
+    /// The CLI `KOPIA` names (the version Velero 1.18 pins).
     pub fn new() -> Self {
+        Self::with_binary(kopia_binary())
+    }
+
+    pub fn with_binary(binary: PathBuf) -> Self {
         Self {
+            binary,
             home: tempfile::tempdir().unwrap(),
         }
     }
 
     pub fn run(&self, args: &[&str]) -> String {
-        let out = Command::new(kopia_binary())
+        let out = Command::new(&self.binary)
             .args(args)
             .env("KOPIA_PASSWORD", VELERO_DEFAULT_PASSWORD)
             .env(
