@@ -7,6 +7,10 @@
 //!   writer adds to it any more) without a complete compaction gets one: its index blobs merged
 //!   into one `xs<E>_<hash>-s<set>-c1`, every content's winning entry kept (deleted ones too:
 //!   dropping one could bring back an older entry of another epoch).
+//! - **Range checkpoint** (`generate-epoch-range-index`, full maintenance): once
+//!   `FullCheckpointFrequency` settled epochs follow the last range checkpoint (or epoch 0),
+//!   the index of those epochs (each one's complete compaction, else its uncompacted blobs) is
+//!   merged into one `xr<first>_<last>_<hash>-s<set>-c1`, which readers then take for them all.
 //! - **Clean up** (`delete-superseded-epoch-indexes`, full maintenance): the `xn<E>_` blobs of
 //!   an epoch whose compaction was stored `CleanupSafetyMargin` ago are deleted; a reader that
 //!   listed before the compaction still finds the blobs it listed.
@@ -28,6 +32,8 @@ pub struct QuickReport {
     pub advanced_to: Option<u64>,
     /// Epochs it compacted.
     pub compacted: Vec<u64>,
+    /// The epochs (first, last) of the range checkpoint full maintenance wrote, if it did.
+    pub range: Option<(u64, u64)>,
 }
 
 /// The epoch of an index blob of `kind` (`xn`, `xs`).
@@ -101,15 +107,7 @@ impl Repository {
                 continue;
             }
             let ids: Vec<String> = blobs.iter().map(|b| b.id.clone()).collect();
-            let merged: Vec<_> = self.merge_index_blobs(&ids).await?.into_values().collect();
-            let mut set_id = [0u8; 8];
-            rand::fill(&mut set_id);
-            self.put_named_blob(
-                &format!("xs{epoch}_"),
-                &format!("s{}-c1", hex::encode(set_id)),
-                &crate::index::build(&merged)?,
-            )
-            .await?;
+            self.compact_into(&ids, &format!("xs{epoch}_")).await?;
             report.compacted.push(epoch);
         }
         let current: Vec<&BlobMeta> = listing
@@ -128,6 +126,50 @@ impl Repository {
             report.advanced_to = Some(next);
         }
         Ok(report)
+    }
+
+    /// Merges the index blobs `ids` into one blob of a new set, named with `prefix`.
+    async fn compact_into(&self, ids: &[String], prefix: &str) -> Result<(), KopiaError> {
+        let merged: Vec<_> = self.merge_index_blobs(ids).await?.into_values().collect();
+        let mut set_id = [0u8; 8];
+        rand::fill(&mut set_id);
+        self.put_named_blob(
+            prefix,
+            &format!("s{}-c1", hex::encode(set_id)),
+            &crate::index::build(&merged)?,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Writes the range checkpoint that is due, if one is (see the module docs); returns the
+    /// epochs it covers.
+    pub(crate) async fn range_under(&self) -> Result<Option<(u64, u64)>, KopiaError> {
+        let listing = self.blobs.list_meta().await?;
+        let ids: Vec<String> = listing.iter().map(|b| b.id.clone()).collect();
+        let set = select(&ids)?;
+        let first = set.ranges_end.map_or(0, |end| end.saturating_add(1));
+        let Some(last) = set.write_epoch.checked_sub(2) else {
+            return Ok(None);
+        };
+        let frequency = self
+            .config()
+            .epoch_parameters
+            .full_checkpoint_frequency
+            .max(1);
+        if last < first || last - first < frequency {
+            return Ok(None);
+        }
+        let done = compactions(&listing);
+        let raw = uncompacted(&listing);
+        let mut inputs = Vec::new();
+        for epoch in first..=last {
+            let blobs = done.get(&epoch).or_else(|| raw.get(&epoch));
+            inputs.extend(blobs.into_iter().flatten().map(|b| b.id.clone()));
+        }
+        self.compact_into(&inputs, &format!("xr{first}_{last}_"))
+            .await?;
+        Ok(Some((first, last)))
     }
 
     /// Deletes the uncompacted index blobs of epochs whose compaction is older than `margin`

@@ -139,6 +139,9 @@ impl std::fmt::Display for MaintenanceReport {
             None => writeln!(f, "Write epoch unchanged.")?,
         }
         writeln!(f, "Epochs compacted: {:?}.", self.quick.compacted)?;
+        if let Some((first, last)) = self.quick.range {
+            writeln!(f, "Range checkpoint written for epochs {first} to {last}.")?;
+        }
         let Some(gc) = &self.gc else {
             return writeln!(
                 f,
@@ -200,6 +203,7 @@ impl Repository {
                 ..MaintenanceReport::default()
             };
             if full {
+                report.quick.range = self.range_under().await?;
                 report.gc = Some(self.collect_under(&mut lease, safety).await?);
                 let margin =
                     cleanup_margin(&self.config().epoch_parameters, *safety == Safety::NONE);

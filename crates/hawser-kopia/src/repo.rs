@@ -92,6 +92,8 @@ pub(crate) struct EpochParameters {
     pub epoch_advance_on_total_size_bytes_threshold: u64,
     /// How long a compaction must be stored before the blobs it replaces are deleted.
     pub cleanup_safety_margin: i64,
+    /// Settled epochs past the last range checkpoint that make full maintenance write one.
+    pub full_checkpoint_frequency: u64,
 }
 
 impl Default for EpochParameters {
@@ -103,6 +105,7 @@ impl Default for EpochParameters {
             epoch_advance_on_count_threshold: 20,
             epoch_advance_on_total_size_bytes_threshold: 10 << 20,
             cleanup_safety_margin: 4 * HOUR_NS,
+            full_checkpoint_frequency: 7,
         }
     }
 }

@@ -12,8 +12,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{
-    age_blobs, collect_now, create, create_with, describe, ids, noise, restores_as, source,
-    three_compacted_epochs,
+    age_blobs, collect_now, compacted_epochs, create, create_with, describe, ids, noise,
+    restores_as, source,
 };
 use hawser_kopia::{KopiaError, NewRepository, ObjectId, Repository, RestoreOptions, Safety};
 use hawser_store::faults::{StoreFault, StoreFaults};
@@ -420,7 +420,7 @@ async fn epochs_advance_are_compacted_and_their_blobs_cleaned_up() {
     let (blobs, dir) = create(root.path(), PASSWORD).await;
     let tree = tempfile::tempdir().unwrap();
     let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
-    let snapshots = three_compacted_epochs(&mut repo, &dir, tree.path()).await;
+    let snapshots = compacted_epochs(&mut repo, &dir, tree.path(), 3).await;
 
     // The compactions are new: the blobs they replace stay under kopia's margin, go without.
     let report = repo.maintain(true, &Safety::FULL).await.unwrap();

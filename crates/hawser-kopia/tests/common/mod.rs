@@ -132,18 +132,19 @@ pub fn ids(dir: &Path, prefix: &str) -> Vec<String> {
     ids
 }
 
-/// Writes 60 snapshots of `tree` into `repo` (whose blobs are files in `dir`), 20 an epoch,
-/// moving each epoch's first index blob back a day, so that quick maintenance advances the
-/// write epoch to 3 and compacts epochs 0 and 1 (kopia's default thresholds). Returns each
-/// snapshot with the tree it holds.
-pub async fn three_compacted_epochs(
+/// Writes 20 snapshots of `tree` an epoch into `repo` (whose blobs are files in `dir`), for
+/// `epochs` epochs (2 to 9), moving each epoch's first index blob back a day, so that quick
+/// maintenance advances the write epoch to `epochs` and compacts every epoch but the last two
+/// (kopia's default thresholds). Returns each snapshot with the tree it holds.
+pub async fn compacted_epochs(
     repo: &mut Repository,
     dir: &Path,
     tree: &Path,
+    epochs: u64,
 ) -> Vec<(Snapshot, BTreeMap<String, String>)> {
     let mut snapshots = Vec::new();
-    // Three epochs of 20 index blobs spanning a day each (kopia's default thresholds).
-    for epoch in 0..3u64 {
+    // Epochs of 20 index blobs spanning a day each (kopia's default thresholds).
+    for epoch in 0..epochs {
         for i in 0..20u64 {
             std::fs::write(tree.join("file"), format!("epoch {epoch} write {i}")).unwrap();
             let s = repo
@@ -158,14 +159,15 @@ pub async fn three_compacted_epochs(
         assert_eq!(report.quick.advanced_to, Some(epoch + 1), "{report}");
         assert!(report.gc.is_none());
         // An epoch is settled once the write epoch is two past it.
-        let settled: &[u64] = if epoch == 2 { &[0] } else { &[] };
+        let settled: Vec<u64> = epoch.checked_sub(2).into_iter().collect();
         assert_eq!(report.quick.compacted, settled, "{report}");
     }
-    assert_eq!(ids(dir, "xe"), ["xe1", "xe2", "xe3"]);
+    let markers: Vec<String> = (1..=epochs).map(|e| format!("xe{e}")).collect();
+    assert_eq!(ids(dir, "xe"), markers);
     let report = repo.maintain(false, &Safety::FULL).await.unwrap();
-    assert_eq!(report.quick.compacted, [1], "{report}");
+    assert_eq!(report.quick.compacted, [epochs - 2], "{report}");
     assert_eq!(report.quick.advanced_to, None);
-    assert_eq!(ids(dir, "xs").len(), 2);
+    assert_eq!(ids(dir, "xs").len() as u64, epochs - 1);
 
     snapshots
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use hawser_kopia::{Blobs, Repository, RestoreOptions, Safety, VELERO_DEFAULT_PASSWORD};
 use hawser_store::Location;
 
-use crate::common::{collect_now, create, describe, noise, three_compacted_epochs};
+use crate::common::{collect_now, compacted_epochs, create, describe, ids, noise, restores_as};
 use crate::store_common::StorageServer;
 use crate::support::{Kopia, open};
 
@@ -96,6 +96,9 @@ async fn garbage_collected_here_kopia_still_verifies_and_restores() {
     assert_eq!(describe(target.path()), describe(kept.path()));
 }
 
+/// Nine epochs written and compacted here, the first eight merged into a range checkpoint
+/// (kopia's `FullCheckpointFrequency` is 7), are read by kopia; the range alone holds those
+/// epochs' index: with their other index blobs gone, both sides still read every snapshot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn epochs_compacted_here_are_read_by_kopia() {
     let root = tempfile::tempdir().unwrap();
@@ -104,9 +107,27 @@ async fn epochs_compacted_here_are_read_by_kopia() {
     let mut repo = Repository::open(local.clone(), VELERO_DEFAULT_PASSWORD)
         .await
         .unwrap();
-    let snapshots = three_compacted_epochs(&mut repo, &dir, tree.path()).await;
+    let snapshots = compacted_epochs(&mut repo, &dir, tree.path(), 9).await;
     let report = repo.maintain(true, &Safety::NONE).await.unwrap();
-    assert_eq!(report.superseded_deleted, 40, "{report}");
+    // Epochs 0 to 7 are compacted: their uncompacted blobs go.
+    assert_eq!(report.superseded_deleted, 160, "{report}");
+    assert_eq!(report.quick.range, Some((0, 7)), "{report}");
+    let ranges = ids(&dir, "xr0_7_");
+    assert_eq!(ranges.len(), 1, "{:?}", ids(&dir, "x"));
+    // Nothing more is due.
+    let again = repo.maintain(true, &Safety::NONE).await.unwrap();
+    assert_eq!(again.quick.range, None, "{again}");
+    for single in ids(&dir, "xs") {
+        if single.starts_with("xs8_") {
+            continue;
+        }
+        local.delete(&single).await.unwrap();
+    }
+    let repo = Repository::open(local.clone(), VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    assert_eq!(repo.snapshots().await.unwrap().len(), 180);
+    restores_as(&repo, &snapshots[3].0, &snapshots[3].1).await;
 
     let server = StorageServer::start();
     let bucket = server.bucket("kopia-epochs");
@@ -122,10 +143,10 @@ async fn epochs_compacted_here_are_read_by_kopia() {
     kopia.connect(&server, &bucket, "shop");
     let listed: serde_json::Value =
         serde_json::from_str(&kopia.run(&["snapshot", "list", "--all", "--json"])).unwrap();
-    assert_eq!(listed.as_array().unwrap().len(), 60);
+    assert_eq!(listed.as_array().unwrap().len(), 180);
     kopia.run(&["snapshot", "verify", "--verify-files-percent=100"]);
     kopia.run(&["content", "verify", "--full"]);
-    for (snapshot, view) in [&snapshots[0], &snapshots[30], &snapshots[59]] {
+    for (snapshot, view) in [&snapshots[0], &snapshots[90], &snapshots[179]] {
         let restored = tempfile::tempdir().unwrap();
         let target = restored.path().join("tree");
         kopia.run(&["restore", &snapshot.id, target.to_str().unwrap()]);
