@@ -12,6 +12,17 @@ use server_support::{Raw, cm, start};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
+/// Waits (up to 2 s) until `addr` accepts connections.
+async fn listening_again(addr: std::net::SocketAddr) {
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("not listening again on {addr}");
+}
+
 #[tokio::test]
 async fn refuse_gives_connection_refused_then_recovers_on_the_same_port() {
     let (sim, c) = start().await;
@@ -51,15 +62,7 @@ async fn refuse_gives_connection_refused_then_recovers_on_the_same_port() {
     assert_eq!(faults[0]["kind"], "refuse");
 
     sim.faults().clear();
-    let mut back = false;
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            back = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(back, "listening again on {addr}");
+    listening_again(addr).await;
     assert_eq!(c.get(&format!("{CMS}/a")).await.status, StatusCode::OK);
 }
 
@@ -91,15 +94,7 @@ async fn a_refused_port_stays_bound() {
     assert_eq!(taken.kind(), std::io::ErrorKind::AddrInUse);
     drop(other);
     sim.faults().clear();
-    let mut back = false;
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            back = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(back, "listening again on {addr}");
+    listening_again(addr).await;
 }
 
 #[tokio::test]
