@@ -7,8 +7,9 @@
 //!   writer adds to it any more) without a complete compaction gets one: its index blobs merged
 //!   into one `xs<E>_<hash>-s<set>-c1`, every content's winning entry kept (deleted ones too:
 //!   dropping one could bring back an older entry of another epoch).
-//! - **Range checkpoint** (`generate-epoch-range-index`, full maintenance): once
-//!   `FullCheckpointFrequency` settled epochs follow the last range checkpoint (or epoch 0),
+//! - **Range checkpoint** (`generate-epoch-range-index`, full maintenance): once the settled
+//!   epochs from the one after the last range checkpoint (or epoch 0) are more than
+//!   `FullCheckpointFrequency` (eight under kopia's 7),
 //!   the index of those epochs (each one's complete compaction, else its uncompacted blobs) is
 //!   merged into one `xr<first>_<last>_<hash>-s<set>-c1`, which readers then take for them all.
 //! - **Clean up** (`delete-superseded-epoch-indexes`, full maintenance): the `xn<E>_` blobs of

@@ -97,8 +97,9 @@ impl DirEntry {
 #[derive(Deserialize)]
 struct Directory {
     stream: String,
+    /// kopia writes an empty directory's as `null`.
     #[serde(default)]
-    entries: Vec<DirEntry>,
+    entries: Option<Vec<DirEntry>>,
 }
 
 /// A snapshot: what was backed up, when, and its root.
@@ -255,7 +256,7 @@ impl Repository {
                 format!("stream {:?}", dir.stream),
             ));
         }
-        Ok(dir.entries)
+        Ok(dir.entries.unwrap_or_default())
     }
 }
 

@@ -76,10 +76,13 @@ pub(crate) struct EntryOut {
     name: String,
     #[serde(rename = "type")]
     kind: &'static str,
+    /// Left out when no bit is set, as kopia leaves it out (`omitempty`), like `size` and
+    /// `mtime` (directories and empty files have no size; a time at the Unix epoch is zero).
+    #[serde(skip_serializing_if = "no_mode")]
     mode: String,
-    /// Left out when zero (directories, empty files), as kopia's `omitempty`.
     #[serde(skip_serializing_if = "is_zero")]
     size: u64,
+    #[serde(skip_serializing_if = "at_epoch")]
     mtime: Timestamp,
     #[serde(skip_serializing_if = "is_zero")]
     uid: u32,
@@ -88,6 +91,14 @@ pub(crate) struct EntryOut {
     obj: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     summ: Option<Summary>,
+}
+
+fn no_mode(mode: &str) -> bool {
+    mode.trim_start_matches('0').is_empty()
+}
+
+fn at_epoch(time: &Timestamp) -> bool {
+    *time == Timestamp::UNIX_EPOCH
 }
 
 /// Go's file mode text of Unix permission bits (setuid, setgid and sticky are Go's bits).
@@ -367,16 +378,15 @@ struct Listing {
 impl Listing {
     fn new(writer: &Writer<'_>) -> Self {
         Self {
-            buffer: br#"{"stream":"kopia:directory","entries":["#.to_vec(),
+            buffer: br#"{"stream":"kopia:directory","entries":"#.to_vec(),
             out: ObjectOut::new(writer, Some('k')),
             empty: true,
         }
     }
 
     async fn push(&mut self, writer: &mut Writer<'_>, entry: &EntryOut) -> Result<(), KopiaError> {
-        if !std::mem::take(&mut self.empty) {
-            self.buffer.push(b',');
-        }
+        let first = std::mem::take(&mut self.empty);
+        self.buffer.push(if first { b'[' } else { b',' });
         go_json(&mut self.buffer, entry)
             .map_err(|e| KopiaError::malformed(format!("the entry {}", entry.name), e))?;
         if self.buffer.len() >= LISTING_BATCH {
@@ -392,7 +402,10 @@ impl Listing {
         writer: &mut Writer<'_>,
         summary: Summary,
     ) -> Result<String, KopiaError> {
-        self.buffer.extend_from_slice(br#"],"summary":"#);
+        // Go writes a listing without entries as `null`, as kopia's empty directories are.
+        let entries_end: &[u8] = if self.empty { b"null" } else { b"]" };
+        self.buffer.extend_from_slice(entries_end);
+        self.buffer.extend_from_slice(br#","summary":"#);
         go_json(&mut self.buffer, &summary)
             .map_err(|e| KopiaError::malformed("a directory summary", e))?;
         self.buffer.extend_from_slice(b"}\n");

@@ -95,6 +95,7 @@ async fn files_changing_while_read_are_stored_as_read() {
     std::fs::write(&growing, noise(start, 3)).unwrap();
     let original = noise(start, 4);
     std::fs::write(&shrinking, &original).unwrap();
+    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let changer = {
         let (stop, growing, shrinking) = (stop.clone(), growing.clone(), shrinking.clone());
@@ -111,15 +112,15 @@ async fn files_changing_while_read_are_stored_as_read() {
             let mut length = start as u64;
             let mut round = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                log.write_all(&noise(64 << 10, 100 + round)).unwrap();
-                length = length.saturating_sub(256 << 10);
+                log.write_all(&noise(16 << 10, 100 + round)).unwrap();
+                // 24 MiB last about 1.5 s: the snapshot reads the file while it shrinks.
+                length = length.saturating_sub(16 << 10);
                 cut.set_len(length).unwrap();
                 round += 1;
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         })
     };
-    let mut repo = Repository::open(blobs.clone(), PASSWORD).await.unwrap();
     let written = repo
         .write_snapshot(tree.path(), &source("/vol"), &BTreeMap::new())
         .await;

@@ -161,8 +161,8 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// A socket bound to `addr` that does not listen: connections to the port are refused, and
-/// neither another listener nor an outgoing connection can take the port meanwhile (other
-/// servers on the machine pick free ports while an outage lasts).
+/// neither a server picking a free port nor an outgoing connection gets the port meanwhile
+/// (other servers on the machine start while an outage lasts).
 fn reserve(addr: SocketAddr) -> std::io::Result<TcpSocket> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?

@@ -86,7 +86,8 @@ async fn a_refused_port_stays_bound() {
         }
     }
     assert!(refused.is_some(), "{addr} refuses connections");
-    // No connection was served, so nothing lingers on the port but the sim's own socket.
+    // A connection made before the refusal took effect was closed by this side first, so
+    // nothing lingers on the port but the sim's own socket.
     let other = tokio::net::TcpSocket::new_v4().unwrap();
     let taken = other
         .bind(addr)

@@ -30,8 +30,9 @@ use store_common::StorageServer;
 use support::{Kopia, open};
 
 /// A tree with what a volume holds: small and empty files, a file large enough to be split
-/// into several contents, a sparse file, modes with setuid, links (one dangling), a deep path
-/// and a name that is not ASCII; times with nanoseconds.
+/// into several contents, a sparse file, modes with setuid, links (one dangling), a deep path,
+/// a name that is not ASCII and an empty directory (kopia lists its entries as `null`); times
+/// with nanoseconds.
 fn tree(root: &Path) {
     let write = |path: &str, data: &[u8], mode: u32| {
         let at = root.join(path);
@@ -53,6 +54,7 @@ fn tree(root: &Path) {
         "ça va\n".as_bytes(),
         0o644,
     );
+    std::fs::create_dir(root.join("void")).unwrap();
     std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
     std::os::unix::fs::symlink("../nowhere", root.join("data/dangling")).unwrap();
     std::fs::set_permissions(root.join("deep"), std::fs::Permissions::from_mode(0o750)).unwrap();
@@ -274,8 +276,9 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         link_times_in_micros(describe(source.path()))
     );
     // The same bytes have the same content ID as kopia's (same keyed hash); an unchanged
-    // directory's listing is the same content as kopia's, a name with `&` and `<` included.
-    for unchanged in ["a.txt", "empty", "bin/tool", "bin", "deep"] {
+    // directory's listing is the same content as kopia's, a name with `&` and `<` included, and
+    // an empty one's.
+    for unchanged in ["a.txt", "empty", "bin/tool", "bin", "deep", "void"] {
         assert_eq!(
             kopia_object(&kopia, &path, &ours.id, unchanged),
             kopia_object(&kopia, &path, &by_kopia, unchanged),
