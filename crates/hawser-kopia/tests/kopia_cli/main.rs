@@ -63,6 +63,15 @@ fn tree(root: &Path) {
     filetime::set_symlink_file_times(root.join("link"), mtime, mtime).unwrap();
 }
 
+/// What kopia's restore of snapshot `id` holds: `describe`'s view, links' times to the
+/// microsecond as kopia sets them.
+fn restored_by_kopia(kopia: &Kopia, id: &str) -> BTreeMap<String, String> {
+    let restored = tempfile::tempdir().unwrap();
+    let target = restored.path().join("tree");
+    kopia.run(&["restore", id, target.to_str().unwrap()]);
+    link_times_in_micros(describe(&target))
+}
+
 /// `describe`'s view with links' times rounded up to the microsecond, as kopia's restore
 /// sets them (through Go's `NsecToTimeval`).
 fn link_times_in_micros(view: BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -267,12 +276,8 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
     assert_eq!(ids, [by_kopia.as_str(), ours.id.as_str()]);
     kopia.run(&["snapshot", "verify", "--verify-files-percent=100", &ours.id]);
     kopia.run(&["content", "verify", "--full"]);
-    let restored = tempfile::tempdir().unwrap();
-    let target = restored.path().join("tree");
-    kopia.run(&["restore", &ours.id, target.to_str().unwrap()]);
-    // kopia's restore sets a link's time to the microsecond.
     assert_eq!(
-        link_times_in_micros(describe(&target)),
+        restored_by_kopia(&kopia, &ours.id),
         link_times_in_micros(describe(source.path()))
     );
     // The same bytes have the same content ID as kopia's (same keyed hash); an unchanged
@@ -349,10 +354,7 @@ async fn snapshots_written_here_are_read_by_kopia_and_taken_as_its_parents() {
         .unwrap();
     assert!(many.root.obj.starts_with('k'), "{}", many.root.obj);
     kopia.run(&["snapshot", "verify", "--verify-files-percent=100", &many.id]);
-    let restored = tempfile::tempdir().unwrap();
-    let target = restored.path().join("many");
-    kopia.run(&["restore", &many.id, target.to_str().unwrap()]);
-    assert_eq!(describe(&target), describe(big.path()));
+    assert_eq!(restored_by_kopia(&kopia, &many.id), describe(big.path()));
 
     // kopia's full maintenance accepts what was written here (it rewrites the index and
     // collects garbage); the snapshots still verify there and restore here.
@@ -434,11 +436,8 @@ async fn a_repository_created_here_opens_in_kopia_and_carries_velero_s_marker() 
         "{status:#}"
     );
     kopia.run(&["snapshot", "verify", "--verify-files-percent=100", &ours.id]);
-    let restored = tempfile::tempdir().unwrap();
-    let target = restored.path().join("tree");
-    kopia.run(&["restore", &ours.id, target.to_str().unwrap()]);
     assert_eq!(
-        link_times_in_micros(describe(&target)),
+        restored_by_kopia(&kopia, &ours.id),
         link_times_in_micros(describe(source.path()))
     );
     // kopia's snapshot after a change, read here.
@@ -508,11 +507,8 @@ async fn a_blake3_repository_created_here_hashes_as_kopia_does() {
     let kopia = Kopia::new();
     kopia.connect(&server, &bucket, "app");
     kopia.run(&["snapshot", "verify", "--verify-files-percent=100", &ours.id]);
-    let restored = tempfile::tempdir().unwrap();
-    let target = restored.path().join("tree");
-    kopia.run(&["restore", &ours.id, target.to_str().unwrap()]);
     assert_eq!(
-        link_times_in_micros(describe(&target)),
+        restored_by_kopia(&kopia, &ours.id),
         link_times_in_micros(describe(source.path()))
     );
     // kopia hashes the same small files to the same IDs.

@@ -11,7 +11,7 @@ use hawser_kopia::{RestoreOptions, VELERO_DEFAULT_PASSWORD};
 use crate::common::{self, describe, noise};
 use crate::store_common::StorageServer;
 use crate::support::{Kopia, open};
-use crate::{link_times_in_micros, tree};
+use crate::{link_times_in_micros, restored_by_kopia, tree};
 
 fn older_binaries() -> Vec<PathBuf> {
     let list = std::env::var("KOPIA_OLDER").expect(
@@ -63,11 +63,8 @@ async fn the_kopia_of_velero_1_15_to_1_17_and_hawser_read_each_other() {
         );
         // (These versions verify every snapshot: they take no snapshot ID.)
         kopia.run(&["snapshot", "verify", "--verify-files-percent=100"]);
-        let restored = tempfile::tempdir().unwrap();
-        let into = restored.path().join("tree");
-        kopia.run(&["restore", &ours.id, into.to_str().unwrap()]);
         assert_eq!(
-            link_times_in_micros(describe(&into)),
+            restored_by_kopia(&kopia, &ours.id),
             link_times_in_micros(describe(source.path())),
             "{version}"
         );
