@@ -9,7 +9,9 @@
 //! in the index. The manifest counts those as `cachedFiles`.
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::io::Read as _;
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
@@ -73,7 +75,8 @@ impl From<Tally> for Summary {
 
 #[derive(Serialize)]
 pub(crate) struct EntryOut {
-    name: String,
+    #[serde(serialize_with = "go_name")]
+    name: OsString,
     #[serde(rename = "type")]
     kind: &'static str,
     /// Left out when no bit is set, as kopia leaves it out (`omitempty`), like `size` and
@@ -222,22 +225,22 @@ impl Writer<'_> {
     pub(crate) async fn dir(
         &mut self,
         path: &Path,
-        name: String,
+        name: OsString,
         parent: Option<String>,
     ) -> Result<(EntryOut, Tally), KopiaError> {
         let meta = std::fs::symlink_metadata(path).map_err(KopiaError::reading(path))?;
         let previous = self.previous(parent.as_deref()).await;
-        let mut children: Vec<(bool, String, std::path::PathBuf)> = Vec::new();
+        let mut children: Vec<(bool, OsString, std::path::PathBuf)> = Vec::new();
         for child in std::fs::read_dir(path).map_err(KopiaError::reading(path))? {
             let child = child.map_err(KopiaError::reading(path))?;
-            let child_name = child.file_name().to_string_lossy().into_owned();
+            let child_name = child.file_name();
             let is_dir = child
                 .file_type()
                 .map_err(KopiaError::reading(path))?
                 .is_dir();
             children.push((!is_dir, child_name, child.path()));
         }
-        // Directories first, then by name, as kopia lists them.
+        // Directories first, then by name (its bytes), as kopia lists them.
         children.sort();
         // As kopia's summary: the latest time of the entries and of what the subdirectories
         // hold, the directory's own only when it is empty.
@@ -247,13 +250,15 @@ impl Writer<'_> {
         };
         let mut listing = Listing::new(self);
         for (_, child_name, child_path) in children {
+            // The parent's listing holds the name as kopia reads it back.
+            let key = go_lossy(&child_name);
             let child_meta =
                 std::fs::symlink_metadata(&child_path).map_err(KopiaError::reading(&child_path))?;
             let kind = child_meta.file_type();
             let mtime = mtime_of(&child_meta);
             let entry = if kind.is_dir() {
                 let parent = previous
-                    .get(&child_name)
+                    .get(&key)
                     .filter(|p| p.kind == "d")
                     .map(|p| p.obj.clone());
                 let (entry, sub) = Box::pin(self.dir(&child_path, child_name, parent)).await?;
@@ -269,7 +274,7 @@ impl Writer<'_> {
                     tally.symlinks += 1;
                     (id.to_string(), bytes.len() as u64, "s")
                 } else {
-                    let (obj, size) = match self.unchanged(previous.get(&child_name), &child_meta) {
+                    let (obj, size) = match self.unchanged(previous.get(&key), &child_meta) {
                         Some(obj) => {
                             tally.cached += 1;
                             (obj, child_meta.len())
@@ -388,7 +393,7 @@ impl Listing {
         let first = std::mem::take(&mut self.empty);
         self.buffer.push(if first { b'[' } else { b',' });
         go_json(&mut self.buffer, entry)
-            .map_err(|e| KopiaError::malformed(format!("the entry {}", entry.name), e))?;
+            .map_err(|e| KopiaError::malformed(format!("the entry {}", entry.name.display()), e))?;
         if self.buffer.len() >= LISTING_BATCH {
             self.out.push(writer, &self.buffer).await?;
             self.buffer.clear();
@@ -412,6 +417,62 @@ impl Listing {
         self.out.push(writer, &self.buffer).await?;
         self.out.finish(writer).await
     }
+}
+
+/// A name as Go's `encoding/json` reads it back: each byte that is not part of valid UTF-8
+/// becomes U+FFFD (Go takes such bytes one at a time; Rust's lossy decoding can take several
+/// as one).
+pub(crate) fn go_lossy(name: &OsStr) -> String {
+    let mut out = String::new();
+    go_utf8(name.as_bytes(), |run| {
+        out.push_str(run.unwrap_or("\u{fffd}"))
+    });
+    out
+}
+
+/// Walks `bytes` as Go's encoder does: runs of valid UTF-8, and each other byte alone (`None`).
+fn go_utf8(mut bytes: &[u8], mut run: impl FnMut(Option<&str>)) {
+    while !bytes.is_empty() {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => return run(Some(text)),
+            Err(e) => {
+                let (text, rest) = bytes.split_at(e.valid_up_to());
+                if !text.is_empty() {
+                    run(Some(std::str::from_utf8(text).unwrap_or_default()));
+                }
+                run(None);
+                bytes = &rest[1..];
+            }
+        }
+    }
+}
+
+/// Serializes a file name as kopia writes it: a name of valid UTF-8 as any string, each byte
+/// that is not as Go's escape `\ufffd` (a real U+FFFD in a name stays as it is).
+fn go_name<S: serde::Serializer>(name: &OsString, serializer: S) -> Result<S::Ok, S::Error> {
+    if let Some(text) = name.to_str() {
+        return serializer.serialize_str(text);
+    }
+    let mut json = Vec::from(*b"\"");
+    let mut failed = None;
+    go_utf8(name.as_bytes(), |run| match run {
+        Some(text) => {
+            let mut quoted = Vec::new();
+            match go_json(&mut quoted, &text) {
+                Ok(()) => json.extend_from_slice(&quoted[1..quoted.len() - 1]),
+                Err(e) => failed = Some(e),
+            }
+        }
+        None => json.extend_from_slice(br"\ufffd"),
+    });
+    json.push(b'"');
+    if let Some(e) = failed {
+        return Err(serde::ser::Error::custom(e));
+    }
+    let json = String::from_utf8(json).map_err(serde::ser::Error::custom)?;
+    serde_json::value::RawValue::from_string(json)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(serializer)
 }
 
 /// Appends `value` as Go's `encoding/json` writes it (as kopia's listings are written): `<`,
@@ -453,5 +514,26 @@ mod tests {
             String::from_utf8_lossy(&out),
             r#""a\u0026b \u003cc\u003e\u2028\u2029é\n\"""#
         );
+    }
+
+    #[test]
+    fn names_not_utf8_are_written_and_read_back_as_go_does() {
+        use std::os::unix::ffi::OsStringExt as _;
+        // An invalid byte, a real U+FFFD, a cut three-byte sequence (two bytes: two
+        // replacements in Go, one in Rust's lossy decoding), a `<` to escape.
+        let name = std::ffi::OsString::from_vec(b"<a\xff\xef\xbf\xbdb\xe2\x82".to_vec());
+        let mut out = Vec::new();
+        let mut serializer = serde_json::Serializer::with_formatter(&mut out, super::GoFormatter);
+        super::go_name(&name, &mut serializer).unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "\"\\u003ca\\ufffd\u{fffd}b\\ufffd\\ufffd\""
+        );
+        assert_eq!(
+            super::go_lossy(&name),
+            "<a\u{fffd}\u{fffd}b\u{fffd}\u{fffd}"
+        );
+        let read: String = serde_json::from_slice(&out).unwrap_or_default();
+        assert_eq!(read, super::go_lossy(&name));
     }
 }

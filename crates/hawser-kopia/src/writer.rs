@@ -458,10 +458,7 @@ impl Repository {
         };
         let mut writer = Writer::new(self, lease);
         let start = writer.now;
-        let root_name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let root_name = dir.file_name().unwrap_or_default().to_owned();
         let (root, tally) = match writer.dir(dir, root_name, parent).await {
             Ok(walked) => walked,
             Err(e) => return Err(writer.abandon(e).await),

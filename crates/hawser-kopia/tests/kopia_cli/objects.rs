@@ -41,6 +41,14 @@ async fn listings_and_long_lists_are_cut_as_kopia_cuts_them() {
     let epoch = source.path().join("epoch.txt");
     std::fs::write(&epoch, b"1970\n").unwrap();
     filetime::set_file_mtime(&epoch, filetime::FileTime::from_unix_time(0, 0)).unwrap();
+    // Names that are not UTF-8: kopia lists them by their bytes and writes each invalid byte
+    // as `\ufffd` (`x\xff` before `x😀` by bytes, after it by the replaced names).
+    let odd = source.path().join("odd");
+    std::fs::create_dir(&odd).unwrap();
+    for name in [&b"x\xff"[..], "x😀".as_bytes(), b"y\xe2\x82"] {
+        let name = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name);
+        std::fs::write(odd.join(name), name.as_encoded_bytes()).unwrap();
+    }
     let by_kopia = kopia.snapshot(source.path());
     let path = source.path().display().to_string();
     assert!(kopia_object(&kopia, &path, &by_kopia, "many").starts_with("Ik"));
@@ -65,11 +73,31 @@ async fn listings_and_long_lists_are_cut_as_kopia_cuts_them() {
         listed[0]["rootEntry"]["obj"].as_str().unwrap(),
         "{listed}"
     );
+    // Again: every file is the parent's, found by the name kopia reads back.
+    let again = repo
+        .write_snapshot(
+            source.path(),
+            &common::source("/elsewhere"),
+            &BTreeMap::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.stats.cached_files, ours.stats.file_count);
+    assert_eq!(again.root.obj, ours.root.obj);
     let target = tempfile::tempdir().unwrap();
     repo.restore(&ours, target.path(), RestoreOptions::default())
         .await
         .unwrap();
     // Neither side stores the pipe (and reading it to describe it would wait for a writer).
     std::fs::remove_file(&fifo).unwrap();
+    // Restored under the names kopia reads back (as kopia restores them).
+    let mut names: Vec<String> = std::fs::read_dir(target.path().join("odd"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["x\u{fffd}", "x😀", "y\u{fffd}\u{fffd}"]);
+    std::fs::remove_dir_all(target.path().join("odd")).unwrap();
+    std::fs::remove_dir_all(&odd).unwrap();
     assert_eq!(describe(target.path()), describe(source.path()));
 }
