@@ -3,21 +3,28 @@
 //! contents kopia gives it (and, but for the longest files, the object ID): a file that kopia
 //! (Velero) stored is not stored again by hawser, and the other way round.
 //!
-//! - `DYNAMIC-<size>-BUZHASH` (and the legacy `DYNAMIC`, 4 MiB): content-defined. A file is cut
-//!   after the first byte at least half the size and at most twice it from the previous cut
-//!   where a buzhash of the last 64 bytes has its low bits zero (the size less one as a mask),
-//!   at twice the size when none has. An insertion early in a file moves only the cuts near it,
-//!   so the rest of the file's contents keep their IDs and are not uploaded again.
+//! - `DYNAMIC-<size>-BUZHASH` and `DYNAMIC-<size>-RABINKARP` (and the legacy `DYNAMIC`,
+//!   buzhash of 4 MiB): content-defined. A file is cut after the first byte at least half the
+//!   size and at most twice it from the previous cut where a rolling hash of the last 64 bytes
+//!   has its low bits zero (the size less one as a mask), at twice the size when none has. An
+//!   insertion early in a file moves only the cuts near it, so the rest of the file's contents
+//!   keep their IDs and are not uploaded again.
 //! - `FIXED-<size>` (and the legacy `FIXED`, 4 MiB): a cut every size bytes.
-//! - kopia's `DYNAMIC-<size>-RABINKARP` and names unknown here are cut as `DYNAMIC-4M-BUZHASH`,
-//!   said so in the log: kopia reads contents cut anywhere, so only deduplication against
-//!   kopia's own copies of the same large files is lost.
+//! - Names unknown here are cut as `DYNAMIC-4M-BUZHASH`, said so in the log: kopia reads
+//!   contents cut anywhere, so only deduplication against kopia's own copies of the same large
+//!   files is lost.
 //!
 //! The buzhash (a cyclic polynomial) of a window is the XOR of a table value per byte, each
 //! rotated left by the byte's distance from the window's end; with a 64-byte window and 32-bit
 //! values a byte's rotation is back to zero when it leaves, so it leaves by one XOR. The table
 //! is the one kopia's rolling-hash library uses: the first 256 distinct values of Go's
 //! `math/rand` seeded with 1, each the low 32 bits of `Int63()`.
+//!
+//! The Rabin-Karp hash of a window is its bytes read as a polynomial over GF(2) (the first
+//! byte the highest), modulo an irreducible polynomial of degree 53: the one kopia's library
+//! derives from Go's `math/rand` seeded with 1 ([`RABIN_POLYNOMIAL`]). A byte leaves by adding
+//! its term (a table by byte); one enters by shifting in 8 bits and reducing by the 8 bits
+//! above the degree (a second table).
 
 /// The bytes the hash covers.
 const WINDOW: usize = 64;
@@ -58,13 +65,77 @@ const TABLE: [u32; 256] = [
     0x887953e8, 0x48b9e962, 0xe533e9a3, 0x5e0ce6e5, 0x1dba77ae, 0xc8214b8a, 0x53b428d7, 0x4cf20a65,
 ];
 
+/// The polynomial of kopia's `DYNAMIC-*-RABINKARP` splitters (`RandomPolynomial(1)` of its
+/// library, as kopia's splitters call it).
+const RABIN_POLYNOMIAL: u64 = 0x002e_3e3e_4a30_5605;
+
+/// Degree of a polynomial over GF(2) held in the bits of a `u64` (none for zero).
+fn degree(p: u64) -> u32 {
+    63 - p.leading_zeros()
+}
+
+/// `x` modulo `p`, as polynomials over GF(2).
+fn modulo(mut x: u64, p: u64) -> u64 {
+    while x != 0 && degree(x) >= degree(p) {
+        x ^= p << (degree(x) - degree(p));
+    }
+    x
+}
+
+/// The Rabin-Karp tables of [`RABIN_POLYNOMIAL`] for a 64-byte window: the term to add for
+/// the byte leaving, and the reduction by the 8 bits shifted above the degree.
+struct RabinTables {
+    leave: [u64; 256],
+    reduce: [u64; 256],
+}
+
+static RABIN: std::sync::LazyLock<RabinTables> = std::sync::LazyLock::new(|| {
+    let p = RABIN_POLYNOMIAL;
+    let mut tables = RabinTables {
+        leave: [0; 256],
+        reduce: [0; 256],
+    };
+    for b in 0..256u64 {
+        // The byte followed by 63 zero bytes.
+        tables.leave[b as usize] = (1..WINDOW).fold(modulo(b, p), |h, _| modulo(h << 8, p));
+        // XORed in after the shift: the high byte's remainder, and the high byte cleared.
+        tables.reduce[b as usize] = modulo(b << degree(p), p) | (b << degree(p));
+    }
+    tables
+});
+
+/// The buzhash after `entering` enters and `leaving` (none while the window fills) leaves.
+fn buzhash_roll(hash: u64, leaving: Option<u8>, entering: u8) -> u64 {
+    let leaving = leaving.map_or(0, |b| TABLE[usize::from(b)]);
+    let hash = (hash as u32).rotate_left(1) ^ leaving ^ TABLE[usize::from(entering)];
+    u64::from(hash)
+}
+
+/// The Rabin-Karp hash after `entering` enters and `leaving` (none while the window fills
+/// from zeros) leaves.
+fn rabin_roll(hash: u64, leaving: Option<u8>, entering: u8) -> u64 {
+    let tables = &*RABIN;
+    let hash = hash ^ leaving.map_or(0, |b| tables.leave[usize::from(b)]);
+    let high = (hash >> (degree(RABIN_POLYNOMIAL) - 8)) as u8;
+    ((hash << 8) | u64::from(entering)) ^ tables.reduce[usize::from(high)]
+}
+
 /// How files are cut: one of kopia's splitters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Splitter {
-    /// Content-defined, `average` bytes apart on average.
+    /// Content-defined by a buzhash, `average` bytes apart on average.
     Buzhash { average: usize },
+    /// Content-defined by a Rabin-Karp hash, `average` bytes apart on average.
+    RabinKarp { average: usize },
     /// Every `size` bytes.
     Fixed { size: usize },
+}
+
+/// The rolling hash of a content-defined splitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rolling {
+    Buzhash,
+    RabinKarp,
 }
 
 impl Splitter {
@@ -74,7 +145,7 @@ impl Splitter {
     /// The largest piece it cuts.
     pub(crate) fn largest(self) -> usize {
         match self {
-            Self::Buzhash { average } => average * 2,
+            Self::Buzhash { average } | Self::RabinKarp { average } => average * 2,
             Self::Fixed { size } => size,
         }
     }
@@ -97,6 +168,8 @@ impl Splitter {
             _ => {
                 if let Some(rest) = name.strip_prefix("FIXED-") {
                     size(rest).map(|size| Self::Fixed { size })
+                } else if let Some(rest) = name.strip_suffix("-RABINKARP") {
+                    size(rest.strip_prefix("DYNAMIC-")?).map(|average| Self::RabinKarp { average })
                 } else {
                     let rest = name.strip_prefix("DYNAMIC-")?.strip_suffix("-BUZHASH")?;
                     size(rest).map(|average| Self::Buzhash { average })
@@ -113,28 +186,32 @@ pub(crate) struct Chunker {
     min: usize,
     /// A cut at this many bytes at the latest.
     max: usize,
-    /// A cut where these bits of the hash are zero; none for a fixed splitter.
-    mask: Option<u32>,
+    /// The hash, and a cut where these bits of it are zero; none for a fixed splitter.
+    rolling: Option<(Rolling, u64)>,
     buffer: Vec<u8>,
     /// The next byte of `buffer` to hash.
     scanned: usize,
-    hash: u32,
+    hash: u64,
 }
 
 impl Chunker {
     pub(crate) fn new(splitter: Splitter) -> Self {
-        let (min, max, mask) = match splitter {
-            Splitter::Buzhash { average } => (
+        let dynamic = |rolling, average: usize| {
+            (
                 average / 2,
                 average * 2,
-                Some(u32::try_from(average - 1).unwrap_or(u32::MAX)),
-            ),
+                Some((rolling, average as u64 - 1)),
+            )
+        };
+        let (min, max, rolling) = match splitter {
+            Splitter::Buzhash { average } => dynamic(Rolling::Buzhash, average),
+            Splitter::RabinKarp { average } => dynamic(Rolling::RabinKarp, average),
             Splitter::Fixed { size } => (size, size, None),
         };
         Self {
             min,
             max,
-            mask,
+            rolling,
             buffer: Vec::new(),
             scanned: 0,
             hash: 0,
@@ -143,7 +220,7 @@ impl Chunker {
 
     /// Where the next cut of the buffer is, once it is known.
     fn cut(&mut self) -> Option<usize> {
-        let Some(mask) = self.mask else {
+        let Some((rolling, mask)) = self.rolling else {
             return (self.buffer.len() >= self.max).then_some(self.max);
         };
         if self.buffer.len() <= self.min {
@@ -151,23 +228,28 @@ impl Chunker {
         }
         // The hash depends on the last 64 bytes only: start 64 bytes before the first candidate.
         self.scanned = self.scanned.max(self.min - WINDOW);
+        let found = match rolling {
+            Rolling::Buzhash => self.scan(mask, buzhash_roll),
+            Rolling::RabinKarp => self.scan(mask, rabin_roll),
+        };
+        found.or_else(|| (self.buffer.len() >= self.max).then_some(self.max))
+    }
+
+    /// Rolls the hash over the buffer up to the largest cut; the first cut found. `roll` takes
+    /// the hash, the byte leaving the window (none until it is full: the window starts as
+    /// zeros) and the byte entering it.
+    fn scan(&mut self, mask: u64, roll: impl Fn(u64, Option<u8>, u8) -> u64) -> Option<usize> {
         let end = self.buffer.len().min(self.max);
         while self.scanned < end {
             let at = self.scanned;
-            let entering = TABLE[usize::from(self.buffer[at])];
-            // Until the window is full nothing leaves it.
-            let leaving = if at < self.min {
-                0
-            } else {
-                TABLE[usize::from(self.buffer[at - WINDOW])]
-            };
-            self.hash = self.hash.rotate_left(1) ^ leaving ^ entering;
+            let leaving = (at >= self.min).then(|| self.buffer[at - WINDOW]);
+            self.hash = roll(self.hash, leaving, self.buffer[at]);
             self.scanned += 1;
             if self.scanned >= self.min && self.hash & mask == 0 {
                 return Some(self.scanned);
             }
         }
-        (end == self.max).then_some(self.max)
+        None
     }
 
     /// Takes `data`; returns the chunks now complete (all that is left at the `end`).
@@ -248,7 +330,7 @@ mod tests {
     #[test]
     fn other_splitters_cut_where_kopia_s_do() {
         let data = noise(3 << 20, 5);
-        let cases: [(&str, &[u8], &[usize]); 4] = [
+        let cases: [(&str, &[u8], &[usize]); 7] = [
             (
                 "DYNAMIC-1M-BUZHASH",
                 &data,
@@ -261,6 +343,18 @@ mod tests {
                     95_132, 184_173, 123_572, 115_257, 91_213, 159_111, 81_890, 119_750, 78_478,
                 ],
             ),
+            (
+                "DYNAMIC-1M-RABINKARP",
+                &data,
+                &[1_105_449, 1_056_700, 983_579],
+            ),
+            (
+                "DYNAMIC-128K-RABINKARP",
+                &data[..1 << 20],
+                &[262_144, 252_496, 99_038, 116_450, 125_743, 192_705],
+            ),
+            // The hash of zeros is zero: cut at the minimum.
+            ("DYNAMIC-128K-RABINKARP", &[0; 1 << 20], &[64 << 10; 16]),
             ("FIXED-1M", &data, &[1 << 20; 3]),
             ("FIXED", &noise(9 << 20, 5), &[4 << 20, 4 << 20, 1 << 20]),
         ];
@@ -273,8 +367,36 @@ mod tests {
             Splitter::named("DYNAMIC-4M-BUZHASH"),
             Some(Splitter::DEFAULT)
         );
-        assert_eq!(Splitter::named("DYNAMIC-4M-RABINKARP"), None);
+        assert_eq!(
+            Splitter::named("DYNAMIC-4M-RABINKARP"),
+            Some(Splitter::RabinKarp { average: 4 << 20 })
+        );
+        assert_eq!(Splitter::named("DYNAMIC-4M-RABIN"), None);
         assert_eq!(Splitter::named("DYNAMIC-3M-BUZHASH"), None);
+    }
+
+    /// The Rabin-Karp hash against kopia's library (`rabinkarp64`, from a window of 64 zeros)
+    /// rolled over the same bytes.
+    #[test]
+    fn the_rabin_karp_hash_is_kopia_s() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut hash = 0;
+        let mut sums = Vec::new();
+        for (at, entering) in data.iter().enumerate() {
+            let leaving = at.checked_sub(WINDOW).map(|back| data[back]);
+            hash = rabin_roll(hash, leaving, *entering);
+            if [63, 64, 999].contains(&at) {
+                sums.push(hash);
+            }
+        }
+        assert_eq!(
+            sums,
+            [
+                0x0003_6dfe_887c_3997,
+                0x001b_681b_321f_b3a3,
+                0x0000_59be_dc00_fedd
+            ]
+        );
     }
 
     #[test]

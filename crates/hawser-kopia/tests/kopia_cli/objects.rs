@@ -101,3 +101,40 @@ async fn listings_and_long_lists_are_cut_as_kopia_cuts_them() {
     std::fs::remove_dir_all(&odd).unwrap();
     assert_eq!(describe(target.path()), describe(source.path()));
 }
+
+/// A repository kopia made with a Rabin-Karp splitter: files written here are cut where kopia
+/// cuts them (the same objects as kopia's snapshot of the same directory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabin_karp_cuts_are_kopia_s() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-rabin");
+    server.create_bucket(&bucket);
+    let kopia = Kopia::new();
+    kopia.create_split(&server, &bucket, "shop", "DYNAMIC-128K-RABINKARP");
+    let source = tempfile::tempdir().unwrap();
+    std::fs::write(source.path().join("noise.bin"), common::noise(3 << 20, 11)).unwrap();
+    std::fs::write(source.path().join("zeros.bin"), vec![0u8; 1 << 20]).unwrap();
+    let by_kopia = kopia.snapshot(source.path());
+    let path = source.path().display().to_string();
+    let noise = kopia_object(&kopia, &path, &by_kopia, "noise.bin");
+    assert!(noise.starts_with("Ix"), "{noise}");
+
+    let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let ours = repo
+        .write_snapshot(
+            source.path(),
+            &common::source("/elsewhere"),
+            &BTreeMap::new(),
+        )
+        .await
+        .unwrap();
+    let listed: serde_json::Value =
+        serde_json::from_str(&kopia.run(&["snapshot", "list", "--json", &path])).unwrap();
+    assert_eq!(
+        ours.root.obj,
+        listed[0]["rootEntry"]["obj"].as_str().unwrap(),
+        "{listed}"
+    );
+}

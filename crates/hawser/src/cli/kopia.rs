@@ -58,8 +58,8 @@ pub enum KopiaCommand {
         /// The content hash: BLAKE2B-256-128 (kopia's and Velero's default) or BLAKE3-256-128.
         #[arg(long, default_value = "BLAKE2B-256-128")]
         hash: String,
-        /// How data is cut into contents, as kopia's flag: DYNAMIC-<size>-BUZHASH or
-        /// FIXED-<size>, size 128K, 256K, 512K, 1M, 2M, 4M or 8M.
+        /// How data is cut into contents, as kopia's flag: DYNAMIC-<size>-BUZHASH,
+        /// DYNAMIC-<size>-RABINKARP or FIXED-<size>, size 128K, 256K, 512K, 1M, 2M, 4M or 8M.
         #[arg(long, default_value = "DYNAMIC-4M-BUZHASH")]
         object_splitter: String,
     },
