@@ -11,11 +11,76 @@ use std::io::Read;
 
 use crate::KopiaError;
 
-/// A content's ID, as index blobs hold it: the prefix byte (0 for none) then the hash.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ContentId(pub(crate) Box<[u8]>);
+/// A content's ID, as index blobs hold it: the prefix byte (0 for none) then the hash (up to
+/// 32 bytes, kopia's longest), held inline: a repository's index holds one per content.
+#[derive(Clone)]
+pub struct ContentId {
+    len: u8,
+    bytes: [u8; MAX_KEY],
+}
+
+/// The longest content ID in bytes: a prefix and a 256-bit hash.
+pub(crate) const MAX_KEY: usize = 33;
+
+impl PartialEq for ContentId {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for ContentId {}
+
+impl std::hash::Hash for ContentId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl PartialOrd for ContentId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// By the bytes of the key, as index blobs sort them.
+impl Ord for ContentId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(other.key())
+    }
+}
 
 impl ContentId {
+    /// The ID of an index key (prefix byte, then hash); none when it is empty but for the
+    /// prefix or longer than any kopia writes.
+    pub(crate) fn from_key(key: &[u8]) -> Option<Self> {
+        if key.len() < 2 || key.len() > MAX_KEY {
+            return None;
+        }
+        let mut bytes = [0; MAX_KEY];
+        bytes[..key.len()].copy_from_slice(key);
+        Some(Self {
+            len: u8::try_from(key.len()).ok()?,
+            bytes,
+        })
+    }
+
+    /// The ID of a hash (the first 32 bytes: no hash here is longer) with `prefix` (0: none).
+    pub(crate) fn of(prefix: u8, hash: &[u8]) -> Self {
+        let hash = &hash[..hash.len().min(MAX_KEY - 1)];
+        let mut bytes = [0; MAX_KEY];
+        bytes[0] = prefix;
+        bytes[1..=hash.len()].copy_from_slice(hash);
+        Self {
+            len: u8::try_from(1 + hash.len()).unwrap_or(1),
+            bytes,
+        }
+    }
+
+    /// The key as index blobs hold it.
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
     /// Parses the text form (`k0123…`, `0123…`).
     ///
     /// # Errors
@@ -35,22 +100,22 @@ impl ContentId {
         if hash.is_empty() {
             return Err(bad("empty"));
         }
-        let mut bytes = Vec::with_capacity(1 + hash.len());
-        bytes.push(prefix);
-        bytes.extend_from_slice(&hash);
-        Ok(Self(bytes.into_boxed_slice()))
+        if hash.len() >= MAX_KEY {
+            return Err(bad("longer than a 256-bit hash"));
+        }
+        Ok(Self::of(prefix, &hash))
     }
 
     /// The prefix letter, if any.
     #[must_use]
     pub fn prefix(&self) -> Option<char> {
-        (self.0[0] != 0).then(|| char::from(self.0[0]))
+        (self.bytes[0] != 0).then(|| char::from(self.bytes[0]))
     }
 
     /// The hash's bytes.
     #[must_use]
     pub fn hash(&self) -> &[u8] {
-        &self.0[1..]
+        &self.key()[1..]
     }
 
     /// The IV the content was encrypted with: the last 16 bytes of its hash.

@@ -10,6 +10,8 @@
 //!   whose value holds a 48-bit timestamp, the format version, the pack name's length and
 //!   offset, the deleted flag with the pack offset, and the packed length.
 
+use std::borrow::Borrow;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::KopiaError;
@@ -41,6 +43,88 @@ pub struct Entry {
     pub key_id: u8,
 }
 
+/// A repository's merged index: per content the entry that wins, each held once (keyed by
+/// its own ID, which is inline), so a content costs about 90 bytes of memory.
+#[derive(Default)]
+pub(crate) struct Index(HashSet<Keyed>);
+
+/// An entry found by its ID.
+struct Keyed(Entry);
+
+impl PartialEq for Keyed {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+
+impl Eq for Keyed {}
+
+impl std::hash::Hash for Keyed {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::hash::Hash::hash(&self.0.id, state);
+    }
+}
+
+impl Borrow<ContentId> for Keyed {
+    fn borrow(&self) -> &ContentId {
+        &self.0.id
+    }
+}
+
+impl Index {
+    pub(crate) fn get(&self, id: &ContentId) -> Option<&Entry> {
+        self.0.get(id).map(|k| &k.0)
+    }
+
+    /// Holds `entry`, in place of the content's entry held before.
+    pub(crate) fn insert(&mut self, entry: Entry) {
+        self.0.replace(Keyed(entry));
+    }
+
+    /// Holds `entry` if it wins over the content's entry held before ([`wins`]).
+    pub(crate) fn merge(&mut self, entry: Entry) {
+        if self.get(&entry.id).is_none_or(|have| wins(&entry, have)) {
+            self.insert(entry);
+        }
+    }
+
+    /// Holds the entries of `newer` in place of those held before (the larger table is kept).
+    pub(crate) fn absorb(&mut self, mut newer: Index) {
+        if newer.len() > self.len() {
+            std::mem::swap(self, &mut newer);
+            for older in newer.into_values() {
+                if self.get(&older.id).is_none() {
+                    self.insert(older);
+                }
+            }
+        } else {
+            for entry in newer.into_values() {
+                self.insert(entry);
+            }
+        }
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Entry> {
+        self.0.iter().map(|k| &k.0)
+    }
+
+    pub(crate) fn into_values(self) -> impl Iterator<Item = Entry> {
+        self.0.into_iter().map(|k| k.0)
+    }
+
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Entry) -> bool) {
+        self.0.retain(|k| keep(&k.0));
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Reads a big-endian integer of `N` bytes at `at`.
 fn be<const N: usize>(data: &[u8], at: usize) -> Option<u64> {
     let bytes = data.get(at..at.checked_add(N)?)?;
@@ -51,15 +135,33 @@ fn narrow<T: TryFrom<u64>>(n: u64, what: &str) -> Result<T, KopiaError> {
     T::try_from(n).map_err(|_| KopiaError::malformed(what, format!("{n} is out of range")))
 }
 
+/// The content ID of an index key.
+fn content_id(key: &[u8], what: &str) -> Result<ContentId, KopiaError> {
+    ContentId::from_key(key)
+        .ok_or_else(|| KopiaError::malformed(what, format!("a content ID of {} bytes", key.len())))
+}
+
 /// Every entry of the decrypted index blob `data` (named `what` in errors).
 ///
 /// # Errors
 /// [`KopiaError::Unsupported`] for an unknown version, [`KopiaError::Malformed`] when a
 /// table or entry lies outside the data.
 pub fn parse(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
+    let mut entries = Vec::new();
+    parse_each(data, what, |entry| entries.push(entry))?;
+    Ok(entries)
+}
+
+/// Hands each entry of the decrypted index blob `data` to `each` as it is read (nothing but
+/// the entry is held); errors as [`parse`]'s.
+pub(crate) fn parse_each(
+    data: &[u8],
+    what: &str,
+    mut each: impl FnMut(Entry),
+) -> Result<(), KopiaError> {
     match data.first() {
-        Some(2) => parse_v2(data, what),
-        Some(1) => parse_v1(data, what),
+        Some(2) => parse_v2(data, what, &mut each),
+        Some(1) => parse_v1(data, what, &mut each),
         Some(v) => Err(KopiaError::Unsupported {
             what: "index version",
             value: format!("{v} (in {what})"),
@@ -68,11 +170,11 @@ pub fn parse(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
     }
 }
 
-fn parse_v2(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
+fn parse_v2(data: &[u8], what: &str, each: &mut dyn FnMut(Entry)) -> Result<(), KopiaError> {
     let short = || KopiaError::malformed(what, "shorter than its tables say");
     let key_size = usize::from(data.get(1).copied().ok_or_else(short)?);
     if key_size == 0xff {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let entry_size: usize = narrow(be::<2>(data, 2).ok_or_else(short)?, what)?;
     let count: usize = narrow(be::<4>(data, 4).ok_or_else(short)?, what)?;
@@ -116,7 +218,6 @@ fn parse_v2(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
             (compression, data[at + 4], data[at + 5])
         })
         .collect();
-    let mut entries = Vec::with_capacity(count);
     for i in 0..count {
         let at = 17 + i * stride;
         let key = &data[at..at + key_size];
@@ -146,8 +247,8 @@ fn parse_v2(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
                 ));
             }
         };
-        entries.push(Entry {
-            id: ContentId(key.into()),
+        each(Entry {
+            id: content_id(key, what)?,
             pack,
             offset: narrow(offset_word & 0x7fff_ffff, what)?,
             packed_length: narrow(packed, what)?,
@@ -159,14 +260,14 @@ fn parse_v2(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
             key_id,
         });
     }
-    Ok(entries)
+    Ok(())
 }
 
-fn parse_v1(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
+fn parse_v1(data: &[u8], what: &str, each: &mut dyn FnMut(Entry)) -> Result<(), KopiaError> {
     let short = || KopiaError::malformed(what, "shorter than its header says");
     let key_size = usize::from(data.get(1).copied().ok_or_else(short)?);
     if key_size == 0xff {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let entry_size: usize = narrow(be::<2>(data, 2).ok_or_else(short)?, what)?;
     let count: usize = narrow(be::<4>(data, 4).ok_or_else(short)?, what)?;
@@ -185,7 +286,6 @@ fn parse_v1(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
     if entries_end > data.len() {
         return Err(short());
     }
-    let mut entries = Vec::with_capacity(count);
     for i in 0..count {
         let at = 8 + i * stride;
         let key = data.get(at..at + key_size).ok_or_else(short)?;
@@ -198,8 +298,8 @@ fn parse_v1(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
             .map_err(|_| KopiaError::malformed(what, "a pack name is not text"))?;
         let offset_word = be::<4>(value, 12).unwrap_or(0);
         let packed: u32 = narrow(be::<4>(value, 16).unwrap_or(0), what)?;
-        entries.push(Entry {
-            id: ContentId(key.into()),
+        each(Entry {
+            id: content_id(key, what)?,
             pack: Arc::from(name),
             offset: narrow(offset_word & 0x7fff_ffff, what)?,
             packed_length: packed,
@@ -212,7 +312,7 @@ fn parse_v1(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
             key_id: 0,
         });
     }
-    Ok(entries)
+    Ok(())
 }
 
 /// A v2 index of `entries` as kopia's writer lays it out: sorted by content ID, the smallest
@@ -222,12 +322,12 @@ fn parse_v1(data: &[u8], what: &str) -> Result<Vec<Entry>, KopiaError> {
 /// # Errors
 /// [`KopiaError::Unsupported`] for a length of 2^28 or more, an offset of 2^31 or more, or more
 /// than 255 formats, which the format cannot hold.
-pub fn build(entries: &[Entry]) -> Result<Vec<u8>, KopiaError> {
+pub fn build<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Result<Vec<u8>, KopiaError> {
     let too_big = |what: &str| KopiaError::Unsupported {
         what: "index entry",
         value: what.to_owned(),
     };
-    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    let mut sorted: Vec<&Entry> = entries.into_iter().collect();
     sorted.sort_by(|a, b| a.id.cmp(&b.id));
     let mut packs: Vec<&str> = sorted.iter().map(|e| &*e.pack).collect();
     packs.sort_unstable();
@@ -253,7 +353,7 @@ pub fn build(entries: &[Entry]) -> Result<Vec<u8>, KopiaError> {
     } else {
         16
     };
-    let key_size = sorted.first().map_or(0xff, |e| e.id.0.len());
+    let key_size = sorted.first().map_or(0xff, |e| e.id.key().len());
     let mut out = vec![2, u8::try_from(key_size).map_err(|_| too_big("key size"))?];
     out.extend(u16::try_from(entry_size).unwrap_or(16).to_be_bytes());
     let count = |n: usize, what: &str| u32::try_from(n).map_err(|_| too_big(what));
@@ -262,7 +362,7 @@ pub fn build(entries: &[Entry]) -> Result<Vec<u8>, KopiaError> {
     out.push(u8::try_from(formats.len()).unwrap_or(0));
     out.extend(0u32.to_be_bytes());
     for entry in &sorted {
-        if entry.id.0.len() != key_size {
+        if entry.id.key().len() != key_size {
             return Err(too_big("content IDs of different lengths"));
         }
         if entry.original_length >= 1 << 28 || entry.packed_length >= 1 << 28 {
@@ -278,7 +378,7 @@ pub fn build(entries: &[Entry]) -> Result<Vec<u8>, KopiaError> {
         let format = formats
             .binary_search(&(entry.compression, entry.format_version, entry.key_id))
             .unwrap_or(0);
-        out.extend(&entry.id.0);
+        out.extend(entry.id.key());
         let timestamp =
             u32::try_from(entry.timestamp).map_err(|_| too_big("a timestamp outside 1970–2106"))?;
         let mut value = Vec::with_capacity(entry_size);

@@ -143,3 +143,45 @@ fn long_contents_and_many_packs_widen_the_entries() {
     entries[0].original_length = 1 << 28;
     assert!(build(&entries).is_err());
 }
+
+#[test]
+fn the_index_holds_each_content_once_the_winning_entry() {
+    let id = "0123456789abcdef0123456789abcdef";
+    let mut index = Index::default();
+    index.merge(entry(id, "p1", 5, false, (0, 1, 1)));
+    index.merge(entry(id, "p2", 4, false, (0, 2, 2)));
+    assert_eq!(
+        index
+            .get(&ContentId::parse(id).unwrap())
+            .unwrap()
+            .pack
+            .as_ref(),
+        "p1"
+    );
+    index.merge(entry(id, "p3", 6, true, (0, 3, 3)));
+    index.merge(entry(&format!("k{id}"), "p4", 1, false, (0, 4, 4)));
+    assert_eq!(index.len(), 2);
+    let held = index.get(&ContentId::parse(id).unwrap()).unwrap();
+    assert!(held.deleted && held.pack.as_ref() == "p3");
+    // Inserted: replaces whatever was held.
+    index.insert(entry(id, "p5", 1, false, (0, 5, 5)));
+    assert_eq!(
+        index
+            .get(&ContentId::parse(id).unwrap())
+            .unwrap()
+            .pack
+            .as_ref(),
+        "p5"
+    );
+    index.retain(|e| e.id.prefix() == Some('k'));
+    let left: Vec<_> = index.values().map(|e| e.pack.to_string()).collect();
+    assert_eq!(left, ["p4"]);
+}
+
+#[test]
+fn a_content_id_longer_than_kopia_s_is_refused() {
+    assert!(ContentId::parse(&"ab".repeat(33)).is_err());
+    assert!(ContentId::parse(&"ab".repeat(32)).is_ok());
+    assert!(ContentId::from_key(&[b'k'; 34]).is_none());
+    assert!(ContentId::from_key(&[0]).is_none());
+}

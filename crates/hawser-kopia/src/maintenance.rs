@@ -263,7 +263,7 @@ impl Repository {
         if !changes.is_empty() {
             self.put_index_blob(&changes, &lease.info.id).await?;
             for entry in changes {
-                self.index.insert(entry.id.clone(), entry);
+                self.index.insert(entry);
             }
         }
 
@@ -276,7 +276,7 @@ impl Repository {
                     bytes::Bytes::from_static(b"deletion-watermark"),
                 )
                 .await?;
-            self.index.retain(|_, e| !(e.deleted && e.timestamp <= cut));
+            self.index.retain(|e| !(e.deleted && e.timestamp <= cut));
             report.watermark = Some(drop_before);
         }
 
@@ -344,9 +344,7 @@ impl Repository {
         }
         let stored = writer.commit().await?;
         report.rewritten = stored.len();
-        for entry in stored {
-            self.index.insert(entry.id.clone(), entry);
-        }
+        self.index.absorb(stored);
         Ok(())
     }
 

@@ -7,8 +7,6 @@
 //! deleted one older than the deletion watermark is gone. Reading a content is one ranged GET
 //! of its pack, then authenticated decryption and, when the index says so, decompression.
 
-use std::collections::HashMap;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -17,7 +15,7 @@ use serde::Deserialize;
 use crate::blobs::Blobs;
 use crate::content::{ContentId, decompress};
 use crate::crypto::{ContentCipher, blob_iv, open_format, password_key};
-use crate::index::{Entry, parse, wins};
+use crate::index::{Entry, Index, parse, parse_each};
 use crate::{KopiaError, epoch};
 
 /// The name of the format blob.
@@ -121,7 +119,7 @@ pub struct Repository {
     config: RepositoryConfig,
     pub(crate) cipher: ContentCipher,
     pub(crate) hasher: crate::crypto::ContentHash,
-    pub(crate) index: HashMap<ContentId, Entry>,
+    pub(crate) index: Index,
     /// The epoch new index blobs are written in.
     pub(crate) write_epoch: u64,
 }
@@ -147,7 +145,7 @@ impl Repository {
             config,
             cipher,
             hasher,
-            index: HashMap::new(),
+            index: Index::default(),
             write_epoch: 0,
         };
         repo.load_index().await?;
@@ -160,7 +158,7 @@ impl Repository {
         let set = epoch::select(&ids)?;
         let mut index = self.merge_index_blobs(&set.blobs).await?;
         // Deleted before the watermark: gone, as kopia reads it.
-        index.retain(|_, e| !(e.deleted && e.timestamp <= set.watermark));
+        index.retain(|e| !(e.deleted && e.timestamp <= set.watermark));
         tracing::debug!(
             contents = index.len(),
             index_blobs = set.blobs.len(),
@@ -172,27 +170,16 @@ impl Repository {
     }
 
     /// The entries of index blobs `ids`, merged: per content the one that wins.
-    pub(crate) async fn merge_index_blobs(
-        &self,
-        ids: &[String],
-    ) -> Result<HashMap<ContentId, Entry>, KopiaError> {
-        let mut index: HashMap<ContentId, Entry> = HashMap::new();
+    pub(crate) async fn merge_index_blobs(&self, ids: &[String]) -> Result<Index, KopiaError> {
+        let mut index = Index::default();
         // Owned items: a stream of closures over borrowed ones is not `Send`.
         let mut reads = futures::stream::iter(ids.to_vec())
-            .map(|id| async move {
-                let plain = self.read_named_blob(&id).await?;
-                parse(&plain, &format!("index blob {id}"))
-            })
+            .map(|id| async move { Ok::<_, KopiaError>((self.read_named_blob(&id).await?, id)) })
             .buffer_unordered(INDEX_READS);
-        while let Some(entries) = reads.try_next().await? {
-            for entry in entries {
-                match index.get(&entry.id) {
-                    Some(have) if !wins(&entry, have) => {}
-                    _ => {
-                        index.insert(entry.id.clone(), entry);
-                    }
-                }
-            }
+        while let Some((plain, id)) = reads.try_next().await? {
+            parse_each(&plain, &format!("index blob {id}"), |entry| {
+                index.merge(entry)
+            })?;
         }
         Ok(index)
     }
@@ -361,7 +348,7 @@ impl Repository {
     /// [`KopiaError::Storage`]; [`KopiaError::Unsupported`] for an entry the format cannot hold.
     pub(crate) async fn put_index_blob(
         &self,
-        entries: &[Entry],
+        entries: impl IntoIterator<Item = &Entry>,
         session: &str,
     ) -> Result<(), KopiaError> {
         let index = crate::index::build(entries)?;

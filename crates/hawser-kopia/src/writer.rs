@@ -29,7 +29,7 @@ use crate::KopiaError;
 use crate::chunker::Splitter;
 use crate::content::ContentId;
 use crate::crypto::ContentHash;
-use crate::index::{Entry, build};
+use crate::index::{Entry, Index, build};
 use crate::repo::Repository;
 use crate::session::Lease;
 use crate::snapshot::{Snapshot, Stats};
@@ -66,10 +66,10 @@ pub(crate) struct Writer<'r> {
     lease: &'r mut Lease,
     data: Option<Pack>,
     metadata: Option<Pack>,
-    /// Contents of this snapshot not yet named by a stored index blob.
+    /// Contents of the packs being filled or stored.
     pending: HashSet<ContentId>,
-    /// Every entry of the packs stored so far.
-    stored: Vec<Entry>,
+    /// Every entry of the packs stored so far (not named by an index blob yet).
+    stored: Index,
     /// Packs being stored while the next ones are filled.
     uploads: Uploads,
     now: Timestamp,
@@ -111,10 +111,8 @@ pub(crate) type HashedAside = JoinHandle<(ContentId, Vec<u8>)>;
 /// The ID of content `plain` stored with `prefix`: the prefix byte (none for file data), then
 /// the repository's keyed hash.
 fn content_id(hasher: &ContentHash, prefix: Option<char>, plain: &[u8]) -> ContentId {
-    let mut key = Vec::with_capacity(17);
-    key.push(prefix.map_or(0, |p| u8::try_from(p).unwrap_or(0)));
-    key.extend_from_slice(&hasher.hash(plain));
-    ContentId(key.into_boxed_slice())
+    let prefix = prefix.map_or(0, |p| u8::try_from(p).unwrap_or(0));
+    ContentId::of(prefix, &hasher.hash(plain))
 }
 
 /// A length in an index entry.
@@ -182,7 +180,7 @@ impl Writer<'_> {
         // Kept fresh while only known contents are found too (a time check until it is due).
         self.lease.keep(self.repo).await?;
         let known = self.repo.index.get(&id).is_some_and(|e| !e.deleted);
-        if known || self.pending.contains(&id) {
+        if known || self.pending.contains(&id) || self.stored.get(&id).is_some() {
             return Ok(id);
         }
         // File data is stored as it is (no copy); metadata compressed when that is smaller.
@@ -313,7 +311,10 @@ impl Writer<'_> {
         upload
             .await
             .map_err(|e| KopiaError::malformed("a pack's upload", e))??;
-        self.stored.extend(entries);
+        for entry in entries {
+            self.pending.remove(&entry.id);
+            self.stored.insert(entry);
+        }
         Ok(())
     }
 }
@@ -341,7 +342,7 @@ impl<'r> Writer<'r> {
             data: None,
             metadata: None,
             pending: HashSet::new(),
-            stored: Vec::new(),
+            stored: Index::default(),
             uploads: Uploads::default(),
         }
     }
@@ -359,7 +360,7 @@ impl<'r> Writer<'r> {
         if !self.stored.is_empty()
             && let Err(e) = self
                 .repo
-                .put_index_blob(&self.stored, &self.lease.info.id)
+                .put_index_blob(self.stored.values(), &self.lease.info.id)
                 .await
         {
             tracing::warn!(error = %e, "the packs of a failed write stay unindexed");
@@ -382,7 +383,7 @@ impl<'r> Writer<'r> {
 
     /// Stores the packs being filled, then the index blob naming every content written: the
     /// write is there from then on. Returns the new entries.
-    pub(crate) async fn commit(mut self) -> Result<Vec<Entry>, KopiaError> {
+    pub(crate) async fn commit(mut self) -> Result<Index, KopiaError> {
         let (data, metadata) = (self.data.take(), self.metadata.take());
         let stored = async {
             self.send(data).await?;
@@ -391,7 +392,7 @@ impl<'r> Writer<'r> {
                 self.settle().await?;
             }
             self.repo
-                .put_index_blob(&self.stored, &self.lease.info.id)
+                .put_index_blob(self.stored.values(), &self.lease.info.id)
                 .await
         }
         .await;
@@ -502,9 +503,7 @@ impl Repository {
             return Err(writer.abandon(e).await);
         }
         let stored = writer.commit().await?;
-        for entry in stored {
-            self.index.insert(entry.id.clone(), entry);
-        }
+        self.index.absorb(stored);
         let root = serde_json::to_value(&root)
             .and_then(serde_json::from_value)
             .map_err(|e| KopiaError::malformed("the root entry", e))?;
@@ -549,9 +548,7 @@ impl Repository {
             Err(e) => Err(writer.abandon(e).await),
         };
         lease.release(self).await;
-        for entry in stored? {
-            self.index.insert(entry.id.clone(), entry);
-        }
+        self.index.absorb(stored?);
         Ok(())
     }
 }

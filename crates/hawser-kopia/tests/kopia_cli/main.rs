@@ -524,7 +524,7 @@ async fn a_blake3_repository_created_here_hashes_as_kopia_does() {
     let other = || Blobs::new(Location::new(&server.spec(&bucket)).unwrap(), "kopia/other");
     for (hash, splitter) in [
         ("SHA1", "FIXED-4M"),
-        ("BLAKE3-256-128", "DYNAMIC-4M-RABINKARP"),
+        ("BLAKE3-256-128", "DYNAMIC-3M-RABINKARP"),
     ] {
         let new = NewRepository {
             hash: hash.to_owned(),
