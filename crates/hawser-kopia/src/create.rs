@@ -53,6 +53,33 @@ impl Default for NewRepository {
     }
 }
 
+/// Who runs maintenance in a repository Velero made: Velero's user and domain. kopia's and
+/// Velero's maintenance run only as this owner (unless forced); without the parameters the
+/// owner is nobody and Velero's maintenance job fails ("must be run by designated user").
+pub(crate) const VELERO_MAINTENANCE_OWNER: &str = "default@default";
+
+/// The maintenance manifest Velero writes into a repository it creates: kopia's default
+/// parameters (quick every hour, full every day, logs kept up to 1 GiB, 10,000 or 30 days)
+/// owned by [`VELERO_MAINTENANCE_OWNER`].
+fn maintenance_params() -> serde_json::Value {
+    const HOUR_NS: u64 = 3_600_000_000_000;
+    let mut id = [0u8; 16];
+    rand::fill(&mut id);
+    serde_json::json!([{
+        "id": hex::encode(id),
+        "labels": {"type": "maintenance"},
+        "modified": jiff::Timestamp::now(),
+        "data": {
+            "owner": VELERO_MAINTENANCE_OWNER,
+            "quick": {"enabled": true, "interval": HOUR_NS},
+            "full": {"enabled": true, "interval": 24 * HOUR_NS},
+            "logRetention": {"maxTotalSize": 1_u64 << 30, "maxCount": 10_000, "maxAge": 720 * HOUR_NS},
+            "extendObjectLocks": false,
+            "listParallelism": 0
+        }
+    }])
+}
+
 impl NewRepository {
     /// Whether this hash and splitter can be written here.
     ///
@@ -144,10 +171,13 @@ impl Repository {
             .map_err(|e| KopiaError::malformed(FORMAT_BLOB, e))?;
         text.push('\n');
         blobs.put(FORMAT_BLOB, Bytes::from(text)).await?;
+        let mut repo = Self::open(blobs, password).await?;
+        // As Velero initialises a repository: maintenance's parameters, then its marker.
+        repo.write_manifest(maintenance_params()).await?;
         let marker = serde_json::json!({"uniqueID": STANDARD.encode(unique_id)});
-        blobs
+        repo.blobs
             .put(VELERO_MARKER_BLOB, Bytes::from(marker.to_string()))
             .await?;
-        Self::open(blobs, password).await
+        Ok(repo)
     }
 }

@@ -532,18 +532,27 @@ impl Repository {
             .into_iter()
             .find(|s| s.id == id)
             .ok_or_else(|| KopiaError::MissingSnapshot(id.to_owned()))?;
-        let mut lease = Lease::acquire(self).await?;
-        let mut writer = Writer::new(self, &mut lease);
         let labels = serde_json::json!({
             "type": "snapshot",
             "hostname": snapshot.host,
             "username": snapshot.user,
             "path": snapshot.path,
         });
-        let manifest = serde_json::json!([{
-            "id": id, "labels": labels, "modified": writer.now, "deleted": true,
-        }]);
-        let stored = match writer.manifest(manifest).await {
+        self.write_manifest(serde_json::json!([{
+            "id": id, "labels": labels, "modified": Timestamp::now(), "deleted": true,
+        }]))
+        .await
+    }
+
+    /// Writes manifest `entries` (kopia's `[{"id", "labels", "modified", …}]`) alone, under a
+    /// session of its own.
+    pub(crate) async fn write_manifest(
+        &mut self,
+        entries: serde_json::Value,
+    ) -> Result<(), KopiaError> {
+        let mut lease = Lease::acquire(self).await?;
+        let mut writer = Writer::new(self, &mut lease);
+        let stored = match writer.manifest(entries).await {
             Ok(()) => writer.commit().await,
             Err(e) => Err(writer.abandon(e).await),
         };

@@ -159,12 +159,12 @@ fn the_well_known_default_password_is_warned_about() {
         &["create", "--hash", "MD5"],
     );
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
-    // A splitter kopia has but this does not write is refused before anything is written.
+    // A splitter kopia does not have is refused before anything is written.
     let empty = tempfile::tempdir().unwrap();
     let bad = hawser(
         empty.path(),
         Some("p"),
-        &["create", "--object-splitter", "DYNAMIC-4M-RABINKARP"],
+        &["create", "--object-splitter", "DYNAMIC-3M-BUZHASH"],
     );
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
     assert!(

@@ -106,8 +106,9 @@ async fn epochs_compacted_here_are_read_by_kopia() {
         .unwrap();
     let snapshots = compacted_epochs(&mut repo, &dir, tree.path(), 9).await;
     let report = repo.maintain(true, &Safety::NONE).await.unwrap();
-    // Epochs 0 to 7 are compacted: their uncompacted blobs go.
-    assert_eq!(report.superseded_deleted, 160, "{report}");
+    // Epochs 0 to 7 are compacted: their uncompacted blobs go (8 × 20, and the one of the
+    // maintenance parameters written at creation).
+    assert_eq!(report.superseded_deleted, 161, "{report}");
     assert_eq!(report.quick.range, Some((0, 7)), "{report}");
     let ranges = ids(&dir, "xr0_7_");
     assert_eq!(ranges.len(), 1, "{:?}", ids(&dir, "x"));
@@ -146,4 +147,45 @@ async fn epochs_compacted_here_are_read_by_kopia() {
     for (snapshot, view) in [&snapshots[0], &snapshots[90], &snapshots[179]] {
         assert_eq!(crate::restored_by_kopia(&kopia, &snapshot.id), *view);
     }
+}
+
+/// A repository created here holds the maintenance parameters Velero writes (owner
+/// `default@default`, kopia's default cycles): kopia's maintenance, which runs only as the
+/// owner, runs there without being forced (as Velero's maintenance job runs it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kopia_maintains_a_repository_created_here_as_its_owner() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("kopia-owner");
+    server.create_bucket(&bucket);
+    let blobs = Blobs::new(Location::new(&server.spec(&bucket)).unwrap(), "kopia/app");
+    let mut repo = Repository::create(blobs.clone(), VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let source = tempfile::tempdir().unwrap();
+    std::fs::write(source.path().join("a.bin"), noise(1 << 20, 3)).unwrap();
+    let info = crate::common::source("/data");
+    repo.write_snapshot(source.path(), &info, &BTreeMap::new())
+        .await
+        .unwrap();
+    // Written here, found here: not taken for a snapshot.
+    assert_eq!(repo.snapshots().await.unwrap().len(), 1);
+
+    let kopia = Kopia::new();
+    kopia.connect(&server, &bucket, "app");
+    let params: serde_json::Value =
+        serde_json::from_str(&kopia.run(&["maintenance", "info", "--json"])).unwrap();
+    assert_eq!(params["owner"], "default@default", "{params}");
+    assert_eq!(
+        params["quick"]["interval"], 3_600_000_000_000_u64,
+        "{params}"
+    );
+    assert_eq!(
+        params["full"]["interval"], 86_400_000_000_000_u64,
+        "{params}"
+    );
+    assert!(!blobs.exists("kopia.maintenance").await.unwrap());
+    kopia.run(&["maintenance", "run", "--full", "--safety=none"]);
+    // kopia records the run it made.
+    assert!(blobs.exists("kopia.maintenance").await.unwrap());
+    kopia.run(&["snapshot", "verify", "--verify-files-percent=100"]);
 }
