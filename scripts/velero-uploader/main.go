@@ -83,7 +83,7 @@ func (f fileStore) Path(*corev1api.SecretKeySelector) (string, error) { return f
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(fmt.Errorf("usage: %s backup|restore|list [flags]", filepath.Base(os.Args[0])))
+		fail(fmt.Errorf("usage: %s backup|restore|list|maintain [flags]", filepath.Base(os.Args[0])))
 	}
 	cmd := os.Args[1]
 	var o options
@@ -101,7 +101,7 @@ func main() {
 	case "restore":
 		fs.StringVar(&o.snapshotID, "snapshot", "", "snapshot (manifest) ID")
 		fs.StringVar(&o.target, "target", "", "directory to restore into")
-	case "list":
+	case "list", "maintain":
 	default:
 		fail(fmt.Errorf("unknown subcommand %q", cmd))
 	}
@@ -122,6 +122,8 @@ func main() {
 		out, err = s.restore(o.snapshotID, o.target)
 	case "list":
 		out, err = s.list()
+	case "maintain":
+		out, err = s.maintain()
 	}
 	cleanup()
 	if err != nil {
@@ -341,4 +343,18 @@ func (s *session) list() (any, error) {
 		})
 	}
 	return res, nil
+}
+
+// maintain runs the repository's maintenance as Velero's maintenance job does (the provider's
+// PruneRepo: kopia's maintenance, not forced, as Velero's repository user).
+func (s *session) maintain() (any, error) {
+	param := repoprovider.RepoParam{BackupLocation: s.bsl, BackupRepo: s.repo}
+	rp := s.repoProvider()
+	if err := rp.BoostRepoConnect(s.ctx, param); err != nil {
+		return nil, fmt.Errorf("connect repository: %w", err)
+	}
+	if err := rp.PruneRepo(s.ctx, param); err != nil {
+		return nil, fmt.Errorf("maintain repository: %w", err)
+	}
+	return map[string]any{"maintained": true}, nil
 }

@@ -222,3 +222,50 @@ async fn a_custom_password_opens_velero_s_repository_and_a_wrong_one_is_named() 
         .unwrap();
     assert!(matches!(err, KopiaError::WrongPassword), "{err}");
 }
+
+/// A repository created here is maintained by Velero's maintenance job's code (the provider's
+/// `PruneRepo`: kopia's maintenance as Velero's user, not forced), which refuses a repository
+/// without Velero's maintenance owner; what Velero backs up there afterwards restores here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn velero_maintains_a_repository_created_here() {
+    let server = StorageServer::start();
+    let bucket = server.bucket("velero-maintain");
+    server.create_bucket(&bucket);
+    let blobs = Blobs::new(Location::new(&server.spec(&bucket)).unwrap(), "kopia/shop");
+    let mut repo = Repository::create(blobs.clone(), VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let source = tempfile::tempdir().unwrap();
+    volume(source.path());
+    let info = SourceInfo {
+        host: "default".to_owned(),
+        user: "default".to_owned(),
+        path: "snapshot-pod-volume/kopia/shop/db-0/data".to_owned(),
+    };
+    repo.write_snapshot(source.path(), &info, &Default::default())
+        .await
+        .unwrap();
+    let velero = Velero {
+        server: &server,
+        bucket: bucket.clone(),
+        password: VELERO_DEFAULT_PASSWORD.to_owned(),
+    };
+    assert!(!blobs.exists("kopia.maintenance").await.unwrap());
+    assert_eq!(velero.run(&["maintain"])["maintained"], true);
+    // kopia's maintenance ran (it records its runs) rather than stopping at the owner check.
+    assert!(blobs.exists("kopia.maintenance").await.unwrap());
+    let by_velero = velero.backup(source.path());
+    let repo = open(&server, &bucket, VELERO_DEFAULT_PASSWORD)
+        .await
+        .unwrap();
+    let snapshots = repo.snapshots().await.unwrap();
+    let theirs = snapshots.iter().find(|s| s.id == by_velero).unwrap();
+    let target = tempfile::tempdir().unwrap();
+    repo.restore(theirs, target.path(), RestoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        without_link_times(common::describe(target.path())),
+        without_link_times(common::describe(source.path()))
+    );
+}
