@@ -131,13 +131,13 @@ impl Repository {
 
     /// Merges the index blobs `ids` into one blob of a new set, named with `prefix`.
     async fn compact_into(&self, ids: &[String], prefix: &str) -> Result<(), KopiaError> {
-        let merged: Vec<_> = self.merge_index_blobs(ids).await?.into_values().collect();
+        let merged = self.merge_index_blobs(ids).await?;
         let mut set_id = [0u8; 8];
         rand::fill(&mut set_id);
         self.put_named_blob(
             prefix,
             &format!("s{}-c1", hex::encode(set_id)),
-            &crate::index::build(&merged)?,
+            &crate::index::build(merged.values())?,
         )
         .await?;
         Ok(())

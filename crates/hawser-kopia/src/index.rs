@@ -10,8 +10,6 @@
 //!   whose value holds a 48-bit timestamp, the format version, the pack name's length and
 //!   offset, the deleted flag with the pack offset, and the packed length.
 
-use std::borrow::Borrow;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::KopiaError;
@@ -41,88 +39,6 @@ pub struct Entry {
     pub format_version: u8,
     /// The encryption key ID (kopia writes 0 only).
     pub key_id: u8,
-}
-
-/// A repository's merged index: per content the entry that wins, each held once (keyed by
-/// its own ID, which is inline), so a content costs about 90 bytes of memory.
-#[derive(Default)]
-pub(crate) struct Index(HashSet<Keyed>);
-
-/// An entry found by its ID.
-struct Keyed(Entry);
-
-impl PartialEq for Keyed {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.id == other.0.id
-    }
-}
-
-impl Eq for Keyed {}
-
-impl std::hash::Hash for Keyed {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        std::hash::Hash::hash(&self.0.id, state);
-    }
-}
-
-impl Borrow<ContentId> for Keyed {
-    fn borrow(&self) -> &ContentId {
-        &self.0.id
-    }
-}
-
-impl Index {
-    pub(crate) fn get(&self, id: &ContentId) -> Option<&Entry> {
-        self.0.get(id).map(|k| &k.0)
-    }
-
-    /// Holds `entry`, in place of the content's entry held before.
-    pub(crate) fn insert(&mut self, entry: Entry) {
-        self.0.replace(Keyed(entry));
-    }
-
-    /// Holds `entry` if it wins over the content's entry held before ([`wins`]).
-    pub(crate) fn merge(&mut self, entry: Entry) {
-        if self.get(&entry.id).is_none_or(|have| wins(&entry, have)) {
-            self.insert(entry);
-        }
-    }
-
-    /// Holds the entries of `newer` in place of those held before (the larger table is kept).
-    pub(crate) fn absorb(&mut self, mut newer: Index) {
-        if newer.len() > self.len() {
-            std::mem::swap(self, &mut newer);
-            for older in newer.into_values() {
-                if self.get(&older.id).is_none() {
-                    self.insert(older);
-                }
-            }
-        } else {
-            for entry in newer.into_values() {
-                self.insert(entry);
-            }
-        }
-    }
-
-    pub(crate) fn values(&self) -> impl Iterator<Item = &Entry> {
-        self.0.iter().map(|k| &k.0)
-    }
-
-    pub(crate) fn into_values(self) -> impl Iterator<Item = Entry> {
-        self.0.into_iter().map(|k| k.0)
-    }
-
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Entry) -> bool) {
-        self.0.retain(|k| keep(&k.0));
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 /// Reads a big-endian integer of `N` bytes at `at`.

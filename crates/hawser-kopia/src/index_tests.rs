@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)] // a panic is how a test reports failure
 
 use super::*;
+use crate::merged::Index;
 
 /// Where an entry is: offset, plaintext length, stored length.
 type Place = (u32, u32, u32);
@@ -144,35 +145,45 @@ fn long_contents_and_many_packs_widen_the_entries() {
     assert!(build(&entries).is_err());
 }
 
+/// The pack of the entry `index` holds for content `id`.
+fn pack_of(index: &Index, id: &str) -> String {
+    let held = index.get(&ContentId::parse(id).unwrap()).unwrap();
+    held.pack.to_string()
+}
+
 #[test]
 fn the_index_holds_each_content_once_the_winning_entry() {
     let id = "0123456789abcdef0123456789abcdef";
     let mut index = Index::default();
     index.merge(entry(id, "p1", 5, false, (0, 1, 1)));
     index.merge(entry(id, "p2", 4, false, (0, 2, 2)));
-    assert_eq!(
-        index
-            .get(&ContentId::parse(id).unwrap())
-            .unwrap()
-            .pack
-            .as_ref(),
-        "p1"
-    );
+    assert_eq!(pack_of(&index, id), "p1");
     index.merge(entry(id, "p3", 6, true, (0, 3, 3)));
     index.merge(entry(&format!("k{id}"), "p4", 1, false, (0, 4, 4)));
     assert_eq!(index.len(), 2);
     let held = index.get(&ContentId::parse(id).unwrap()).unwrap();
     assert!(held.deleted && held.pack.as_ref() == "p3");
-    // Inserted: replaces whatever was held.
-    index.insert(entry(id, "p5", 1, false, (0, 5, 5)));
-    assert_eq!(
-        index
-            .get(&ContentId::parse(id).unwrap())
-            .unwrap()
-            .pack
-            .as_ref(),
-        "p5"
-    );
+    // Many more: sorted into the list as they come, found there, the winners kept.
+    let many: Vec<String> = (0..10_000).map(|i| format!("{i:032x}")).collect();
+    for (i, id) in many.iter().enumerate() {
+        index.merge(entry(id, "old", 1, false, (0, 1, 1)));
+        if i % 2 == 0 {
+            index.merge(entry(id, "new", 2, false, (0, 1, 1)));
+        }
+    }
+    index.absorb(Index::from_entries(vec![entry(
+        &many[1],
+        "later",
+        3,
+        false,
+        (0, 1, 1),
+    )]));
+    index.merge(entry(&many[3], "older", 0, false, (0, 1, 1)));
+    assert_eq!(index.len(), 10_002);
+    assert_eq!(index.values().count(), 10_002);
+    let held: Vec<String> = many[..4].iter().map(|id| pack_of(&index, id)).collect();
+    assert_eq!(held, ["new", "later", "new", "old"]);
+    assert_eq!(pack_of(&index, id), "p3");
     index.retain(|e| e.id.prefix() == Some('k'));
     let left: Vec<_> = index.values().map(|e| e.pack.to_string()).collect();
     assert_eq!(left, ["p4"]);

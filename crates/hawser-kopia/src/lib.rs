@@ -22,6 +22,7 @@ pub mod epoch;
 mod error;
 pub mod index;
 mod maintenance;
+mod merged;
 mod object;
 mod repo;
 mod restore;

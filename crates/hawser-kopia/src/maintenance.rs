@@ -262,9 +262,8 @@ impl Repository {
         }
         if !changes.is_empty() {
             self.put_index_blob(&changes, &lease.info.id).await?;
-            for entry in changes {
-                self.index.insert(entry);
-            }
+            self.index
+                .absorb(crate::merged::Index::from_entries(changes));
         }
 
         let drop_before = start - SignedDuration::try_from(safety.drop_after).unwrap_or_default();

@@ -15,7 +15,8 @@ use serde::Deserialize;
 use crate::blobs::Blobs;
 use crate::content::{ContentId, decompress};
 use crate::crypto::{ContentCipher, blob_iv, open_format, password_key};
-use crate::index::{Entry, Index, parse, parse_each};
+use crate::index::{Entry, parse, parse_each};
+use crate::merged::Index;
 use crate::{KopiaError, epoch};
 
 /// The name of the format blob.
@@ -171,17 +172,17 @@ impl Repository {
 
     /// The entries of index blobs `ids`, merged: per content the one that wins.
     pub(crate) async fn merge_index_blobs(&self, ids: &[String]) -> Result<Index, KopiaError> {
-        let mut index = Index::default();
+        let mut entries = Vec::new();
         // Owned items: a stream of closures over borrowed ones is not `Send`.
         let mut reads = futures::stream::iter(ids.to_vec())
             .map(|id| async move { Ok::<_, KopiaError>((self.read_named_blob(&id).await?, id)) })
             .buffer_unordered(INDEX_READS);
         while let Some((plain, id)) = reads.try_next().await? {
             parse_each(&plain, &format!("index blob {id}"), |entry| {
-                index.merge(entry)
+                entries.push(entry)
             })?;
         }
-        Ok(index)
+        Ok(Index::from_entries(entries))
     }
 
     /// The repository's config.

@@ -29,7 +29,8 @@ use crate::KopiaError;
 use crate::chunker::Splitter;
 use crate::content::ContentId;
 use crate::crypto::ContentHash;
-use crate::index::{Entry, Index, build};
+use crate::index::{Entry, build};
+use crate::merged::Index;
 use crate::repo::Repository;
 use crate::session::Lease;
 use crate::snapshot::{Snapshot, Stats};
@@ -313,7 +314,7 @@ impl Writer<'_> {
             .map_err(|e| KopiaError::malformed("a pack's upload", e))??;
         for entry in entries {
             self.pending.remove(&entry.id);
-            self.stored.insert(entry);
+            self.stored.merge(entry);
         }
         Ok(())
     }
