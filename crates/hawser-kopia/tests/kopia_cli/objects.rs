@@ -1,8 +1,9 @@
 //! Objects written here as kopia writes them, with a splitter other than the default.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
-use hawser_kopia::{RestoreOptions, VELERO_DEFAULT_PASSWORD};
+use hawser_kopia::{Repository, RestoreOptions, Snapshot, VELERO_DEFAULT_PASSWORD};
 
 use crate::common::{self, describe};
 use crate::kopia_object;
@@ -57,31 +58,10 @@ async fn listings_and_long_lists_are_cut_as_kopia_cuts_them() {
     let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
         .await
         .unwrap();
-    let ours = repo
-        .write_snapshot(
-            source.path(),
-            &common::source("/elsewhere"),
-            &BTreeMap::new(),
-        )
-        .await
-        .unwrap();
+    let ours = kopia_s_object_written_here(&kopia, &mut repo, source.path()).await;
     assert_eq!(ours.stats.cached_files, 0, "{:?}", ours.stats);
-    let listed: serde_json::Value =
-        serde_json::from_str(&kopia.run(&["snapshot", "list", "--json", &path])).unwrap();
-    assert_eq!(
-        ours.root.obj,
-        listed[0]["rootEntry"]["obj"].as_str().unwrap(),
-        "{listed}"
-    );
     // Again: every file is the parent's, found by the name kopia reads back.
-    let again = repo
-        .write_snapshot(
-            source.path(),
-            &common::source("/elsewhere"),
-            &BTreeMap::new(),
-        )
-        .await
-        .unwrap();
+    let again = elsewhere(&mut repo, source.path()).await;
     assert_eq!(again.stats.cached_files, ours.stats.file_count);
     assert_eq!(again.root.obj, ours.root.obj);
     let target = tempfile::tempdir().unwrap();
@@ -122,14 +102,21 @@ async fn rabin_karp_cuts_are_kopia_s() {
     let mut repo = open(&server, &bucket, "shop", VELERO_DEFAULT_PASSWORD)
         .await
         .unwrap();
-    let ours = repo
-        .write_snapshot(
-            source.path(),
-            &common::source("/elsewhere"),
-            &BTreeMap::new(),
-        )
+    kopia_s_object_written_here(&kopia, &mut repo, source.path()).await;
+}
+
+/// Snapshots `dir` here as another source (so nothing is taken from kopia's snapshot of it).
+async fn elsewhere(repo: &mut Repository, dir: &Path) -> Snapshot {
+    repo.write_snapshot(dir, &common::source("/elsewhere"), &BTreeMap::new())
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Snapshots `dir`, of which kopia's only snapshot was taken, here [`elsewhere`]; checks its
+/// root is kopia's object.
+async fn kopia_s_object_written_here(kopia: &Kopia, repo: &mut Repository, dir: &Path) -> Snapshot {
+    let ours = elsewhere(repo, dir).await;
+    let path = dir.display().to_string();
     let listed: serde_json::Value =
         serde_json::from_str(&kopia.run(&["snapshot", "list", "--json", &path])).unwrap();
     assert_eq!(
@@ -137,4 +124,5 @@ async fn rabin_karp_cuts_are_kopia_s() {
         listed[0]["rootEntry"]["obj"].as_str().unwrap(),
         "{listed}"
     );
+    ours
 }
